@@ -1,0 +1,13 @@
+//! One module per subcommand: validated options in, a typed result out.
+
+pub mod probe;
+
+use crate::error::Error;
+
+/// The answer of every subcommand that is declared but not built yet.
+pub fn not_implemented(command: &str) -> Error {
+    Error::NotImplemented {
+        command: command.to_string(),
+        version: env!("CARGO_PKG_VERSION"),
+    }
+}

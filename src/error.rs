@@ -1,0 +1,53 @@
+//! The library's top-level error: what went wrong, a hint for what to do, and its exit code.
+
+use crate::exit;
+use crate::probe::hwloc::HwlocError;
+use crate::probe::nvml::DriverError;
+use crate::probe::ProbeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error("`topo-tune {command}` is not implemented yet in this version ({version}); nothing was done")]
+    NotImplemented {
+        command: String,
+        version: &'static str,
+    },
+    #[error("writing output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Probe(p) => match p {
+                ProbeError::FsrootMissing(_) | ProbeError::InputMissing(_) => exit::NO_INPUT,
+                ProbeError::FsrootNotSysfs { .. } => exit::DATA_ERROR,
+                ProbeError::Hwloc(HwlocError::BadXml { .. }) => exit::DATA_ERROR,
+                ProbeError::Hwloc(HwlocError::Discovery(_)) => exit::UNAVAILABLE,
+                ProbeError::Driver(DriverError::Fixture { .. }) => exit::DATA_ERROR,
+                ProbeError::Driver(_) => exit::UNAVAILABLE,
+            },
+            Error::NotImplemented { .. } => exit::NOT_IMPLEMENTED,
+            Error::Output(_) => exit::IO_ERROR,
+        }
+    }
+
+    /// A next step for the operator, where there is an obvious one.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Probe(ProbeError::FsrootNotSysfs { .. }) => {
+                Some("--fsroot takes a directory holding sys/ and proc/ laid out like / (see docs/probe.md)".into())
+            }
+            Error::Probe(ProbeError::Hwloc(HwlocError::BadXml { .. })) => {
+                Some("make the file with hwloc 2.x: `lstopo --whole-io --of xml node.xml`".into())
+            }
+            Error::Probe(ProbeError::Hwloc(HwlocError::Discovery(_))) => {
+                Some("topo-tune needs libhwloc 2.x (Debian/Ubuntu: libhwloc15; RHEL: hwloc-libs)".into())
+            }
+            Error::NotImplemented { .. } => Some("see CHANGELOG.md for what this version can do".into()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Exit codes: the one place they are defined. Documented in docs/exit-codes.md; scripts and
+//! Ansible rely on them, so a code never changes meaning.
+
+/// Success; for read-only commands, "done and nothing is wrong".
+pub const OK: i32 = 0;
+/// An unexpected failure inside topo-tune (a bug): report it.
+pub const FAILURE: i32 = 1;
+/// The command line is wrong (clap's code for usage errors).
+pub const USAGE: i32 = 2;
+/// `--check` found changes that would be made (reserved for the writing commands).
+pub const CHANGES_PENDING: i32 = 3;
+/// Some nodes failed while others succeeded (reserved for cluster-wide commands).
+pub const PARTIAL_FAILURE: i32 = 4;
+/// The subcommand exists in the interface but is not built yet: nothing was done.
+pub const NOT_IMPLEMENTED: i32 = 10;
+/// Input data is malformed (XML, JSON, a /sys tree that is not one).
+pub const DATA_ERROR: i32 = 65;
+/// An input file or directory does not exist.
+pub const NO_INPUT: i32 = 66;
+/// A required system library or service is unavailable (e.g. hwloc cannot discover).
+pub const UNAVAILABLE: i32 = 69;
+/// Reading or writing failed at the operating-system level.
+pub const IO_ERROR: i32 = 74;
+
+/// Every code with its meaning, in order (used by `docs/exit-codes.md` tests).
+pub const ALL: &[(i32, &str)] = &[
+    (OK, "success"),
+    (FAILURE, "unexpected internal failure"),
+    (USAGE, "command-line usage error"),
+    (CHANGES_PENDING, "--check: changes pending"),
+    (PARTIAL_FAILURE, "some nodes failed"),
+    (NOT_IMPLEMENTED, "subcommand not implemented yet"),
+    (DATA_ERROR, "malformed input data"),
+    (NO_INPUT, "input file or directory missing"),
+    (UNAVAILABLE, "required library or service unavailable"),
+    (IO_ERROR, "operating-system I/O error"),
+];

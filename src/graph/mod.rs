@@ -1,0 +1,3 @@
+//! Graph views computed from snapshots. Pure: no filesystem, network or clock.
+
+pub mod paths;

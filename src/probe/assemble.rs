@@ -1,0 +1,686 @@
+//! Turns what hwloc, sysfs, procfs and NVML said into one NodeSnapshot. No I/O here: the
+//! readers run first (`probe::probe`), so this logic is tested on plain values.
+
+use super::hwloc::{HwPciDevice, HwlocView, OsDevKind};
+use super::nvml::{parse_bus_id, DriverError, DriverGpu, DriverReport};
+use super::procfs::Interrupts;
+use super::sysfs::{NetdevFacts, PciFacts, RdmaFacts};
+use crate::model::pci::{is_nvidia_gpu, round2, Bdf, Degradation};
+use crate::model::pcitree::{self, BridgeLink};
+use crate::model::snapshot::*;
+use crate::model::{CpuList, PcieLink};
+use std::collections::{BTreeMap, HashMap};
+
+/// Everything sysfs/procfs said (absent for hwloc XML input).
+#[derive(Debug, Clone, Default)]
+pub struct SysView {
+    pub pci: HashMap<Bdf, PciFacts>,
+    pub rdma: Vec<RdmaFacts>,
+    pub netdevs: Vec<NetdevFacts>,
+    pub interrupts: Option<Result<Interrupts, String>>,
+    pub irq_affinity: HashMap<u32, (Option<CpuList>, Option<CpuList>)>,
+}
+
+pub struct Gathered {
+    pub view: HwlocView,
+    pub sys: Option<SysView>,
+    pub driver: Result<DriverReport, DriverError>,
+    /// Whether the driver was asked at all (it is not for machines described by files).
+    pub driver_queried: bool,
+    pub source: SnapshotSource,
+    pub hostname: String,
+    pub kernel: Option<String>,
+}
+
+pub fn assemble(g: Gathered) -> NodeSnapshot {
+    let mut notes = Vec::new();
+    let view = &g.view;
+    let sys = g.sys.as_ref();
+
+    // PCI bridges, their roles and the switches.
+    let links: Vec<BridgeLink> = view
+        .bridges
+        .iter()
+        .map(|b| BridgeLink {
+            bdf: b.bdf,
+            parent: b.parent.clone(),
+            pci_id: format!("{:04x}:{:04x}", b.vendor, b.device),
+        })
+        .collect();
+    let (roles, switches) = pcitree::classify(&links);
+    let bridges: Vec<PciBridge> = view
+        .bridges
+        .iter()
+        .map(|b| PciBridge {
+            bdf: b.bdf,
+            parent: b.parent.clone(),
+            role: roles.get(&b.bdf).copied().unwrap_or(BridgeRole::Bridge),
+            vendor_id: format!("{:04x}", b.vendor),
+            device_id: format!("{:04x}", b.device),
+            secondary_bus: b.secondary_bus,
+            subordinate_bus: b.subordinate_bus,
+            link: link_of(sys.and_then(|s| s.pci.get(&b.bdf)), b.link_gbps),
+        })
+        .collect();
+    let host_bridges: Vec<HostBridge> = view
+        .host_bridges
+        .iter()
+        .map(|h| HostBridge {
+            id: h.id.clone(),
+            domain: h.domain,
+            first_bus: h.first_bus,
+            last_bus: h.last_bus,
+            numa_node: h.locality.numa_node(),
+            cpus: h.locality.cpus.clone(),
+        })
+        .collect();
+
+    let placement = |d: &HwPciDevice| -> PciPlacement {
+        let facts = sys.and_then(|s| s.pci.get(&d.bdf));
+        let cpu_affinity = facts
+            .and_then(|f| f.local_cpus.clone())
+            .unwrap_or_else(|| d.locality.cpus.clone());
+        PciPlacement {
+            bdf: d.bdf,
+            pci_id: format!("{:04x}:{:04x}", d.vendor, d.device),
+            class: format!("0x{:04x}{:02x}", d.class_id, 0),
+            parent: d.parent.clone(),
+            host_bridge: d.host_bridge.clone(),
+            numa_node: match (sys, facts) {
+                (Some(_), Some(f)) => f.numa_node,
+                _ => d.locality.numa_node(),
+            },
+            numa_affinity: numa_affinity(&view.numa_nodes, &cpu_affinity),
+            cpu_affinity,
+            pcie: link_of(facts, d.link_gbps),
+        }
+    };
+
+    // GPUs.
+    let pci_gpus: Vec<&HwPciDevice> = view
+        .devices
+        .iter()
+        .filter(|d| is_nvidia_gpu(d.vendor, d.class_id))
+        .collect();
+    let mut gpus = match &g.driver {
+        Ok(report) => gpus_from_driver(report, &pci_gpus, &placement, &view.numa_nodes, &mut notes),
+        Err(err) => {
+            if !pci_gpus.is_empty() {
+                let why = if g.driver_queried {
+                    err.to_string()
+                } else {
+                    "the machine is described by files, so NVML was not asked".to_string()
+                };
+                notes.push(Note::info(
+                    "nvlink-unknown",
+                    format!("GPUs listed from PCI; NVLink unknown: {why}"),
+                ));
+            }
+            pci_gpus
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Gpu {
+                    index: i as u32,
+                    name: d.name.clone().map_or_else(
+                        || format!("NVIDIA GPU {:04x}:{:04x}", d.vendor, d.device),
+                        |n| format!("NVIDIA {n}"),
+                    ),
+                    uuid: None,
+                    placement: placement(d),
+                    compute_capability: None,
+                    nvlinks: None,
+                    source: GpuSource::Pci,
+                })
+                .collect()
+        }
+    };
+    gpus.sort_by_key(|g| g.index);
+    if gpus.is_empty() {
+        notes.push(Note::info(
+            "no-gpu",
+            "no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302)",
+        ));
+    }
+
+    // NICs.
+    let nics = match sys {
+        Some(s) => nics_from_sysfs(view, s, &placement, &mut notes),
+        None => nics_from_hwloc(view, &placement),
+    };
+
+    // Switch visibility: a GPU or NIC straight under a host bridge hides whatever is between.
+    let exposed: Vec<String> = gpus
+        .iter()
+        .map(|g| (format!("GPU{}", g.index), &g.placement))
+        .chain(
+            nics.iter()
+                .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
+        )
+        .filter(|(_, p)| matches!(p.parent, PciParent::HostBridge(_)))
+        .map(|(label, p)| format!("{label} ({})", p.bdf))
+        .collect();
+    let switches_visible = exposed.is_empty();
+    if !switches_visible {
+        notes.push(Note::info(
+            "switches-not-visible",
+            format!(
+                "switches not visible: {} sit straight under a PCI host bridge, so any PCIe switch between them is hidden (typical of VMs); their mutual paths read PHB or NODE",
+                list_some(&exposed)
+            ),
+        ));
+    }
+
+    // Unknown NUMA, as the firmware left it.
+    if let Some(s) = sys {
+        let unknown: Vec<String> = gpus
+            .iter()
+            .filter(|g| s.pci.get(&g.placement.bdf).is_some_and(|f| f.numa_unknown))
+            .map(|g| format!("GPU{}", g.index))
+            .chain(
+                nics.iter()
+                    .filter(|n| {
+                        n.pci
+                            .as_ref()
+                            .and_then(|p| s.pci.get(&p.bdf))
+                            .is_some_and(|f| f.numa_unknown)
+                    })
+                    .map(|n| n.name.clone()),
+            )
+            .collect();
+        if !unknown.is_empty() {
+            notes.push(Note::info(
+                "numa-unknown",
+                format!(
+                    "numa_node is -1 (unknown) for {}: the firmware gives no NUMA proximity (typical of VMs); NUMA affinity is derived from CPU affinity, as nvidia-smi does",
+                    list_some(&unknown)
+                ),
+            ));
+        }
+    }
+
+    // Degraded links.
+    for (label, p) in gpus
+        .iter()
+        .map(|g| (format!("GPU{}", g.index), &g.placement))
+        .chain(
+            nics.iter()
+                .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
+        )
+    {
+        if let Some(d) = p.pcie.degradation() {
+            let is_gpu = label.starts_with("GPU");
+            let what = match d {
+                Degradation::Width => "width",
+                Degradation::Speed => "speed",
+                Degradation::WidthAndSpeed => "width and speed",
+            };
+            let mut msg = format!(
+                "{label} ({}) PCIe link runs at {}: {what} below maximum",
+                p.bdf,
+                p.pcie.describe()
+            );
+            if is_gpu && d == Degradation::Speed {
+                msg.push_str(" (GPUs lower the link speed when idle: check again under load)");
+                notes.push(Note::info("pcie-degraded", msg));
+            } else {
+                notes.push(Note::warn("pcie-degraded", msg));
+            }
+        }
+    }
+
+    if let Some(Some(Err(e))) = sys.map(|s| s.interrupts.as_ref()) {
+        notes.push(Note::warn(
+            "interrupts-unreadable",
+            format!("/proc/interrupts could not be read, IRQ names and counts are unknown: {e}"),
+        ));
+    }
+
+    let machine = MachineInfo {
+        product: view.product.clone(),
+        architecture: view.architecture.clone(),
+        kernel: g.kernel.clone(),
+        cpu_model: view.cpu_model.clone(),
+        nvidia_driver: g
+            .driver
+            .as_ref()
+            .ok()
+            .and_then(|r| r.driver_version.clone()),
+    };
+    NodeSnapshot {
+        schema_version: SCHEMA_VERSION,
+        hostname: g.hostname.clone(),
+        source: g.source.clone(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine,
+        cpu: CpuSummary {
+            packages: view.packages,
+            cores: view.cores,
+            pus: view.pus,
+            cpus: view.cpus.clone(),
+        },
+        numa_nodes: view.numa_nodes.clone(),
+        pci: PciTopology {
+            host_bridges,
+            bridges,
+            switches,
+            switches_visible,
+        },
+        gpus,
+        nics,
+        notes,
+    }
+}
+
+fn list_some(items: &[String]) -> String {
+    const SHOWN: usize = 4;
+    if items.len() <= SHOWN {
+        items.join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            items[..SHOWN].join(", "),
+            items.len() - SHOWN
+        )
+    }
+}
+
+fn link_of(facts: Option<&PciFacts>, hwloc_gbps: f32) -> PcieLink {
+    match facts {
+        Some(f) if f.link.current_gen.is_some() || f.link.current_width.is_some() => f.link.clone(),
+        _ if hwloc_gbps > 0.0 => PcieLink {
+            bandwidth_gbps: Some(round2(f64::from(hwloc_gbps))),
+            ..PcieLink::default()
+        },
+        _ => PcieLink::default(),
+    }
+}
+
+/// NUMA nodes whose CPUs overlap `cpus` (how nvidia-smi fills "NUMA Affinity").
+pub fn numa_affinity(nodes: &[NumaNode], cpus: &CpuList) -> Vec<u32> {
+    nodes
+        .iter()
+        .filter(|n| n.cpus.intersects(cpus))
+        .map(|n| n.id)
+        .collect()
+}
+
+/// One-direction GB/s per NVLink that NCCL assumes for this GPU generation (src/graph/topo.h).
+pub fn nvlink_gbps(cc: Option<(i32, i32)>) -> Option<f64> {
+    Some(match cc? {
+        (6, _) => 18.0,
+        (7, _) | (8, 0) => 20.0,
+        (8, _) => 12.0,
+        (9, _) => 20.6,
+        (10, _) | (12, _) => 40.1,
+        _ => return None,
+    })
+}
+
+fn gpus_from_driver(
+    report: &DriverReport,
+    pci_gpus: &[&HwPciDevice],
+    placement: &dyn Fn(&HwPciDevice) -> PciPlacement,
+    numa_nodes: &[NumaNode],
+    notes: &mut Vec<Note>,
+) -> Vec<Gpu> {
+    let by_bdf: HashMap<Bdf, &DriverGpu> = report
+        .gpus
+        .iter()
+        .filter_map(|g| Some((parse_bus_id(&g.bus_id)?, g)))
+        .collect();
+    let gpu_bdfs: Vec<Bdf> = by_bdf.keys().copied().collect();
+    let mut out = Vec::new();
+    for d in pci_gpus {
+        match by_bdf.get(&d.bdf) {
+            Some(dg) => out.push(gpu_from_driver(dg, placement(d), &gpu_bdfs, numa_nodes)),
+            None => notes.push(Note::warn(
+                "gpu-not-in-driver",
+                format!("GPU at {} is on PCI but the NVIDIA driver does not list it (unbound, in reset, or passed to a VM)", d.bdf),
+            )),
+        }
+    }
+    for (bdf, dg) in &by_bdf {
+        if !pci_gpus.iter().any(|d| d.bdf == *bdf) {
+            notes.push(Note::warn("gpu-not-on-pci", format!("NVML lists GPU {} at {bdf}, which hwloc did not find on PCI; its PCI path is unknown", dg.index)));
+            let p = PciPlacement {
+                bdf: *bdf,
+                pci_id: "10de:0000".into(),
+                class: "0x030200".into(),
+                parent: PciParent::HostBridge(String::new()),
+                host_bridge: String::new(),
+                numa_node: None,
+                numa_affinity: Vec::new(),
+                cpu_affinity: CpuList::new(),
+                pcie: PcieLink::default(),
+            };
+            out.push(gpu_from_driver(dg, p, &gpu_bdfs, numa_nodes));
+        }
+    }
+    out
+}
+
+fn gpu_from_driver(
+    dg: &DriverGpu,
+    mut p: PciPlacement,
+    gpu_bdfs: &[Bdf],
+    numa_nodes: &[NumaNode],
+) -> Gpu {
+    let small = |v: Option<u32>| v.and_then(|x| u8::try_from(x).ok()).filter(|x| *x > 0);
+    p.pcie = PcieLink::from_gen_width(
+        small(dg.pcie_current_gen),
+        small(dg.pcie_current_width),
+        small(dg.pcie_max_gen),
+        small(dg.pcie_max_width),
+    );
+    if let Some(aff) = dg
+        .cpu_affinity
+        .as_deref()
+        .and_then(|a| CpuList::parse(a).ok())
+        .filter(|a| !a.is_empty())
+    {
+        p.numa_affinity = numa_affinity(numa_nodes, &aff);
+        p.cpu_affinity = aff;
+    }
+    if dg.numa_node.is_some() {
+        p.numa_node = dg.numa_node;
+    }
+    let per_link = nvlink_gbps(dg.compute_capability);
+    let nvlinks = dg
+        .nvlinks
+        .iter()
+        .map(|l| {
+            let remote_bdf = l.remote_bus_id.as_deref().and_then(parse_bus_id);
+            let remote = match remote_bdf {
+                Some(r) if gpu_bdfs.contains(&r) => NvLinkPeer::Gpu,
+                Some(_) => NvLinkPeer::Switch,
+                None => NvLinkPeer::Unknown,
+            };
+            NvLink {
+                link: l.link,
+                active: l.active,
+                version: l.version,
+                remote_bdf,
+                remote,
+                bandwidth_gbps: per_link,
+            }
+        })
+        .collect();
+    Gpu {
+        index: dg.index,
+        name: dg.name.clone(),
+        uuid: dg.uuid.clone(),
+        placement: p,
+        compute_capability: dg.compute_capability.map(|(a, b)| format!("{a}.{b}")),
+        nvlinks: Some(nvlinks),
+        source: GpuSource::Nvml,
+    }
+}
+
+fn irq_class(name: Option<&str>) -> IrqClass {
+    let Some(name) = name else {
+        return IrqClass::Unknown;
+    };
+    let eq = name.split('@').next().unwrap_or(name);
+    if eq.starts_with("mlx5_comp") || eq.starts_with("mlx5_sf_comp") {
+        IrqClass::Completion
+    } else if eq.starts_with("mlx5_")
+        && ["async", "pages", "cmd", "ctrl", "combined", "page_fault"]
+            .iter()
+            .any(|k| eq.contains(k))
+    {
+        IrqClass::Control
+    } else {
+        IrqClass::Other
+    }
+}
+
+fn nics_from_sysfs(
+    view: &HwlocView,
+    s: &SysView,
+    placement: &dyn Fn(&HwPciDevice) -> PciPlacement,
+    notes: &mut Vec<Note>,
+) -> Vec<Nic> {
+    let hw_by_bdf: HashMap<Bdf, &HwPciDevice> = view.devices.iter().map(|d| (d.bdf, d)).collect();
+    let mut netdevs_by_bdf: BTreeMap<Bdf, Vec<Netdev>> = BTreeMap::new();
+    for n in &s.netdevs {
+        netdevs_by_bdf
+            .entry(n.bdf)
+            .or_default()
+            .push(n.netdev.clone());
+    }
+    let place = |bdf: Bdf| -> Option<PciPlacement> { hw_by_bdf.get(&bdf).map(|d| placement(d)) };
+    let irqs_of = |bdf: Option<Bdf>| -> Vec<Irq> {
+        let Some(facts) = bdf.and_then(|b| s.pci.get(&b)) else {
+            return Vec::new();
+        };
+        let table = s.interrupts.as_ref().and_then(|r| r.as_ref().ok());
+        facts
+            .msi_irqs
+            .iter()
+            .map(|&irq| {
+                let row = table.and_then(|t| t.rows.get(&irq));
+                let name = row.and_then(|r| r.name.clone());
+                let (affinity, effective_affinity) =
+                    s.irq_affinity.get(&irq).cloned().unwrap_or((None, None));
+                Irq {
+                    irq,
+                    class: irq_class(name.as_deref()),
+                    name,
+                    affinity,
+                    effective_affinity,
+                    count: row.map(|r| r.per_cpu.iter().sum()),
+                }
+            })
+            .collect()
+    };
+    let mut nics = Vec::new();
+    let mut claimed: Vec<Bdf> = Vec::new();
+    for r in &s.rdma {
+        let netdevs = r
+            .bdf
+            .and_then(|b| netdevs_by_bdf.get(&b))
+            .cloned()
+            .unwrap_or_default();
+        if let Some(b) = r.bdf {
+            claimed.push(b);
+        }
+        nics.push(Nic {
+            name: r.device.clone(),
+            kind: NicKind::Rdma,
+            pci: r.bdf.and_then(place),
+            rdma: Some(RdmaDevice {
+                device: r.device.clone(),
+                ports: r.ports.clone(),
+            }),
+            netdevs,
+            driver: r
+                .bdf
+                .and_then(|b| s.pci.get(&b))
+                .and_then(|f| f.driver.clone()),
+            irqs: irqs_of(r.bdf),
+        });
+    }
+    for (bdf, netdevs) in &netdevs_by_bdf {
+        if claimed.contains(bdf) {
+            continue;
+        }
+        let mut netdevs = netdevs.clone();
+        netdevs.sort_by(|a, b| a.name.cmp(&b.name));
+        nics.push(Nic {
+            name: netdevs[0].name.clone(),
+            kind: NicKind::Ethernet,
+            pci: place(*bdf),
+            rdma: None,
+            netdevs,
+            driver: s.pci.get(bdf).and_then(|f| f.driver.clone()),
+            irqs: irqs_of(Some(*bdf)),
+        });
+    }
+    if nics
+        .iter()
+        .any(|n| n.pci.is_none() && n.kind == NicKind::Rdma)
+    {
+        notes.push(Note::info("nic-without-pci", "some RDMA devices have no PCI function that hwloc knows (soft-RoCE, virtual, or hidden): they are listed without a PCI path"));
+    }
+    nics.sort_by(|a, b| {
+        (a.kind != NicKind::Rdma, natural_key(&a.name))
+            .cmp(&(b.kind != NicKind::Rdma, natural_key(&b.name)))
+    });
+    nics
+}
+
+/// `mlx5_10` sorts after `mlx5_9`.
+fn natural_key(name: &str) -> (String, u64) {
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let stem = name[..name.len() - digits.len()].to_string();
+    (stem, digits.parse().unwrap_or(0))
+}
+
+fn port_state_name(code: u8) -> &'static str {
+    match code {
+        1 => "DOWN",
+        2 => "INIT",
+        3 => "ARMED",
+        4 => "ACTIVE",
+        5 => "ACTIVE_DEFER",
+        _ => "NOP",
+    }
+}
+
+fn nics_from_hwloc(view: &HwlocView, placement: &dyn Fn(&HwPciDevice) -> PciPlacement) -> Vec<Nic> {
+    let mut nics: Vec<Nic> = view
+        .devices
+        .iter()
+        .filter(|d| d.class_id >> 8 == 0x02)
+        .map(|d| {
+            let fabrics = d
+                .os_devices
+                .iter()
+                .find(|o| o.kind == OsDevKind::OpenFabrics);
+            let netdevs: Vec<Netdev> = d
+                .os_devices
+                .iter()
+                .filter(|o| o.kind == OsDevKind::Network)
+                .map(|o| Netdev {
+                    name: o.name.clone(),
+                    operstate: None,
+                    speed_mbps: None,
+                    mtu: None,
+                })
+                .collect();
+            let rdma = fabrics.map(|f| {
+                let mut ports: Vec<RdmaPort> = f
+                    .infos
+                    .iter()
+                    .filter_map(|(k, v)| {
+                        let port: u32 = k
+                            .strip_prefix("Port")?
+                            .strip_suffix("State")?
+                            .parse()
+                            .ok()?;
+                        let code: u8 = v.parse().ok()?;
+                        Some(RdmaPort {
+                            port,
+                            state: Some(port_state_name(code).to_string()),
+                            state_code: Some(code),
+                            rate: None,
+                            rate_gbps: None,
+                            link_layer: if d.class_id == crate::model::pci::class::INFINIBAND {
+                                LinkLayer::InfiniBand
+                            } else {
+                                LinkLayer::Unknown
+                            },
+                            roce_v2_gid_indexes: Vec::new(),
+                            netdev: netdevs.first().map(|n| n.name.clone()),
+                        })
+                    })
+                    .collect();
+                ports.sort_by_key(|p| p.port);
+                RdmaDevice {
+                    device: f.name.clone(),
+                    ports,
+                }
+            });
+            let name = rdma
+                .as_ref()
+                .map(|r| r.device.clone())
+                .or_else(|| netdevs.first().map(|n| n.name.clone()))
+                .unwrap_or_else(|| d.bdf.to_string());
+            Nic {
+                name,
+                kind: if rdma.is_some() {
+                    NicKind::Rdma
+                } else {
+                    NicKind::Ethernet
+                },
+                pci: Some(placement(d)),
+                rdma,
+                netdevs,
+                driver: None,
+                irqs: Vec::new(),
+            }
+        })
+        .collect();
+    nics.sort_by(|a, b| {
+        (a.kind != NicKind::Rdma, a.pci.as_ref().map(|p| p.bdf))
+            .cmp(&(b.kind != NicKind::Rdma, b.pci.as_ref().map(|p| p.bdf)))
+    });
+    nics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn irq_names_of_every_era() {
+        assert_eq!(
+            irq_class(Some("mlx5_comp3@pci:0000:81:00.0")),
+            IrqClass::Completion
+        );
+        assert_eq!(
+            irq_class(Some("mlx5_sf_comp0@pci:0000:81:00.0")),
+            IrqClass::Completion
+        );
+        assert_eq!(
+            irq_class(Some("mlx5_async0@pci:0000:81:00.0")),
+            IrqClass::Control
+        );
+        assert_eq!(
+            irq_class(Some("mlx5_pages_eq@pci:0000:81:00.0")),
+            IrqClass::Control
+        );
+        assert_eq!(
+            irq_class(Some("mlx5_cmd_eq@pci:8b76:00:02.0")),
+            IrqClass::Control
+        );
+        assert_eq!(
+            irq_class(Some("mlx5_combined0@pci:0000:81:00.0")),
+            IrqClass::Control
+        );
+        assert_eq!(irq_class(Some("nvidia")), IrqClass::Other);
+        assert_eq!(irq_class(None), IrqClass::Unknown);
+    }
+
+    #[test]
+    fn nvlink_figures_follow_nccl() {
+        assert_eq!(nvlink_gbps(Some((9, 0))), Some(20.6));
+        assert_eq!(nvlink_gbps(Some((8, 6))), Some(12.0));
+        assert_eq!(nvlink_gbps(Some((8, 0))), Some(20.0));
+        assert_eq!(nvlink_gbps(None), None);
+    }
+
+    #[test]
+    fn natural_order_of_rdma_names() {
+        let mut names = vec!["mlx5_10", "mlx5_2", "mlx5_1"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, vec!["mlx5_1", "mlx5_2", "mlx5_10"]);
+    }
+}

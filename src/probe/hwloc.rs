@@ -1,0 +1,390 @@
+//! hwloc: CPUs, NUMA nodes and the PCI tree (I/O discovery on), from the live machine, a
+//! fake `/sys` tree (`HWLOC_FSROOT`), or an hwloc XML export.
+
+use crate::model::pci::Bdf;
+use crate::model::snapshot::{NumaNode, PciParent};
+use crate::model::CpuList;
+use hwlocality::object::attributes::{DownstreamAttributes, ObjectAttributes, UpstreamAttributes};
+use hwlocality::object::types::{BridgeType, OSDeviceType, ObjectType};
+use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::{BuildFlags, TypeFilter};
+use hwlocality::Topology;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// hwloc reads `HWLOC_FSROOT` from the environment; serialise every change of it.
+static HWLOC_ENV: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, thiserror::Error)]
+pub enum HwlocError {
+    #[error("hwloc could not read {path}: {reason}")]
+    BadXml { path: String, reason: String },
+    #[error("hwloc could not discover the topology: {0}")]
+    Discovery(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HwlocView {
+    pub hostname: Option<String>,
+    pub product: Option<String>,
+    pub architecture: Option<String>,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub packages: u32,
+    pub cores: u32,
+    pub pus: u32,
+    pub cpus: CpuList,
+    pub numa_nodes: Vec<NumaNode>,
+    pub host_bridges: Vec<HwHostBridge>,
+    pub bridges: Vec<HwBridge>,
+    pub devices: Vec<HwPciDevice>,
+}
+
+/// Locality of an I/O object: the CPUs and NUMA nodes of its first non-I/O ancestor.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Locality {
+    pub cpus: CpuList,
+    pub nodes: Vec<u32>,
+    /// The ancestor is the whole machine: hwloc knows no closer locality (e.g. `numa_node = -1`).
+    pub whole_machine: bool,
+}
+
+impl Locality {
+    /// A single NUMA node, claimed only when hwloc attached the object below the machine level.
+    pub fn numa_node(&self) -> Option<u32> {
+        match self.nodes.as_slice() {
+            [one] if !self.whole_machine => Some(*one),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HwHostBridge {
+    pub id: String,
+    pub domain: u32,
+    pub first_bus: u8,
+    pub last_bus: u8,
+    pub locality: Locality,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HwBridge {
+    pub bdf: Bdf,
+    pub parent: PciParent,
+    pub vendor: u16,
+    pub device: u16,
+    pub secondary_bus: u8,
+    pub subordinate_bus: u8,
+    pub link_gbps: f32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HwPciDevice {
+    pub bdf: Bdf,
+    pub parent: PciParent,
+    pub host_bridge: String,
+    pub vendor: u16,
+    pub device: u16,
+    /// Class as hwloc stores it: base class and subclass (`0x0302`).
+    pub class_id: u16,
+    pub revision: u8,
+    pub link_gbps: f32,
+    /// `PCIDevice` info (from pci.ids), e.g. `GH100 [H200 SXM 141GB]`.
+    pub name: Option<String>,
+    pub locality: Locality,
+    pub os_devices: Vec<HwOsDevice>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HwOsDevice {
+    pub name: String,
+    pub kind: OsDevKind,
+    pub infos: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OsDevKind {
+    Network,
+    OpenFabrics,
+    Other,
+}
+
+/// Discover the running machine, or the tree under `fsroot` when given.
+pub fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
+    let _guard = HWLOC_ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let topology = match fsroot {
+        Some(root) => {
+            std::env::set_var("HWLOC_FSROOT", root);
+            // The x86 backend reads CPUID of the machine we run on, which would leak into a
+            // description of another machine.
+            let built = builder()
+                .and_then(|b| {
+                    b.without_component("x86")
+                        .map_err(|e| HwlocError::Discovery(e.to_string()))
+                })
+                .and_then(|b| b.build().map_err(|e| HwlocError::Discovery(e.to_string())));
+            std::env::remove_var("HWLOC_FSROOT");
+            built?
+        }
+        None => {
+            std::env::remove_var("HWLOC_FSROOT");
+            builder()?
+                .build()
+                .map_err(|e| HwlocError::Discovery(e.to_string()))?
+        }
+    };
+    Ok(view(&topology))
+}
+
+/// Load an hwloc XML export (v2 format, as `lstopo file.xml` writes it).
+pub fn from_xml_file(path: &Path) -> Result<HwlocView, HwlocError> {
+    let bad = |reason: String| HwlocError::BadXml {
+        path: path.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    if !text.contains("<topology") {
+        return Err(bad("no <topology> element: not an hwloc XML export".into()));
+    }
+    let _guard = HWLOC_ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let topology = builder()?
+        .from_xml(&text)
+        .map_err(|e| {
+            bad(format!(
+                "{e} (hwloc 2.x reads XML v2 exports; run `lstopo --of xml` with hwloc 2)"
+            ))
+        })?
+        .build()
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(view(&topology))
+}
+
+fn builder() -> Result<hwlocality::topology::builder::TopologyBuilder, HwlocError> {
+    Topology::builder()
+        .with_io_type_filter(TypeFilter::KeepAll)
+        .map_err(|e| HwlocError::Discovery(e.to_string()))?
+        .with_flags(BuildFlags::INCLUDE_DISALLOWED)
+        .map_err(|e| HwlocError::Discovery(e.to_string()))
+}
+
+fn info(obj: &TopologyObject, key: &str) -> Option<String> {
+    obj.info(key)
+        .and_then(|c| c.to_str().ok())
+        .map(str::to_string)
+        .filter(|s| !s.is_empty())
+}
+
+fn cpulist_of(obj: &TopologyObject) -> CpuList {
+    obj.cpuset()
+        .map(|set| CpuList::from_ids(set.iter_set().map(|i| usize::from(i) as u32)))
+        .unwrap_or_default()
+}
+
+fn locality_of(obj: &TopologyObject) -> Locality {
+    match obj.first_non_io_ancestor() {
+        Some(anc) => Locality {
+            cpus: cpulist_of(anc),
+            nodes: anc
+                .nodeset()
+                .map(|s| s.iter_set().map(|i| usize::from(i) as u32).collect())
+                .unwrap_or_default(),
+            whole_machine: anc.parent().is_none(),
+        },
+        None => Locality::default(),
+    }
+}
+
+fn bdf_of(obj: &TopologyObject) -> Option<(Bdf, u16, u16, u16, u8, f32)> {
+    let attrs = match obj.attributes()? {
+        ObjectAttributes::PCIDevice(p) => *p,
+        ObjectAttributes::Bridge(b) => match b.upstream_attributes()? {
+            UpstreamAttributes::PCI(p) => *p,
+        },
+        _ => return None,
+    };
+    let bdf = Bdf {
+        domain: u32::from(attrs.domain()),
+        bus: attrs.bus_id(),
+        device: attrs.bus_device(),
+        function: attrs.function(),
+    };
+    Some((
+        bdf,
+        attrs.vendor_id(),
+        attrs.device_id(),
+        attrs.class_id(),
+        attrs.revision(),
+        attrs.link_speed(),
+    ))
+}
+
+fn is_host_bridge(obj: &TopologyObject) -> bool {
+    matches!(obj.attributes(), Some(ObjectAttributes::Bridge(b)) if b.upstream_type() == BridgeType::Host)
+}
+
+fn host_bridge_id(obj: &TopologyObject) -> Option<(String, u32, u8, u8)> {
+    let Some(ObjectAttributes::Bridge(b)) = obj.attributes() else {
+        return None;
+    };
+    match b.downstream_attributes()? {
+        DownstreamAttributes::PCI(d) => {
+            let domain = u32::from(d.domain());
+            Some((
+                format!("pci{:04x}:{:02x}", domain, d.secondary_bus()),
+                domain,
+                d.secondary_bus(),
+                d.subordinate_bus(),
+            ))
+        }
+    }
+}
+
+fn parent_of(obj: &TopologyObject) -> (PciParent, String) {
+    let mut parent = PciParent::HostBridge(String::new());
+    let mut host = String::new();
+    if let Some(p) = obj.parent() {
+        if is_host_bridge(p) {
+            let id = host_bridge_id(p).map(|h| h.0).unwrap_or_default();
+            parent = PciParent::HostBridge(id.clone());
+            host = id;
+        } else if let Some((bdf, ..)) = bdf_of(p) {
+            parent = PciParent::Bridge(bdf);
+        }
+    }
+    if host.is_empty() {
+        host = obj
+            .ancestors()
+            .find(|a| is_host_bridge(a))
+            .and_then(host_bridge_id)
+            .map(|h| h.0)
+            .unwrap_or_default();
+    }
+    (parent, host)
+}
+
+fn view(topology: &Topology) -> HwlocView {
+    let root = topology.root_object();
+    let package_model = topology
+        .objects_with_type(ObjectType::Package)
+        .find_map(|p| info(p, "CPUModel"));
+    let mut numa_nodes: Vec<NumaNode> = topology
+        .objects_with_type(ObjectType::NUMANode)
+        .filter_map(|n| {
+            let id = u32::try_from(n.os_index()?).ok()?;
+            let memory_bytes = match n.attributes() {
+                Some(ObjectAttributes::NUMANode(a)) => a.local_memory().map(|m| m.get()),
+                _ => None,
+            };
+            Some(NumaNode {
+                id,
+                cpus: cpulist_of(n),
+                memory_bytes,
+            })
+        })
+        .collect();
+    numa_nodes.sort_by_key(|n| n.id);
+
+    let mut host_bridges = Vec::new();
+    let mut bridges = Vec::new();
+    for b in topology.objects_with_type(ObjectType::Bridge) {
+        if is_host_bridge(b) {
+            if let Some((id, domain, first_bus, last_bus)) = host_bridge_id(b) {
+                host_bridges.push(HwHostBridge {
+                    id,
+                    domain,
+                    first_bus,
+                    last_bus,
+                    locality: locality_of(b),
+                });
+            }
+            continue;
+        }
+        let Some((bdf, vendor, device, _, _, link_gbps)) = bdf_of(b) else {
+            continue;
+        };
+        let (secondary_bus, subordinate_bus) = match b.attributes() {
+            Some(ObjectAttributes::Bridge(attr)) => match attr.downstream_attributes() {
+                Some(DownstreamAttributes::PCI(d)) => (d.secondary_bus(), d.subordinate_bus()),
+                None => (0, 0),
+            },
+            _ => (0, 0),
+        };
+        bridges.push(HwBridge {
+            bdf,
+            parent: parent_of(b).0,
+            vendor,
+            device,
+            secondary_bus,
+            subordinate_bus,
+            link_gbps,
+        });
+    }
+    host_bridges.sort_by_key(|h| (h.domain, h.first_bus));
+    bridges.sort_by_key(|b| b.bdf);
+
+    let mut devices: Vec<HwPciDevice> = topology
+        .pci_devices()
+        .filter_map(|d| {
+            let (bdf, vendor, device, class_id, revision, link_gbps) = bdf_of(d)?;
+            let (parent, host_bridge) = parent_of(d);
+            let os_devices = d
+                .io_children()
+                .filter(|c| c.object_type() == ObjectType::OSDevice)
+                .filter_map(|c| {
+                    let name = c.name()?.to_str().ok()?.to_string();
+                    let kind = match c.attributes() {
+                        Some(ObjectAttributes::OSDevice(o)) => match o.device_type() {
+                            OSDeviceType::Network => OsDevKind::Network,
+                            OSDeviceType::OpenFabrics => OsDevKind::OpenFabrics,
+                            _ => OsDevKind::Other,
+                        },
+                        _ => OsDevKind::Other,
+                    };
+                    let infos = c
+                        .infos()
+                        .iter()
+                        .filter_map(|i| {
+                            Some((
+                                i.name().to_str().ok()?.to_string(),
+                                i.value().to_str().ok()?.to_string(),
+                            ))
+                        })
+                        .collect();
+                    Some(HwOsDevice { name, kind, infos })
+                })
+                .collect();
+            Some(HwPciDevice {
+                bdf,
+                parent,
+                host_bridge,
+                vendor,
+                device,
+                class_id,
+                revision,
+                link_gbps,
+                name: info(d, "PCIDevice"),
+                locality: locality_of(d),
+                os_devices,
+            })
+        })
+        .collect();
+    devices.sort_by_key(|d| d.bdf);
+
+    let count = |t: ObjectType| topology.objects_with_type(t).count() as u32;
+    HwlocView {
+        hostname: info(root, "HostName"),
+        product: info(root, "DMIProductName"),
+        architecture: info(root, "Architecture"),
+        kernel: info(root, "OSRelease"),
+        cpu_model: package_model,
+        packages: count(ObjectType::Package),
+        cores: count(ObjectType::Core),
+        pus: count(ObjectType::PU),
+        cpus: cpulist_of(root),
+        numa_nodes,
+        host_bridges,
+        bridges,
+        devices,
+    }
+}

@@ -1,0 +1,172 @@
+//! Reads one machine: hwloc for CPUs/NUMA/PCI, sysfs for links/NICs/IRQs, procfs for IRQ
+//! names, NVML for GPUs — and assembles the NodeSnapshot.
+
+pub mod assemble;
+pub mod fsroot;
+pub mod hwloc;
+pub mod nvml;
+pub mod procfs;
+pub mod sysfs;
+
+use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
+use assemble::{Gathered, SysView};
+use fsroot::FsRoot;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// What to probe.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// This machine (`fsroot = None`) or a `/sys` + `/proc` tree under a directory.
+    Machine { fsroot: Option<PathBuf> },
+    /// An hwloc XML export.
+    HwlocXml(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct ProbeRequest {
+    pub target: Target,
+    /// Recorded NVML answers to use instead of the driver (tests, replays).
+    pub nvml_fixture: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("--fsroot {0}: no such directory")]
+    FsrootMissing(String),
+    #[error("--fsroot {path}: not a sysfs/procfs tree ({missing} is missing)")]
+    FsrootNotSysfs { path: String, missing: String },
+    #[error("{0}: no such file")]
+    InputMissing(String),
+    #[error(transparent)]
+    Hwloc(#[from] hwloc::HwlocError),
+    #[error(transparent)]
+    Driver(#[from] nvml::DriverError),
+}
+
+pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
+    match &req.target {
+        Target::HwlocXml(path) => probe_xml(path, req.nvml_fixture.as_deref()),
+        Target::Machine { fsroot } => probe_machine(fsroot.as_deref(), req.nvml_fixture.as_deref()),
+    }
+}
+
+fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+    if !path.is_file() {
+        return Err(ProbeError::InputMissing(path.display().to_string()));
+    }
+    let view = hwloc::from_xml_file(path)?;
+    let driver = nvml::driver_for(fixture, false).report();
+    // A broken fixture is the operator's input: report it rather than quietly ignoring it.
+    if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {
+        return Err(e.clone().into());
+    }
+    let hostname = view.hostname.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("unknown")
+            .to_string()
+    });
+    let kernel = view.kernel.clone();
+    Ok(assemble::assemble(Gathered {
+        view,
+        sys: None,
+        driver,
+        driver_queried: fixture.is_some(),
+        source: SnapshotSource {
+            kind: SourceKind::HwlocXml,
+            path: Some(path.display().to_string()),
+        },
+        hostname,
+        kernel,
+    }))
+}
+
+fn probe_machine(
+    fsroot: Option<&Path>,
+    fixture: Option<&Path>,
+) -> Result<NodeSnapshot, ProbeError> {
+    let fs = match fsroot {
+        Some(root) => {
+            if !root.is_dir() {
+                return Err(ProbeError::FsrootMissing(root.display().to_string()));
+            }
+            let fs = FsRoot::new(root);
+            for required in ["/sys/devices/system/cpu", "/sys/bus/pci/devices"] {
+                if !fs.exists(required) {
+                    return Err(ProbeError::FsrootNotSysfs {
+                        path: root.display().to_string(),
+                        missing: required.trim_start_matches('/').to_string(),
+                    });
+                }
+            }
+            fs
+        }
+        None => FsRoot::live(),
+    };
+    let view = hwloc::discover(fsroot)?;
+    let mut pci = HashMap::new();
+    for bdf in view
+        .bridges
+        .iter()
+        .map(|b| b.bdf)
+        .chain(view.devices.iter().map(|d| d.bdf))
+    {
+        pci.insert(bdf, sysfs::pci_facts(&fs, bdf));
+    }
+    let interrupts = fs
+        .read_required("/proc/interrupts")
+        .map_err(|e| format!("/proc/interrupts: {e}"))
+        .and_then(|text| {
+            procfs::Interrupts::parse(&text).map_err(|e| format!("/proc/interrupts:{e}"))
+        });
+    let mut irq_affinity = HashMap::new();
+    for facts in pci.values() {
+        for &irq in &facts.msi_irqs {
+            irq_affinity.insert(irq, sysfs::irq_affinity(&fs, irq));
+        }
+    }
+    let sys = SysView {
+        pci,
+        rdma: sysfs::rdma_devices(&fs),
+        netdevs: sysfs::pci_netdevs(&fs),
+        interrupts: Some(interrupts),
+        irq_affinity,
+    };
+    let is_live = fsroot.is_none();
+    let driver = nvml::driver_for(fixture, is_live).report();
+    if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {
+        return Err(e.clone().into());
+    }
+    // hwloc's HostName/OSRelease come from uname() of the machine running us: only true live.
+    let hostname = fs
+        .read_trimmed("/proc/sys/kernel/hostname")
+        .or_else(|| if is_live { view.hostname.clone() } else { None })
+        .unwrap_or_else(|| "localhost".to_string());
+    let kernel = fs.read_trimmed("/proc/sys/kernel/osrelease").or_else(|| {
+        if is_live {
+            view.kernel.clone()
+        } else {
+            None
+        }
+    });
+    let source = match fsroot {
+        Some(root) => SnapshotSource {
+            kind: SourceKind::Fsroot,
+            path: Some(root.display().to_string()),
+        },
+        None => SnapshotSource {
+            kind: SourceKind::Live,
+            path: None,
+        },
+    };
+    Ok(assemble::assemble(Gathered {
+        view,
+        sys: Some(sys),
+        driver,
+        driver_queried: is_live || fixture.is_some(),
+        source,
+        hostname,
+        kernel,
+    }))
+}
