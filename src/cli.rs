@@ -8,12 +8,7 @@ use std::path::PathBuf;
 /// Make NCCL fast on the hardware it really runs on: probe GPU/NIC topology, solve ring order
 /// and NCCL settings, write the files NCCL reads, roll them out behind a measured canary.
 #[derive(Debug, Parser)]
-#[command(
-    name = "topo-tune",
-    version,
-    propagate_version = true,
-    max_term_width = 100
-)]
+#[command(name = "topo-tune", version, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     /// Output format: `human` (tables) or `json` (one JSON document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human, env = "TOPO_TUNE_OUTPUT")]

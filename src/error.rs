@@ -10,10 +10,7 @@ pub enum Error {
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error("`topo-tune {command}` is not implemented yet in this version ({version}); nothing was done")]
-    NotImplemented {
-        command: String,
-        version: &'static str,
-    },
+    NotImplemented { command: String, version: &'static str },
     #[error("writing output: {0}")]
     Output(#[from] std::io::Error),
 }

@@ -9,9 +9,7 @@ use crate::report;
 pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<String, Error> {
     let target = match (&args.from_hwloc_xml, &args.fsroot) {
         (Some(xml), _) => Target::HwlocXml(xml.clone()),
-        (None, fsroot) => Target::Machine {
-            fsroot: fsroot.clone(),
-        },
+        (None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
     };
     let snapshot = probe(&ProbeRequest {
         target,
@@ -21,14 +19,12 @@ pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<String, Error> {
         OutputFormat::Json => {
             let mut value = serde_json::to_value(&snapshot).map_err(|e| Error::Output(e.into()))?;
             if args.matrix {
-                let matrix = serde_json::to_value(path_matrix(&snapshot))
-                    .map_err(|e| Error::Output(e.into()))?;
+                let matrix = serde_json::to_value(path_matrix(&snapshot)).map_err(|e| Error::Output(e.into()))?;
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert("matrix".into(), matrix);
                 }
             }
-            let mut s =
-                serde_json::to_string_pretty(&value).map_err(|e| Error::Output(e.into()))?;
+            let mut s = serde_json::to_string_pretty(&value).map_err(|e| Error::Output(e.into()))?;
             s.push('\n');
             s
         }

@@ -81,14 +81,8 @@ struct Endpoint<'a> {
 }
 
 pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
-    let roles: HashMap<Bdf, BridgeRole> =
-        snap.pci.bridges.iter().map(|b| (b.bdf, b.role)).collect();
-    let parents: HashMap<Bdf, PciParent> = snap
-        .pci
-        .bridges
-        .iter()
-        .map(|b| (b.bdf, b.parent.clone()))
-        .collect();
+    let roles: HashMap<Bdf, BridgeRole> = snap.pci.bridges.iter().map(|b| (b.bdf, b.role)).collect();
+    let parents: HashMap<Bdf, PciParent> = snap.pci.bridges.iter().map(|b| (b.bdf, b.parent.clone())).collect();
     let host_numa: HashMap<&str, Option<u32>> = snap
         .pci
         .host_bridges
@@ -112,11 +106,7 @@ pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
         });
     }
     for (i, n) in snap.matrix_nics().enumerate() {
-        devices.push(matrix_device(
-            format!("NIC{i}"),
-            n.name.clone(),
-            n.pci.as_ref(),
-        ));
+        devices.push(matrix_device(format!("NIC{i}"), n.name.clone(), n.pci.as_ref()));
         endpoints.push(Endpoint {
             placement: n.pci.as_ref(),
             gpu: None,
@@ -151,15 +141,7 @@ pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
                 }
             }
             classes[i][j] = match (a.placement, b.placement) {
-                (Some(pa), Some(pb)) => pcie_class(
-                    pa,
-                    pb,
-                    &hops[i],
-                    &hops[j],
-                    numa_of(a),
-                    numa_of(b),
-                    single_numa,
-                ),
+                (Some(pa), Some(pb)) => pcie_class(pa, pb, &hops[i], &hops[j], numa_of(a), numa_of(b), single_numa),
                 // A device with no PCI path: nothing proves locality.
                 _ => PathClass::Sys,
             };
@@ -181,9 +163,7 @@ fn matrix_device(label: String, name: String, p: Option<&PciPlacement>) -> Matri
             .map(|p| crate::model::CpuList::from_ids(p.numa_affinity.iter().copied()).to_string())
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "N/A".into()),
-        degraded_link: p
-            .filter(|p| p.pcie.degradation().is_some())
-            .map(|p| p.pcie.describe()),
+        degraded_link: p.filter(|p| p.pcie.degradation().is_some()).map(|p| p.pcie.describe()),
     }
 }
 
@@ -194,18 +174,13 @@ fn nvlinks_between(a: &crate::model::Gpu, b: &crate::model::Gpu) -> Option<u32> 
     let lb = b.nvlinks.as_ref()?;
     let direct = la
         .iter()
-        .filter(|l| {
-            l.active && l.remote == NvLinkPeer::Gpu && l.remote_bdf == Some(b.placement.bdf)
-        })
+        .filter(|l| l.active && l.remote == NvLinkPeer::Gpu && l.remote_bdf == Some(b.placement.bdf))
         .count() as u32;
     if direct > 0 {
         return Some(direct);
     }
-    let switch_links = |ls: &[crate::model::NvLink]| {
-        ls.iter()
-            .filter(|l| l.active && l.remote == NvLinkPeer::Switch)
-            .count() as u32
-    };
+    let switch_links =
+        |ls: &[crate::model::NvLink]| ls.iter().filter(|l| l.active && l.remote == NvLinkPeer::Switch).count() as u32;
     let (sa, sb) = (switch_links(la), switch_links(lb));
     (sa > 0 && sb > 0).then_some(sa.min(sb))
 }
@@ -225,11 +200,7 @@ fn pcie_class(
         .find_map(|(i, hop)| hb.iter().position(|h| h == hop).map(|j| (i, j)))
     {
         // Bridges crossed: those below the common one on each side, plus the common one.
-        return if i + j < 1 {
-            PathClass::Pix
-        } else {
-            PathClass::Pxb
-        };
+        return if i + j < 1 { PathClass::Pix } else { PathClass::Pxb };
     }
     if !pa.host_bridge.is_empty() && pa.host_bridge == pb.host_bridge {
         return PathClass::Phb;
@@ -249,10 +220,7 @@ mod tests {
 
     #[test]
     fn legend_is_nvidia_smi_verbatim() {
-        let captured = include_str!("../../tests/data/h200-topo-m.txt");
-        assert!(
-            captured.contains(LEGEND),
-            "legend differs from the H200 capture"
-        );
+        let captured = include_str!("../../tests/data/h200-vm/topo-m.txt");
+        assert!(captured.contains(LEGEND), "legend differs from the H200 capture");
     }
 }

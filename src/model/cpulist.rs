@@ -171,10 +171,7 @@ mod tests {
 
     #[test]
     fn parses_kernel_forms() {
-        assert_eq!(
-            CpuList::parse("0-3,8,10-11\n").unwrap().to_string(),
-            "0-3,8,10-11"
-        );
+        assert_eq!(CpuList::parse("0-3,8,10-11\n").unwrap().to_string(), "0-3,8,10-11");
         assert_eq!(CpuList::parse("0-47,96-143").unwrap().len(), 96);
         assert!(CpuList::parse("").unwrap().is_empty());
         assert!(CpuList::parse("\n").unwrap().is_empty());
@@ -182,17 +179,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in [
-            "a",
-            "1-",
-            "-1",
-            "3-1",
-            "1,,2",
-            "1 2",
-            "0x3",
-            "99999999999",
-            "70000",
-        ] {
+        for bad in ["a", "1-", "-1", "3-1", "1,,2", "1 2", "0x3", "99999999999", "70000"] {
             assert!(CpuList::parse(bad).is_err(), "{bad} should be rejected");
         }
     }
@@ -200,16 +187,8 @@ mod tests {
     #[test]
     fn parses_masks_wider_than_32_cpus() {
         assert_eq!(CpuList::parse_mask("ffff").unwrap().to_string(), "0-15");
-        assert_eq!(
-            CpuList::parse_mask("f,ffffffff").unwrap().to_string(),
-            "0-35"
-        );
-        assert_eq!(
-            CpuList::parse_mask("00000001,00000000")
-                .unwrap()
-                .to_string(),
-            "32"
-        );
+        assert_eq!(CpuList::parse_mask("f,ffffffff").unwrap().to_string(), "0-35");
+        assert_eq!(CpuList::parse_mask("00000001,00000000").unwrap().to_string(), "32");
         assert!(CpuList::parse_mask("xyz").is_err());
         assert!(CpuList::parse_mask("123456789").is_err());
     }

@@ -68,9 +68,7 @@ impl Serialize for Bdf {
 
 impl<'de> Deserialize<'de> for Bdf {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -210,10 +208,7 @@ mod tests {
         assert_eq!(b.to_string(), "0000:00:06.0");
         let b: Bdf = "0000:AB:1F.7".parse().unwrap();
         assert_eq!(b.to_string(), "0000:ab:1f.7");
-        assert_eq!(
-            "81:00.0".parse::<Bdf>().unwrap().to_string(),
-            "0000:81:00.0"
-        );
+        assert_eq!("81:00.0".parse::<Bdf>().unwrap().to_string(), "0000:81:00.0");
         for bad in [
             "",
             "0000:00:06",

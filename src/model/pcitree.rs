@@ -134,10 +134,7 @@ pub fn upstream_hops(
                     continue;
                 };
                 hops.push(UpstreamHop::Switch(*up));
-                cur = parents
-                    .get(up)
-                    .cloned()
-                    .unwrap_or(PciParent::HostBridge(String::new()));
+                cur = parents.get(up).cloned().unwrap_or(PciParent::HostBridge(String::new()));
             }
             Some(BridgeRole::SwitchUpstream) => {
                 hops.push(UpstreamHop::Switch(b));
@@ -218,8 +215,7 @@ mod tests {
         ];
         let (roles, _) = classify(&bridges);
         assert_eq!(roles.len(), 3);
-        let parents: HashMap<Bdf, PciParent> =
-            bridges.iter().map(|x| (x.bdf, x.parent.clone())).collect();
+        let parents: HashMap<Bdf, PciParent> = bridges.iter().map(|x| (x.bdf, x.parent.clone())).collect();
         let hops = upstream_hops(&PciParent::Bridge(b("0000:01:00.0")), &roles, &parents);
         assert!(hops.len() <= parents.len() + 1);
     }

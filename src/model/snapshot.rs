@@ -80,7 +80,7 @@ pub struct PciTopology {
     pub host_bridges: Vec<HostBridge>,
     pub bridges: Vec<PciBridge>,
     pub switches: Vec<PciSwitch>,
-    /// False when some GPU or NIC sits straight under a host bridge: the hypervisor (or the
+    /// False when some GPU or RDMA NIC sits straight under a host bridge: the hypervisor (or the
     /// platform) hides any PCIe switch between them, so PIX/PXB cannot be told apart from PHB.
     pub switches_visible: bool,
 }

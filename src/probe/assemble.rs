@@ -152,8 +152,11 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
     let exposed: Vec<String> = gpus
         .iter()
         .map(|g| (format!("GPU{}", g.index), &g.placement))
+        // Only what NCCL uses: GPUs and RDMA NICs (an onboard management NIC often sits on
+        // the root bus of a machine whose switches are all visible).
         .chain(
             nics.iter()
+                .filter(|n| n.kind == NicKind::Rdma)
                 .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
         )
         .filter(|(_, p)| matches!(p.parent, PciParent::HostBridge(_)))
@@ -202,8 +205,11 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
     for (label, p) in gpus
         .iter()
         .map(|g| (format!("GPU{}", g.index), &g.placement))
+        // Only what NCCL uses: GPUs and RDMA NICs (an onboard management NIC often sits on
+        // the root bus of a machine whose switches are all visible).
         .chain(
             nics.iter()
+                .filter(|n| n.kind == NicKind::Rdma)
                 .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
         )
     {
@@ -240,11 +246,7 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
         architecture: view.architecture.clone(),
         kernel: g.kernel.clone(),
         cpu_model: view.cpu_model.clone(),
-        nvidia_driver: g
-            .driver
-            .as_ref()
-            .ok()
-            .and_then(|r| r.driver_version.clone()),
+        nvidia_driver: g.driver.as_ref().ok().and_then(|r| r.driver_version.clone()),
     };
     NodeSnapshot {
         schema_version: SCHEMA_VERSION,
@@ -276,11 +278,7 @@ fn list_some(items: &[String]) -> String {
     if items.len() <= SHOWN {
         items.join(", ")
     } else {
-        format!(
-            "{} and {} more",
-            items[..SHOWN].join(", "),
-            items.len() - SHOWN
-        )
+        format!("{} and {} more", items[..SHOWN].join(", "), items.len() - SHOWN)
     }
 }
 
@@ -297,11 +295,7 @@ fn link_of(facts: Option<&PciFacts>, hwloc_gbps: f32) -> PcieLink {
 
 /// NUMA nodes whose CPUs overlap `cpus` (how nvidia-smi fills "NUMA Affinity").
 pub fn numa_affinity(nodes: &[NumaNode], cpus: &CpuList) -> Vec<u32> {
-    nodes
-        .iter()
-        .filter(|n| n.cpus.intersects(cpus))
-        .map(|n| n.id)
-        .collect()
+    nodes.iter().filter(|n| n.cpus.intersects(cpus)).map(|n| n.id).collect()
 }
 
 /// One-direction GB/s per NVLink that NCCL assumes for this GPU generation (src/graph/topo.h).
@@ -335,13 +329,22 @@ fn gpus_from_driver(
             Some(dg) => out.push(gpu_from_driver(dg, placement(d), &gpu_bdfs, numa_nodes)),
             None => notes.push(Note::warn(
                 "gpu-not-in-driver",
-                format!("GPU at {} is on PCI but the NVIDIA driver does not list it (unbound, in reset, or passed to a VM)", d.bdf),
+                format!(
+                    "GPU at {} is on PCI but the NVIDIA driver does not list it (unbound, in reset, or passed to a VM)",
+                    d.bdf
+                ),
             )),
         }
     }
     for (bdf, dg) in &by_bdf {
         if !pci_gpus.iter().any(|d| d.bdf == *bdf) {
-            notes.push(Note::warn("gpu-not-on-pci", format!("NVML lists GPU {} at {bdf}, which hwloc did not find on PCI; its PCI path is unknown", dg.index)));
+            notes.push(Note::warn(
+                "gpu-not-on-pci",
+                format!(
+                    "NVML lists GPU {} at {bdf}, which hwloc did not find on PCI; its PCI path is unknown",
+                    dg.index
+                ),
+            ));
             let p = PciPlacement {
                 bdf: *bdf,
                 pci_id: "10de:0000".into(),
@@ -359,12 +362,7 @@ fn gpus_from_driver(
     out
 }
 
-fn gpu_from_driver(
-    dg: &DriverGpu,
-    mut p: PciPlacement,
-    gpu_bdfs: &[Bdf],
-    numa_nodes: &[NumaNode],
-) -> Gpu {
+fn gpu_from_driver(dg: &DriverGpu, mut p: PciPlacement, gpu_bdfs: &[Bdf], numa_nodes: &[NumaNode]) -> Gpu {
     let small = |v: Option<u32>| v.and_then(|x| u8::try_from(x).ok()).filter(|x| *x > 0);
     p.pcie = PcieLink::from_gen_width(
         small(dg.pcie_current_gen),
@@ -443,10 +441,7 @@ fn nics_from_sysfs(
     let hw_by_bdf: HashMap<Bdf, &HwPciDevice> = view.devices.iter().map(|d| (d.bdf, d)).collect();
     let mut netdevs_by_bdf: BTreeMap<Bdf, Vec<Netdev>> = BTreeMap::new();
     for n in &s.netdevs {
-        netdevs_by_bdf
-            .entry(n.bdf)
-            .or_default()
-            .push(n.netdev.clone());
+        netdevs_by_bdf.entry(n.bdf).or_default().push(n.netdev.clone());
     }
     let place = |bdf: Bdf| -> Option<PciPlacement> { hw_by_bdf.get(&bdf).map(|d| placement(d)) };
     let irqs_of = |bdf: Option<Bdf>| -> Vec<Irq> {
@@ -460,8 +455,7 @@ fn nics_from_sysfs(
             .map(|&irq| {
                 let row = table.and_then(|t| t.rows.get(&irq));
                 let name = row.and_then(|r| r.name.clone());
-                let (affinity, effective_affinity) =
-                    s.irq_affinity.get(&irq).cloned().unwrap_or((None, None));
+                let (affinity, effective_affinity) = s.irq_affinity.get(&irq).cloned().unwrap_or((None, None));
                 Irq {
                     irq,
                     class: irq_class(name.as_deref()),
@@ -476,11 +470,7 @@ fn nics_from_sysfs(
     let mut nics = Vec::new();
     let mut claimed: Vec<Bdf> = Vec::new();
     for r in &s.rdma {
-        let netdevs = r
-            .bdf
-            .and_then(|b| netdevs_by_bdf.get(&b))
-            .cloned()
-            .unwrap_or_default();
+        let netdevs = r.bdf.and_then(|b| netdevs_by_bdf.get(&b)).cloned().unwrap_or_default();
         if let Some(b) = r.bdf {
             claimed.push(b);
         }
@@ -493,10 +483,7 @@ fn nics_from_sysfs(
                 ports: r.ports.clone(),
             }),
             netdevs,
-            driver: r
-                .bdf
-                .and_then(|b| s.pci.get(&b))
-                .and_then(|f| f.driver.clone()),
+            driver: r.bdf.and_then(|b| s.pci.get(&b)).and_then(|f| f.driver.clone()),
             irqs: irqs_of(r.bdf),
         });
     }
@@ -516,15 +503,11 @@ fn nics_from_sysfs(
             irqs: irqs_of(Some(*bdf)),
         });
     }
-    if nics
-        .iter()
-        .any(|n| n.pci.is_none() && n.kind == NicKind::Rdma)
-    {
+    if nics.iter().any(|n| n.pci.is_none() && n.kind == NicKind::Rdma) {
         notes.push(Note::info("nic-without-pci", "some RDMA devices have no PCI function that hwloc knows (soft-RoCE, virtual, or hidden): they are listed without a PCI path"));
     }
     nics.sort_by(|a, b| {
-        (a.kind != NicKind::Rdma, natural_key(&a.name))
-            .cmp(&(b.kind != NicKind::Rdma, natural_key(&b.name)))
+        (a.kind != NicKind::Rdma, natural_key(&a.name)).cmp(&(b.kind != NicKind::Rdma, natural_key(&b.name)))
     });
     nics
 }
@@ -560,10 +543,7 @@ fn nics_from_hwloc(view: &HwlocView, placement: &dyn Fn(&HwPciDevice) -> PciPlac
         .iter()
         .filter(|d| d.class_id >> 8 == 0x02)
         .map(|d| {
-            let fabrics = d
-                .os_devices
-                .iter()
-                .find(|o| o.kind == OsDevKind::OpenFabrics);
+            let fabrics = d.os_devices.iter().find(|o| o.kind == OsDevKind::OpenFabrics);
             let netdevs: Vec<Netdev> = d
                 .os_devices
                 .iter()
@@ -580,11 +560,7 @@ fn nics_from_hwloc(view: &HwlocView, placement: &dyn Fn(&HwPciDevice) -> PciPlac
                     .infos
                     .iter()
                     .filter_map(|(k, v)| {
-                        let port: u32 = k
-                            .strip_prefix("Port")?
-                            .strip_suffix("State")?
-                            .parse()
-                            .ok()?;
+                        let port: u32 = k.strip_prefix("Port")?.strip_suffix("State")?.parse().ok()?;
                         let code: u8 = v.parse().ok()?;
                         Some(RdmaPort {
                             port,
@@ -641,30 +617,12 @@ mod tests {
 
     #[test]
     fn irq_names_of_every_era() {
-        assert_eq!(
-            irq_class(Some("mlx5_comp3@pci:0000:81:00.0")),
-            IrqClass::Completion
-        );
-        assert_eq!(
-            irq_class(Some("mlx5_sf_comp0@pci:0000:81:00.0")),
-            IrqClass::Completion
-        );
-        assert_eq!(
-            irq_class(Some("mlx5_async0@pci:0000:81:00.0")),
-            IrqClass::Control
-        );
-        assert_eq!(
-            irq_class(Some("mlx5_pages_eq@pci:0000:81:00.0")),
-            IrqClass::Control
-        );
-        assert_eq!(
-            irq_class(Some("mlx5_cmd_eq@pci:8b76:00:02.0")),
-            IrqClass::Control
-        );
-        assert_eq!(
-            irq_class(Some("mlx5_combined0@pci:0000:81:00.0")),
-            IrqClass::Control
-        );
+        assert_eq!(irq_class(Some("mlx5_comp3@pci:0000:81:00.0")), IrqClass::Completion);
+        assert_eq!(irq_class(Some("mlx5_sf_comp0@pci:0000:81:00.0")), IrqClass::Completion);
+        assert_eq!(irq_class(Some("mlx5_async0@pci:0000:81:00.0")), IrqClass::Control);
+        assert_eq!(irq_class(Some("mlx5_pages_eq@pci:0000:81:00.0")), IrqClass::Control);
+        assert_eq!(irq_class(Some("mlx5_cmd_eq@pci:8b76:00:02.0")), IrqClass::Control);
+        assert_eq!(irq_class(Some("mlx5_combined0@pci:0000:81:00.0")), IrqClass::Control);
         assert_eq!(irq_class(Some("nvidia")), IrqClass::Other);
         assert_eq!(irq_class(None), IrqClass::Unknown);
     }

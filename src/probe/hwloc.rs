@@ -129,9 +129,7 @@ pub fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
         }
         None => {
             std::env::remove_var("HWLOC_FSROOT");
-            builder()?
-                .build()
-                .map_err(|e| HwlocError::Discovery(e.to_string()))?
+            builder()?.build().map_err(|e| HwlocError::Discovery(e.to_string()))?
         }
     };
     Ok(view(&topology))

@@ -82,10 +82,7 @@ fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeE
     }))
 }
 
-fn probe_machine(
-    fsroot: Option<&Path>,
-    fixture: Option<&Path>,
-) -> Result<NodeSnapshot, ProbeError> {
+fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let fs = match fsroot {
         Some(root) => {
             if !root.is_dir() {
@@ -117,9 +114,7 @@ fn probe_machine(
     let interrupts = fs
         .read_required("/proc/interrupts")
         .map_err(|e| format!("/proc/interrupts: {e}"))
-        .and_then(|text| {
-            procfs::Interrupts::parse(&text).map_err(|e| format!("/proc/interrupts:{e}"))
-        });
+        .and_then(|text| procfs::Interrupts::parse(&text).map_err(|e| format!("/proc/interrupts:{e}")));
     let mut irq_affinity = HashMap::new();
     for facts in pci.values() {
         for &irq in &facts.msi_irqs {
@@ -143,13 +138,9 @@ fn probe_machine(
         .read_trimmed("/proc/sys/kernel/hostname")
         .or_else(|| if is_live { view.hostname.clone() } else { None })
         .unwrap_or_else(|| "localhost".to_string());
-    let kernel = fs.read_trimmed("/proc/sys/kernel/osrelease").or_else(|| {
-        if is_live {
-            view.kernel.clone()
-        } else {
-            None
-        }
-    });
+    let kernel =
+        fs.read_trimmed("/proc/sys/kernel/osrelease")
+            .or_else(|| if is_live { view.kernel.clone() } else { None });
     let source = match fsroot {
         Some(root) => SnapshotSource {
             kind: SourceKind::Fsroot,

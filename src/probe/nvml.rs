@@ -107,9 +107,7 @@ impl GpuDriver for Nvml {
             NvmlError::LibraryNotFound => DriverError::LibraryMissing(e.to_string()),
             other => DriverError::Other(other.to_string()),
         })?;
-        let count = nvml
-            .device_count()
-            .map_err(|e| DriverError::Other(e.to_string()))?;
+        let count = nvml.device_count().map_err(|e| DriverError::Other(e.to_string()))?;
         let mut gpus = Vec::new();
         for i in 0..count {
             let dev = nvml
@@ -149,10 +147,7 @@ impl GpuDriver for Nvml {
                 pcie_max_gen: dev.max_pcie_link_gen().ok(),
                 pcie_max_width: dev.max_pcie_link_width().ok(),
                 cpu_affinity,
-                compute_capability: dev
-                    .cuda_compute_capability()
-                    .ok()
-                    .map(|c| (c.major, c.minor)),
+                compute_capability: dev.cuda_compute_capability().ok().map(|c| (c.major, c.minor)),
                 nvlinks,
             });
         }
@@ -190,9 +185,7 @@ pub fn parse_bus_id(bus_id: &str) -> Option<Bdf> {
 /// else the real NVML.
 pub fn driver_for(fixture: Option<&Path>, describes_this_machine: bool) -> Box<dyn GpuDriver> {
     match fixture {
-        Some(p) => Box::new(NvmlFixture {
-            path: p.to_path_buf(),
-        }),
+        Some(p) => Box::new(NvmlFixture { path: p.to_path_buf() }),
         None if describes_this_machine => Box::new(Nvml { lib_path: None }),
         None => Box::new(NoDriver),
     }
@@ -205,10 +198,7 @@ mod tests {
     #[test]
     fn affinity_words_like_the_h200_capture() {
         // nvml.txt: "cpu affinity words [65535, 0, 0, 0]"
-        assert_eq!(
-            affinity_words_to_list(&[65535, 0, 0, 0]).to_string(),
-            "0-15"
-        );
+        assert_eq!(affinity_words_to_list(&[65535, 0, 0, 0]).to_string(), "0-15");
         assert_eq!(affinity_words_to_list(&[0, 1]).to_string(), "64");
     }
 

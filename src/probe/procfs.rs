@@ -48,10 +48,7 @@ const FLOW_SUFFIXES: [&str; 8] = [
 
 impl Interrupts {
     pub fn parse(text: &str) -> Result<Self, InterruptsError> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .skip_while(|(_, l)| l.trim().is_empty());
+        let mut lines = text.lines().enumerate().skip_while(|(_, l)| l.trim().is_empty());
         let (_, header) = lines.next().ok_or(InterruptsError::NoHeader)?;
         let cpus: Vec<u32> = header
             .split_whitespace()
@@ -83,11 +80,7 @@ impl Interrupts {
                 });
             };
             let tokens: Vec<&str> = rest.split_whitespace().collect();
-            let counts: Vec<u64> = tokens
-                .iter()
-                .take(cpus.len())
-                .map_while(|t| t.parse().ok())
-                .collect();
+            let counts: Vec<u64> = tokens.iter().take(cpus.len()).map_while(|t| t.parse().ok()).collect();
             if counts.len() < cpus.len() {
                 return Err(InterruptsError::ShortRow {
                     line: line_no,
@@ -112,9 +105,7 @@ impl Interrupts {
 }
 
 fn action_name(tail: &[&str]) -> Option<String> {
-    let flow_at = tail
-        .iter()
-        .rposition(|t| FLOW_SUFFIXES.iter().any(|s| t.ends_with(s)));
+    let flow_at = tail.iter().rposition(|t| FLOW_SUFFIXES.iter().any(|s| t.ends_with(s)));
     let names = match flow_at {
         Some(i) => &tail[i + 1..],
         // No recognisable flow column: the action is the last token, if there is more than a chip.
@@ -146,15 +137,9 @@ ERR:          0
         assert_eq!(ints.cpus, vec![0, 1, 2, 3]);
         assert_eq!(ints.rows[&26].name.as_deref(), Some("ttyS0"));
         assert_eq!(ints.rows[&42].name.as_deref(), Some("nvidia"));
-        assert_eq!(
-            ints.rows[&98].name.as_deref(),
-            Some("mlx5_comp0@pci:0000:81:00.0")
-        );
+        assert_eq!(ints.rows[&98].name.as_deref(), Some("mlx5_comp0@pci:0000:81:00.0"));
         assert_eq!(ints.rows[&98].per_cpu, vec![500, 12, 0, 3]);
-        assert_eq!(
-            ints.rows[&99].name.as_deref(),
-            Some("mlx5_cmd_eq@pci:8b76:00:02.0")
-        );
+        assert_eq!(ints.rows[&99].name.as_deref(), Some("mlx5_cmd_eq@pci:8b76:00:02.0"));
         assert_eq!(ints.rows.len(), 5);
     }
 
@@ -172,14 +157,8 @@ ERR:          0
             }
         );
         assert!(err.to_string().contains("truncated"));
-        assert_eq!(
-            Interrupts::parse("").unwrap_err(),
-            InterruptsError::NoHeader
-        );
-        assert_eq!(
-            Interrupts::parse("garbage\n").unwrap_err(),
-            InterruptsError::NoHeader
-        );
+        assert_eq!(Interrupts::parse("").unwrap_err(), InterruptsError::NoHeader);
+        assert_eq!(Interrupts::parse("garbage\n").unwrap_err(), InterruptsError::NoHeader);
     }
 
     proptest! {

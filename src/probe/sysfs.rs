@@ -68,9 +68,7 @@ pub fn owning_pci_function(fs: &FsRoot, class_path: &str) -> Option<Bdf> {
     let real = fs.resolve(class_path)?;
     real.split('/').rev().find_map(|part| {
         // Only full 4-digit-domain names: `pci0000:00` (a root bus) does not parse as a BDF.
-        (part.len() == 12)
-            .then(|| part.parse::<Bdf>().ok())
-            .flatten()
+        (part.len() == 12).then(|| part.parse::<Bdf>().ok()).flatten()
     })
 }
 
@@ -178,9 +176,7 @@ pub fn pci_netdevs(fs: &FsRoot) -> Vec<NetdevFacts> {
                 netdev: Netdev {
                     operstate: fs.read_trimmed(&format!("{base}/operstate")),
                     speed_mbps,
-                    mtu: fs
-                        .read_trimmed(&format!("{base}/mtu"))
-                        .and_then(|s| s.parse().ok()),
+                    mtu: fs.read_trimmed(&format!("{base}/mtu")).and_then(|s| s.parse().ok()),
                     name,
                 },
                 bdf,

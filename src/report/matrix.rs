@@ -35,11 +35,7 @@ pub fn render(m: &PathMatrix) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     let _ = write!(out, "\n{LEGEND}\n");
-    let nics: Vec<_> = m
-        .devices
-        .iter()
-        .filter(|d| d.label.starts_with("NIC"))
-        .collect();
+    let nics: Vec<_> = m.devices.iter().filter(|d| d.label.starts_with("NIC")).collect();
     if !nics.is_empty() {
         let _ = write!(out, "\nNIC Legend:\n\n");
         for d in nics {

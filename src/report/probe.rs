@@ -30,17 +30,8 @@ pub fn render(s: &NodeSnapshot) -> String {
         "cpus      {} packages, {} cores, {} threads ({})",
         s.cpu.packages, s.cpu.cores, s.cpu.pus, s.cpu.cpus
     );
-    let numa: Vec<String> = s
-        .numa_nodes
-        .iter()
-        .map(|n| format!("{}: {}", n.id, n.cpus))
-        .collect();
-    let _ = writeln!(
-        out,
-        "numa      {} node(s)  {}",
-        s.numa_nodes.len(),
-        numa.join("  ")
-    );
+    let numa: Vec<String> = s.numa_nodes.iter().map(|n| format!("{}: {}", n.id, n.cpus)).collect();
+    let _ = writeln!(out, "numa      {} node(s)  {}", s.numa_nodes.len(), numa.join("  "));
     let _ = writeln!(
         out,
         "pci       {} host bridge(s), {} PCIe switch(es){}",
@@ -55,15 +46,7 @@ pub fn render(s: &NodeSnapshot) -> String {
 
     let _ = writeln!(out, "\nGPUs ({})", s.gpus.len());
     if !s.gpus.is_empty() {
-        let mut t = table(&[
-            "#",
-            "Name",
-            "Bus id",
-            "NUMA",
-            "CPU affinity",
-            "PCIe",
-            "NVLink",
-        ]);
+        let mut t = table(&["#", "Name", "Bus id", "NUMA", "CPU affinity", "PCIe", "NVLink"]);
         for g in &s.gpus {
             let p = &g.placement;
             let nvlink = match &g.nvlinks {
@@ -127,22 +110,15 @@ pub fn render(s: &NodeSnapshot) -> String {
                 .and_then(|p| p.state.clone())
                 .or_else(|| n.netdevs.first().and_then(|d| d.operstate.clone()))
                 .unwrap_or_else(|| "-".into());
-            let pcie = n
-                .pci
-                .as_ref()
-                .map_or("-".to_string(), |p| match p.pcie.degradation() {
-                    Some(_) => format!("{} DEGRADED", p.pcie.describe()),
-                    None => p.pcie.describe(),
-                });
+            let pcie = n.pci.as_ref().map_or("-".to_string(), |p| match p.pcie.degradation() {
+                Some(_) => format!("{} DEGRADED", p.pcie.describe()),
+                None => p.pcie.describe(),
+            });
             t.add_row(vec![
                 n.name.clone(),
                 kind.to_string(),
                 n.pci.as_ref().map_or("-".into(), |p| p.bdf.to_string()),
-                n.netdevs
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
+                n.netdevs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(","),
                 state,
                 port.map_or("-".into(), |p| format!("{:?}", p.link_layer)),
                 rate,

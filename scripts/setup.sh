@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the system packages topo-tune needs to build and test (Debian/Ubuntu), once.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+
+packages=(
+  build-essential   # cc, for crates that build C
+  pkg-config        # finds libhwloc
+  libhwloc-dev      # hwloc 2.x: CPUs, NUMA and the PCI tree
+  libudev-dev       # libhwloc's static link line names -ludev
+  hwloc-nox         # lstopo: the tests compare topo-tune against hwloc's own tool
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+  exit 1
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
+    echo "setup: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
