@@ -292,3 +292,76 @@ fn snapshot_json_round_trips() {
         assert!(value.get(key).is_some(), "top-level `{key}`");
     }
 }
+
+/// NVML answers for the 8 GPUs of `dgx_like`, with NVLink as `links(gpu)` describes it:
+/// `(link count, remote bus id)` groups per GPU.
+fn dgx_nvml(links: impl Fn(usize) -> Vec<(u32, String)>) -> String {
+    let bdfs: Vec<&str> = machines::DGX_SWITCHES.iter().flat_map(|s| [s.endpoints[0], s.endpoints[1]]).collect();
+    let gpus: Vec<serde_json::Value> = bdfs
+        .iter()
+        .enumerate()
+        .map(|(i, bdf)| {
+            let mut n = 0;
+            let mut nvlinks = vec![];
+            for (count, remote) in links(i) {
+                for _ in 0..count {
+                    nvlinks.push(serde_json::json!({"link": n, "active": true, "version": 4, "remote_bus_id": remote}));
+                    n += 1;
+                }
+            }
+            serde_json::json!({
+                "index": i, "name": "NVIDIA H200", "uuid": format!("GPU-{i}"), "bus_id": format!("0000{bdf}"),
+                "numa_node": null, "pcie_current_gen": 5, "pcie_current_width": if i == 3 { 8 } else { 16 },
+                "pcie_max_gen": 5, "pcie_max_width": 16,
+                "cpu_affinity": if i < 4 { "0-15,32-47" } else { "16-31,48-63" },
+                "compute_capability": [9, 0], "nvlinks": nvlinks
+            })
+        })
+        .collect();
+    serde_json::json!({"driver_version": "580.159.04", "gpus": gpus}).to_string()
+}
+
+fn probe_with_nvml(nvml: String) -> NodeSnapshot {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    machines::dgx_like(&root);
+    let fixture = dir.path().join("nvml.json");
+    std::fs::write(&fixture, nvml).unwrap();
+    probe_json(&["--fsroot", root.to_str().unwrap(), "--nvml-fixture", fixture.to_str().unwrap()])
+}
+
+#[test]
+fn nvswitch_fabric_reads_nv18_between_every_gpu_pair() {
+    // HGX H100/H200: 18 links per GPU, all to NVSwitches (remote ids that are not GPUs).
+    let s = probe_with_nvml(dgx_nvml(|_| vec![(18, "00000000:FF:00.0".into())]));
+    let g0 = &s.gpus[0];
+    assert_eq!(g0.source, GpuSource::Nvml);
+    let links = g0.nvlinks.as_ref().unwrap();
+    assert_eq!(links.len(), 18);
+    assert!(links.iter().all(|l| l.remote == NvLinkPeer::Switch && l.bandwidth_gbps == Some(20.6)));
+    let m = path_matrix(&s);
+    for i in 0..8 {
+        for j in 0..8 {
+            let want = if i == j { PathClass::SelfPath } else { PathClass::NvLink(18) };
+            assert_eq!(m.classes[i][j], want, "GPU{i}->GPU{j}");
+        }
+    }
+    // GPU↔NIC stays PCIe.
+    assert_eq!(m.classes[0][8], PathClass::Pix);
+}
+
+#[test]
+fn nvlink_bridge_pairs_and_pcie_elsewhere() {
+    // NCv4-like: GPUs paired by NVLink bridges (0-1, 2-3, ...), 4 links each way; no switch.
+    let bdfs: Vec<&str> = machines::DGX_SWITCHES.iter().flat_map(|s| [s.endpoints[0], s.endpoints[1]]).collect();
+    let s = probe_with_nvml(dgx_nvml(|i| vec![(4, bdfs[i ^ 1].to_string())]));
+    assert!(s.gpus[0].nvlinks.as_ref().unwrap().iter().all(|l| l.remote == NvLinkPeer::Gpu));
+    let m = path_matrix(&s);
+    assert_eq!(m.classes[0][1], PathClass::NvLink(4));
+    assert_eq!(m.classes[2][3], PathClass::NvLink(4));
+    assert_eq!(m.classes[0][2], PathClass::Node, "no NVLink between pairs: PCIe path");
+    assert_eq!(m.classes[0][5], PathClass::Sys);
+    // NVML's width for GPU3 (x8) is what the snapshot and the matrix report.
+    assert_eq!(s.gpus[3].placement.pcie.current_width, Some(8));
+    assert_eq!(m.devices[3].degraded_link.as_deref(), Some("Gen5 x8 (max Gen5 x16)"));
+}

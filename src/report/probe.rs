@@ -77,6 +77,8 @@ pub fn render(s: &NodeSnapshot) -> String {
         let _ = writeln!(out, "{t}");
     }
 
+    // An hwloc export carries no interrupts: say unknown rather than zero.
+    let irqs_known = s.source.kind != crate::model::SourceKind::HwlocXml;
     let _ = writeln!(out, "\nNICs ({})", s.nics.len());
     if !s.nics.is_empty() {
         let mut t = table(&[
@@ -84,7 +86,7 @@ pub fn render(s: &NodeSnapshot) -> String {
             "Kind",
             "Bus id",
             "Netdev",
-            "Port",
+            "State",
             "Link layer",
             "Rate",
             "NUMA",
@@ -126,7 +128,7 @@ pub fn render(s: &NodeSnapshot) -> String {
                     .as_ref()
                     .map_or("-".into(), |p| numa_text(p.numa_node, &p.numa_affinity)),
                 pcie,
-                n.irqs.len().to_string(),
+                if irqs_known { n.irqs.len().to_string() } else { "-".to_string() },
             ]);
         }
         let _ = writeln!(out, "{t}");
@@ -145,13 +147,13 @@ pub fn render(s: &NodeSnapshot) -> String {
     out
 }
 
-/// `0`, or `? (affinity 0)` when the firmware gives no node and it was derived from CPUs.
+/// `0`, or `? (affinity 0)` when the firmware gives no node and the affinity is derived from CPUs.
 fn numa_text(node: Option<u32>, affinity: &[u32]) -> String {
     match node {
         Some(n) => n.to_string(),
         None if affinity.is_empty() => "?".to_string(),
         None => format!(
-            "? (cpus: {})",
+            "? (affinity {})",
             crate::model::CpuList::from_ids(affinity.iter().copied())
         ),
     }
