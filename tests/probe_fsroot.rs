@@ -296,7 +296,10 @@ fn snapshot_json_round_trips() {
 /// NVML answers for the 8 GPUs of `dgx_like`, with NVLink as `links(gpu)` describes it:
 /// `(link count, remote bus id)` groups per GPU.
 fn dgx_nvml(links: impl Fn(usize) -> Vec<(u32, String)>) -> String {
-    let bdfs: Vec<&str> = machines::DGX_SWITCHES.iter().flat_map(|s| [s.endpoints[0], s.endpoints[1]]).collect();
+    let bdfs: Vec<&str> = machines::DGX_SWITCHES
+        .iter()
+        .flat_map(|s| [s.endpoints[0], s.endpoints[1]])
+        .collect();
     let gpus: Vec<serde_json::Value> = bdfs
         .iter()
         .enumerate()
@@ -327,7 +330,12 @@ fn probe_with_nvml(nvml: String) -> NodeSnapshot {
     machines::dgx_like(&root);
     let fixture = dir.path().join("nvml.json");
     std::fs::write(&fixture, nvml).unwrap();
-    probe_json(&["--fsroot", root.to_str().unwrap(), "--nvml-fixture", fixture.to_str().unwrap()])
+    probe_json(&[
+        "--fsroot",
+        root.to_str().unwrap(),
+        "--nvml-fixture",
+        fixture.to_str().unwrap(),
+    ])
 }
 
 #[test]
@@ -338,11 +346,17 @@ fn nvswitch_fabric_reads_nv18_between_every_gpu_pair() {
     assert_eq!(g0.source, GpuSource::Nvml);
     let links = g0.nvlinks.as_ref().unwrap();
     assert_eq!(links.len(), 18);
-    assert!(links.iter().all(|l| l.remote == NvLinkPeer::Switch && l.bandwidth_gbps == Some(20.6)));
+    assert!(links
+        .iter()
+        .all(|l| l.remote == NvLinkPeer::Switch && l.bandwidth_gbps == Some(20.6)));
     let m = path_matrix(&s);
     for i in 0..8 {
         for j in 0..8 {
-            let want = if i == j { PathClass::SelfPath } else { PathClass::NvLink(18) };
+            let want = if i == j {
+                PathClass::SelfPath
+            } else {
+                PathClass::NvLink(18)
+            };
             assert_eq!(m.classes[i][j], want, "GPU{i}->GPU{j}");
         }
     }
@@ -353,9 +367,17 @@ fn nvswitch_fabric_reads_nv18_between_every_gpu_pair() {
 #[test]
 fn nvlink_bridge_pairs_and_pcie_elsewhere() {
     // NCv4-like: GPUs paired by NVLink bridges (0-1, 2-3, ...), 4 links each way; no switch.
-    let bdfs: Vec<&str> = machines::DGX_SWITCHES.iter().flat_map(|s| [s.endpoints[0], s.endpoints[1]]).collect();
+    let bdfs: Vec<&str> = machines::DGX_SWITCHES
+        .iter()
+        .flat_map(|s| [s.endpoints[0], s.endpoints[1]])
+        .collect();
     let s = probe_with_nvml(dgx_nvml(|i| vec![(4, bdfs[i ^ 1].to_string())]));
-    assert!(s.gpus[0].nvlinks.as_ref().unwrap().iter().all(|l| l.remote == NvLinkPeer::Gpu));
+    assert!(s.gpus[0]
+        .nvlinks
+        .as_ref()
+        .unwrap()
+        .iter()
+        .all(|l| l.remote == NvLinkPeer::Gpu));
     let m = path_matrix(&s);
     assert_eq!(m.classes[0][1], PathClass::NvLink(4));
     assert_eq!(m.classes[2][3], PathClass::NvLink(4));

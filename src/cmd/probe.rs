@@ -21,11 +21,17 @@ pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<String, Error> {
         (Some(xml), _) => Target::HwlocXml(xml.clone()),
         (None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
     };
-    let snapshot = probe(&ProbeRequest { target, nvml_fixture: args.nvml_fixture.clone() })?;
+    let snapshot = probe(&ProbeRequest {
+        target,
+        nvml_fixture: args.nvml_fixture.clone(),
+    })?;
     let text = match output {
         OutputFormat::Json => {
             let json = if args.matrix {
-                serde_json::to_string_pretty(&WithMatrix { snapshot: &snapshot, matrix: path_matrix(&snapshot) })
+                serde_json::to_string_pretty(&WithMatrix {
+                    snapshot: &snapshot,
+                    matrix: path_matrix(&snapshot),
+                })
             } else {
                 serde_json::to_string_pretty(&snapshot)
             };

@@ -128,7 +128,11 @@ pub fn render(s: &NodeSnapshot) -> String {
                     .as_ref()
                     .map_or("-".into(), |p| numa_text(p.numa_node, &p.numa_affinity)),
                 pcie,
-                if irqs_known { n.irqs.len().to_string() } else { "-".to_string() },
+                if irqs_known {
+                    n.irqs.len().to_string()
+                } else {
+                    "-".to_string()
+                },
             ]);
         }
         let _ = writeln!(out, "{t}");
