@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo build --release --quiet
-topology=tests/data/hwloc/aws-p5en.xml
+topology=profiles/aws-p5en.xml
 ./target/release/topo-tune probe --from-hwloc-xml "$topology"
 echo
 ./target/release/topo-tune probe --from-hwloc-xml "$topology" --matrix

@@ -28,8 +28,8 @@ pub enum OutputFormat {
 pub enum Command {
     /// Describe one node: GPUs, NVLink, PCIe tree, NICs, NUMA, IRQs (read-only).
     Probe(ProbeArgs),
-    /// Probe every node of a cluster, solve the plan and write NCCL's files [not implemented yet].
-    Init(PendingArgs),
+    /// Probe every node of a cluster in parallel (`--collect-only`); plan and write phases come later.
+    Init(InitArgs),
     /// Solve ring order and NCCL settings from snapshots [not implemented yet].
     Plan(PendingArgs),
     /// Roll a plan out rack by rack behind a measured canary [not implemented yet].
@@ -67,6 +67,54 @@ pub struct ProbeArgs {
     /// Use recorded NVML answers (JSON) instead of the NVIDIA driver.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_NVML_FIXTURE", hide = true)]
     pub nvml_fixture: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The cluster description (docs/cluster-yaml.md).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    pub cluster_config: PathBuf,
+
+    /// Stop after collecting snapshots (the plan and write phases are not built yet).
+    #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY")]
+    pub collect_only: bool,
+
+    /// Write `DIR/<host>/snapshot.json` per node and `DIR/summary.json`.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Take snapshots from `DIR/<host>.json` (or `DIR/<host>/snapshot.json`) instead of ssh,
+    /// e.g. gathered with srun or Ansible (see examples/).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FROM_PROBES")]
+    pub from_probes: Option<PathBuf>,
+
+    /// Nodes probed at once (default: ssh.forks, else 64).
+    #[arg(long, value_name = "N", env = "TOPO_TUNE_FORKS")]
+    pub forks: Option<usize>,
+
+    /// Stop starting new nodes once more than N have failed (the rest are reported skipped).
+    #[arg(long, value_name = "N", env = "TOPO_TUNE_MAX_FAIL")]
+    pub max_fail: Option<usize>,
+
+    /// Seconds to wait for an ssh connection (default: ssh.connect_timeout, else 10).
+    #[arg(long, value_name = "S", env = "TOPO_TUNE_CONNECT_TIMEOUT")]
+    pub connect_timeout: Option<u64>,
+
+    /// Seconds any one remote command may run (default: ssh.command_timeout, else 120).
+    #[arg(long, value_name = "S", env = "TOPO_TUNE_COMMAND_TIMEOUT")]
+    pub command_timeout: Option<u64>,
+
+    /// The topo-tune binary to copy to nodes (default: this one). Nodes run it as the probe.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_REMOTE_BINARY")]
+    pub remote_binary: Option<PathBuf>,
+
+    /// Validate the cluster description and list what would be contacted; contact nothing.
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// Delay every simulated node by this many milliseconds (benchmarks of the fan-out).
+    #[arg(long, value_name = "MS", hide = true, default_value_t = 0)]
+    pub simulate_latency_ms: u64,
 }
 
 /// Arguments of commands that are declared but not built yet: accepted, so that the answer is

@@ -13,6 +13,12 @@ pub enum Error {
     NotImplemented { command: String, version: &'static str },
     #[error("writing output: {0}")]
     Output(#[from] std::io::Error),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
 }
 
 impl Error {
@@ -27,7 +33,15 @@ impl Error {
                 ProbeError::Driver(_) => exit::UNAVAILABLE,
             },
             Error::NotImplemented { .. } => exit::NOT_IMPLEMENTED,
-            Error::Output(_) => exit::IO_ERROR,
+            Error::Output(_) | Error::Io { .. } => exit::IO_ERROR,
+            Error::Config(crate::config::ConfigError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                exit::NO_INPUT
+            }
+            Error::Config(crate::config::ConfigError::Read { .. }) => exit::IO_ERROR,
+            Error::Config(_) => exit::DATA_ERROR,
+            Error::Usage(_) => exit::USAGE,
         }
     }
 

@@ -33,8 +33,8 @@ where
         }
     };
     let result = match &cli.command {
-        Command::Probe(args) => cmd::probe::run(args, cli.output),
-        Command::Init(_) => Err(cmd::not_implemented("init")),
+        Command::Probe(args) => cmd::probe::run(args, cli.output).map(|text| (text, exit::OK)),
+        Command::Init(args) => cmd::init::run(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::Plan(_) => Err(cmd::not_implemented("plan")),
         Command::Apply(_) => Err(cmd::not_implemented("apply")),
         Command::IrqPin(_) => Err(cmd::not_implemented("irq-pin")),
@@ -43,7 +43,10 @@ where
         Command::Rollback(_) => Err(cmd::not_implemented("rollback")),
     };
     match result {
-        Ok(text) => write_stdout(&text),
+        Ok((text, code)) => match write_stdout(&text) {
+            exit::OK => code,
+            failed => failed,
+        },
         Err(err) => report_error(&err, cli.output),
     }
 }
@@ -74,3 +77,6 @@ fn report_error(err: &error::Error, output: OutputFormat) -> i32 {
     }
     code
 }
+pub mod apply;
+pub mod config;
+pub mod transport;

@@ -83,7 +83,7 @@ fn broken_nvml_fixture_is_a_data_error() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = dir.path().join("nvml.json");
     std::fs::write(&fixture, "{ not json").unwrap();
-    let xml = format!("{}/tests/data/hwloc/aws-p4d.xml", env!("CARGO_MANIFEST_DIR"));
+    let xml = format!("{}/profiles/aws-p4d.xml", env!("CARGO_MANIFEST_DIR"));
     let out = topo_tune()
         .args(["probe", "--from-hwloc-xml", &xml, "--nvml-fixture"])
         .arg(&fixture)
@@ -106,7 +106,7 @@ fn exit_codes_are_documented() {
 #[test]
 fn closed_stdout_pipe_is_not_an_error() {
     use std::process::{Command, Stdio};
-    let xml = format!("{}/tests/data/hwloc/aws-p5en.xml", env!("CARGO_MANIFEST_DIR"));
+    let xml = format!("{}/profiles/aws-p5en.xml", env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
         .args(["probe", "--output", "json", "--from-hwloc-xml", &xml])
         .stdout(Stdio::piped())

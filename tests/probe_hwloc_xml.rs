@@ -12,7 +12,7 @@ use topo_tune::model::snapshot::NodeSnapshot;
 const FILES: [&str; 3] = ["aws-p4d.xml", "aws-p5en.xml", "aws-p6-b200.xml"];
 
 fn data(file: &str) -> String {
-    format!("{}/tests/data/hwloc/{file}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/profiles/{file}", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// One object of lstopo's console tree.

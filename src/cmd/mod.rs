@@ -1,5 +1,6 @@
 //! One module per subcommand: validated options in, a typed result out.
 
+pub mod init;
 pub mod probe;
 
 use crate::error::Error;

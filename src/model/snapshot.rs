@@ -46,6 +46,8 @@ pub enum SourceKind {
     Fsroot,
     /// An hwloc XML export (`lstopo file.xml`).
     HwlocXml,
+    /// An NCCL topology file (`NCCL_TOPO_FILE` dialect), for simulated nodes.
+    NcclTopo,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

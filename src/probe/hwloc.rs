@@ -137,17 +137,25 @@ pub fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
 
 /// Load an hwloc XML export (v2 format, as `lstopo file.xml` writes it).
 pub fn from_xml_file(path: &Path) -> Result<HwlocView, HwlocError> {
-    let bad = |reason: String| HwlocError::BadXml {
+    let text = std::fs::read_to_string(path).map_err(|e| HwlocError::BadXml {
         path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    from_xml_text(&text, &path.display().to_string())
+}
+
+/// Load hwloc XML from memory; `origin` names it in errors.
+pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> {
+    let bad = |reason: String| HwlocError::BadXml {
+        path: origin.to_string(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     if !text.contains("<topology") {
         return Err(bad("no <topology> element: not an hwloc XML export".into()));
     }
     let _guard = HWLOC_ENV.lock().unwrap_or_else(|e| e.into_inner());
     let topology = builder()?
-        .from_xml(&text)
+        .from_xml(text)
         .map_err(|e| {
             bad(format!(
                 "{e} (hwloc 2.x reads XML v2 exports; run `lstopo --of xml` with hwloc 2)"

@@ -11,6 +11,7 @@ pub mod sysfs;
 use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
 use assemble::{Gathered, SysView};
 use fsroot::FsRoot;
+use nvml::GpuDriver;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -61,25 +62,45 @@ fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeE
     if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {
         return Err(e.clone().into());
     }
+    Ok(assemble_xml(
+        view,
+        &path.display().to_string(),
+        driver,
+        fixture.is_some(),
+    ))
+}
+
+/// A snapshot from an hwloc XML view with no driver answers (simulated nodes).
+pub fn snapshot_from_hwloc_view(view: hwloc::HwlocView, origin: &str) -> NodeSnapshot {
+    assemble_xml(view, origin, nvml::NoDriver.report(), false)
+}
+
+fn assemble_xml(
+    view: hwloc::HwlocView,
+    origin: &str,
+    driver: Result<nvml::DriverReport, nvml::DriverError>,
+    driver_queried: bool,
+) -> NodeSnapshot {
     let hostname = view.hostname.clone().unwrap_or_else(|| {
-        path.file_stem()
+        Path::new(origin)
+            .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("unknown")
             .to_string()
     });
     let kernel = view.kernel.clone();
-    Ok(assemble::assemble(Gathered {
+    assemble::assemble(Gathered {
         view,
         sys: None,
         driver,
-        driver_queried: fixture.is_some(),
+        driver_queried,
         source: SnapshotSource {
             kind: SourceKind::HwlocXml,
-            path: Some(path.display().to_string()),
+            path: Some(origin.to_string()),
         },
         hostname,
         kernel,
-    }))
+    })
 }
 
 fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
@@ -161,3 +182,4 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
         kernel,
     }))
 }
+pub mod nccl_topo;

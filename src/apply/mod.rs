@@ -1,0 +1,3 @@
+//! Putting bytes on disk safely. (Rollout waves and the canary come in later versions.)
+
+pub mod atomic;

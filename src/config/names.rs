@@ -1,0 +1,94 @@
+//! What a hostname, user, label or path may contain. Everything that reaches an `ssh` command
+//! line is checked here first, so no value can smuggle shell syntax or an ssh option.
+
+/// A hostname, ssh alias, IPv4 or bracket-less IPv6 literal: letters, digits, `.`, `-`, `_`,
+/// `:`; must not start with `-` (it would read as an ssh option).
+pub fn check_host(host: &str) -> Result<(), String> {
+    if host.is_empty() || host.len() > 253 {
+        return Err("a host must be 1 to 253 characters".into());
+    }
+    if host.starts_with('-') {
+        return Err("a host must not start with `-` (ssh would read it as an option)".into());
+    }
+    if let Some(c) = host
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':')))
+    {
+        return Err(format!(
+            "`{}` is not allowed in a host name (letters, digits, `.`, `-`, `_`, `:` only)",
+            c.escape_default()
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_user(user: &str) -> Result<(), String> {
+    let ok = !user.is_empty()
+        && user.len() <= 32
+        && !user.starts_with('-')
+        && user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{user}` is not a valid user name (letters, digits, `.`, `-`, `_`; 1 to 32 characters)"
+        ))
+    }
+}
+
+/// Label keys and values: `rack-1`, `leaf_3`, `rail.0`.
+pub fn check_label(text: &str) -> Result<(), String> {
+    let ok = !text.is_empty()
+        && text.len() <= 63
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a valid label (letters, digits, `.`, `-`, `_`; 1 to 63 characters)",
+            text.escape_default()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injection_is_refused() {
+        for bad in [
+            "a;rm -rf /",
+            "$(reboot)",
+            "`id`",
+            "a b",
+            "-oProxyCommand=x",
+            "a|b",
+            "a&b",
+            "a\nb",
+            "",
+            "x'y",
+            "a\"b",
+            "a>b",
+        ] {
+            assert!(check_host(bad).is_err(), "{bad:?}");
+        }
+        for ok in [
+            "gpu001",
+            "node-7.rack-1.example.com",
+            "127.0.0.1",
+            "fe80::1",
+            "login_alias",
+        ] {
+            assert!(check_host(ok).is_ok(), "{ok}");
+        }
+        assert!(check_label("rack-1").is_ok());
+        assert!(check_label("$(x)").is_err());
+        assert!(check_user("root").is_ok());
+        assert!(check_user("-x").is_err());
+    }
+}

@@ -1,0 +1,35 @@
+//! Simulated nodes: a snapshot made from a bundled profile, an hwloc XML export, or an NCCL
+//! topology file (`simulate:` in cluster.yaml). No machine is touched.
+
+use super::{Failure, FailureKind};
+use crate::config::{profile_xml, NodeSpec};
+use crate::model::NodeSnapshot;
+use crate::probe::{hwloc, nccl_topo};
+use std::path::Path;
+
+pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
+    let source = node
+        .simulate
+        .as_deref()
+        .ok_or_else(|| Failure::new(FailureKind::SimulationFailed, "no `simulate:` source"))?;
+    from_source(source, &node.host).map_err(|m| Failure::new(FailureKind::SimulationFailed, m))
+}
+
+/// A snapshot named `hostname` from a profile name or a topology file path.
+pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, String> {
+    let (text, origin) = match profile_xml(source) {
+        Some(text) => (text.to_string(), format!("profile:{source}")),
+        None => (
+            std::fs::read_to_string(source).map_err(|e| format!("simulate: {source}: {e}"))?,
+            source.to_string(),
+        ),
+    };
+    let mut snap = if nccl_topo::looks_like_nccl_topology(&text) {
+        nccl_topo::snapshot_from_text(&text, Path::new(&origin), hostname).map_err(|e| e.to_string())?
+    } else {
+        let view = hwloc::from_xml_text(&text, &origin).map_err(|e| e.to_string())?;
+        crate::probe::snapshot_from_hwloc_view(view, &origin)
+    };
+    snap.hostname = hostname.to_string();
+    Ok(snap)
+}

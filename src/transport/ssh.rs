@@ -1,0 +1,455 @@
+//! Nodes over the operator's own `ssh` (openssh crate, native mux): their ssh_config,
+//! ProxyJump, agent and known_hosts apply exactly as for `ssh node`. Host keys are checked
+//! strictly (unknown or changed: refused). Every remote argument is shell-quoted by the
+//! openssh crate; hostnames, users and paths were validated when cluster.yaml was read.
+
+use super::{CollectOptions, Deploy, Failure, FailureKind};
+use crate::config::{NodeSpec, SshSettings};
+use crate::model::NodeSnapshot;
+use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
+use sha2::{Digest, Sha256};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::timeout;
+
+/// A probe answer larger than this is refused (a real snapshot is well under 1 MiB).
+pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
+/// Control masters exit on their own this long after their last use, even if topo-tune is
+/// killed and never closes them.
+const CONTROL_PERSIST_IDLE_S: usize = 30;
+
+/// The binary to deploy, read once: its bytes and SHA-256.
+#[derive(Debug)]
+pub struct LocalBinary {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+impl LocalBinary {
+    pub fn load(path: &Path) -> std::io::Result<Self> {
+        let bytes = std::fs::read(path)?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        Ok(LocalBinary {
+            path: path.to_path_buf(),
+            bytes,
+            sha256,
+        })
+    }
+
+    /// Where it lives on a node: one directory per version and content, so upgrades never
+    /// overwrite a binary another run is using.
+    pub fn remote_dir(&self, base: &str) -> String {
+        format!(
+            "{}/{}-{}",
+            base.trim_end_matches('/'),
+            env!("CARGO_PKG_VERSION"),
+            &self.sha256[..16]
+        )
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A private directory (mode 0700) for this run's control sockets, removed at the end.
+#[derive(Debug, Clone)]
+pub struct ControlDir(Arc<tempfile::TempDir>);
+
+impl ControlDir {
+    pub fn create() -> Option<Self> {
+        // Socket paths are limited to ~108 bytes: stay in /tmp, not a deep home directory.
+        tempfile::Builder::new()
+            .prefix("topo-tune-ssh-")
+            .tempdir_in("/tmp")
+            .ok()
+            .map(|d| ControlDir(Arc::new(d)))
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// Connect (one retry when the network, not the credentials, failed), deploy, probe.
+pub async fn probe_node(
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+    dir: &ControlDir,
+) -> (Result<(NodeSnapshot, Deploy), Failure>, u32) {
+    let mut attempts = 0;
+    let session = loop {
+        attempts += 1;
+        match connect(node, settings, opts, dir).await {
+            Ok(s) => break s,
+            Err(f)
+                if attempts < 2
+                    && matches!(
+                        f.kind,
+                        FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed
+                    ) =>
+            {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(f) => return (Err(f), attempts),
+        }
+    };
+    let result = deploy_and_probe(&session, node, settings, opts).await;
+    // Closing the master ends every remote process of this session, including a hung probe.
+    let _ = timeout(Duration::from_secs(5), session.close()).await;
+    (result, attempts)
+}
+
+async fn connect(
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+    dir: &ControlDir,
+) -> Result<Session, Failure> {
+    let mut b = SessionBuilder::default();
+    b.known_hosts_check(KnownHosts::Strict)
+        .connect_timeout(opts.connect_timeout)
+        .server_alive_interval(Duration::from_secs(15))
+        .control_directory(dir.path())
+        .control_persist(ControlPersist::IdleFor(
+            NonZeroUsize::new(CONTROL_PERSIST_IDLE_S).unwrap_or(NonZeroUsize::MIN),
+        ));
+    if let Some(f) = &settings.config_file {
+        b.config_file(f);
+    }
+    if let Some(k) = &settings.known_hosts {
+        b.user_known_hosts_file(k);
+    }
+    if let Some(i) = &settings.identity_file {
+        b.keyfile(i);
+    }
+    if let Some(u) = &node.user {
+        b.user(u.clone());
+    }
+    if let Some(p) = node.port {
+        b.port(p);
+    }
+    match timeout(opts.connect_timeout + Duration::from_secs(5), b.connect_mux(&node.host)).await {
+        Err(_) => Err(Failure::new(
+            FailureKind::ConnectTimeout,
+            format!("no ssh connection within {} s", opts.connect_timeout.as_secs()),
+        )),
+        Ok(Err(e)) => Err(classify(&node.host, &e)),
+        Ok(Ok(s)) => Ok(s),
+    }
+}
+
+/// Turn ssh's words into a failure kind and a message an operator can act on.
+pub fn classify(host: &str, err: &openssh::Error) -> Failure {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    let detail = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('@'))
+        .next_back()
+        .unwrap_or("")
+        .to_string();
+    let has = |needle: &str| text.contains(needle);
+    if has("REMOTE HOST IDENTIFICATION HAS CHANGED") || (has("Host key for") && has("has changed")) {
+        Failure::new(FailureKind::HostKeyChanged, format!("host key of {host} differs from known_hosts: refused, nothing was sent (if the node was reinstalled, check its new key, then `ssh-keygen -R {host}`)"))
+    } else if has("Host key verification failed") || has("host key is known") {
+        Failure::new(FailureKind::HostKeyUnknown, format!("host key of {host} is not in known_hosts: refused (add it after checking its fingerprint, e.g. `ssh {host}` once)"))
+    } else if has("Permission denied") || has("Too many authentication failures") {
+        Failure::new(
+            FailureKind::AuthRejected,
+            format!("authentication rejected by {host}: {detail}"),
+        )
+    } else if has("Connection refused") {
+        Failure::new(
+            FailureKind::ConnectRefused,
+            format!("connection refused by {host} (is sshd running, is the port right?)"),
+        )
+    } else if has("timed out") {
+        Failure::new(FailureKind::ConnectTimeout, format!("connection to {host} timed out"))
+    } else if has("Could not resolve hostname") || has("Name or service not known") {
+        Failure::new(FailureKind::UnknownHost, format!("{host} does not resolve"))
+    } else {
+        Failure::new(FailureKind::SshFailed, format!("ssh to {host} failed: {detail}"))
+    }
+}
+
+struct RemoteOutput {
+    status: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+    truncated: bool,
+}
+
+/// Run one remote command (already quoted by openssh) with a timeout and an output limit.
+async fn run(
+    session: &Session,
+    program: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    limit: u64,
+    within: Duration,
+) -> Result<RemoteOutput, Failure> {
+    let work = async {
+        let mut cmd = session.command(program);
+        cmd.args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        let mut child = cmd
+            .spawn()
+            .await
+            .map_err(|e| Failure::new(FailureKind::SshFailed, format!("starting `{program}`: {e}")))?;
+        if let (Some(data), Some(mut pipe)) = (stdin, child.stdin().take()) {
+            pipe.write_all(data)
+                .await
+                .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("sending the probe binary: {e}")))?;
+            pipe.shutdown()
+                .await
+                .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("sending the probe binary: {e}")))?;
+        }
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let out_pipe = child.stdout().take();
+        let err_pipe = child.stderr().take();
+        let read_out = async {
+            if let Some(p) = out_pipe {
+                let _ = p.take(limit + 1).read_to_end(&mut stdout).await;
+            }
+        };
+        let read_err = async {
+            if let Some(p) = err_pipe {
+                let _ = p.take(64 * 1024).read_to_end(&mut stderr).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let truncated = stdout.len() as u64 > limit;
+        if truncated {
+            // Do not wait for the rest: the session close below ends the remote process.
+            return Ok(RemoteOutput {
+                status: None,
+                stdout,
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                truncated,
+            });
+        }
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| Failure::new(FailureKind::SshFailed, format!("`{program}`: {e}")))?;
+        Ok(RemoteOutput {
+            status: status.code(),
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            truncated,
+        })
+    };
+    match timeout(within, work).await {
+        Ok(r) => r,
+        Err(_) => Err(Failure::new(
+            FailureKind::CommandTimeout,
+            format!("`{program}` ran past the command timeout ({} s)", within.as_secs()),
+        )),
+    }
+}
+
+async fn remote_sha256(session: &Session, path: &str, within: Duration) -> Result<Option<String>, Failure> {
+    let out = run(session, "sha256sum", &["--", path], None, 4096, within).await?;
+    match out.status {
+        Some(0) => Ok(String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+            .map(str::to_string)),
+        Some(127) => Err(Failure::new(
+            FailureKind::DeployFailed,
+            "sha256sum is not installed on the node (coreutils)",
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// Installs the binary with a fixed script: `$1` is the (validated) directory; the file is
+/// written under a temporary name and renamed, so a half-copied binary is never run.
+const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tune.$$" && cat > "$t" && chmod 755 "$t" && mv -f -- "$t" "$1/topo-tune""#;
+
+async fn deploy_and_probe(
+    session: &Session,
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+) -> Result<(NodeSnapshot, Deploy), Failure> {
+    let binary = &opts.remote_binary;
+    let dir = binary.remote_dir(&settings.remote_dir);
+    let path = format!("{dir}/topo-tune");
+    let within = opts.command_timeout;
+    let deploy = if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
+        Deploy::Reused
+    } else {
+        let out = run(
+            session,
+            "sh",
+            &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir],
+            Some(&binary.bytes),
+            64 * 1024,
+            within,
+        )
+        .await?;
+        if out.status != Some(0) {
+            return Err(Failure::new(
+                FailureKind::DeployFailed,
+                format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr)),
+            ));
+        }
+        match remote_sha256(session, &path, within).await? {
+            Some(h) if h == binary.sha256 => Deploy::Uploaded,
+            other => {
+                return Err(Failure::new(
+                    FailureKind::DeployFailed,
+                    format!(
+                        "the copied binary does not verify (sha256 {}, expected {})",
+                        other.unwrap_or_else(|| "unreadable".into()),
+                        &binary.sha256
+                    ),
+                ))
+            }
+        }
+    };
+    let out = if settings.sudo {
+        run(
+            session,
+            "sudo",
+            &["-n", "--", &path, "probe", "--output", "json"],
+            None,
+            MAX_ANSWER_BYTES,
+            within,
+        )
+        .await?
+    } else {
+        run(
+            session,
+            &path,
+            &["probe", "--output", "json"],
+            None,
+            MAX_ANSWER_BYTES,
+            within,
+        )
+        .await?
+    };
+    if out.truncated {
+        return Err(Failure::new(
+            FailureKind::AnswerTooLarge,
+            format!(
+                "the probe answered more than {} MiB: refused",
+                MAX_ANSWER_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    if out.status != Some(0) {
+        return Err(diagnose(out.status, &out.stderr, &node.host));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let snapshot = NodeSnapshot::from_json(&text).map_err(|e| {
+        let start: String = text.trim().chars().take(60).collect();
+        Failure::new(FailureKind::BadAnswer, format!("the answer is not a topo-tune snapshot ({e}); it starts with {start:?} (a login script printing to stdout?)"))
+    })?;
+    Ok((snapshot, deploy))
+}
+
+/// Name the missing piece when the probe cannot start on a node.
+pub fn diagnose(status: Option<i32>, stderr: &str, host: &str) -> Failure {
+    let lib = |name: &str| stderr.contains("error while loading shared libraries") && stderr.contains(name);
+    if lib("libhwloc") {
+        Failure::new(FailureKind::MissingLibrary, format!("{host} lacks libhwloc 2.x, which the probe needs: install libhwloc15 (Debian/Ubuntu) or hwloc-libs (RHEL/Rocky)"))
+    } else if lib("libudev") {
+        Failure::new(
+            FailureKind::MissingLibrary,
+            format!("{host} lacks libudev: install libudev1 (Debian/Ubuntu) or systemd-libs (RHEL/Rocky)"),
+        )
+    } else if stderr.contains("GLIBC_") && stderr.contains("not found") {
+        Failure::new(
+            FailureKind::MissingLibrary,
+            format!(
+                "{host} has a glibc older than 2.34, which this topo-tune build needs: {}",
+                last_line(stderr)
+            ),
+        )
+    } else if stderr.contains("Exec format error") || stderr.contains("cannot execute binary file") {
+        Failure::new(
+            FailureKind::WrongPlatform,
+            format!(
+                "{host} cannot run this x86-64 Linux build (another architecture?): {}",
+                last_line(stderr)
+            ),
+        )
+    } else if stderr.contains("a password is required") || stderr.contains("sudo:") {
+        Failure::new(
+            FailureKind::ProbeFailed,
+            format!(
+                "sudo on {host} needs a password or is not allowed (ssh.sudo uses `sudo -n`): {}",
+                last_line(stderr)
+            ),
+        )
+    } else {
+        let code = status.map_or("a signal".to_string(), |c| format!("code {c}"));
+        Failure::new(
+            FailureKind::ProbeFailed,
+            format!("the probe on {host} exited with {code}: {}", last_line(stderr)),
+        )
+    }
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .next_back()
+        .unwrap_or("(no message)")
+        .chars()
+        .take(300)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_libraries_are_named() {
+        let f = diagnose(Some(127), "topo-tune: error while loading shared libraries: libhwloc.so.15: cannot open shared object file: No such file or directory", "n1");
+        assert_eq!(f.kind, FailureKind::MissingLibrary);
+        assert!(f.message.contains("libhwloc15") && f.message.contains("hwloc-libs"));
+        let f = diagnose(
+            Some(1),
+            "./topo-tune: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by ./topo-tune)",
+            "n1",
+        );
+        assert_eq!(f.kind, FailureKind::MissingLibrary);
+        let f = diagnose(Some(126), "sh: 1: ./topo-tune: Exec format error", "n1");
+        assert_eq!(f.kind, FailureKind::WrongPlatform);
+        let f = diagnose(Some(65), "error: --fsroot /x: not a sysfs/procfs tree", "n1");
+        assert_eq!(f.kind, FailureKind::ProbeFailed);
+        assert!(f.message.contains("code 65") && f.message.contains("not a sysfs"));
+    }
+
+    #[test]
+    fn remote_dir_is_per_version_and_content() {
+        let b = LocalBinary {
+            path: PathBuf::from("x"),
+            bytes: vec![],
+            sha256: "0123456789abcdef0123".into(),
+        };
+        assert_eq!(
+            b.remote_dir(".cache/topo-tune/"),
+            format!(".cache/topo-tune/{}-0123456789abcdef", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
