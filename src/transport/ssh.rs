@@ -155,8 +155,7 @@ pub fn classify(host: &str, err: &openssh::Error) -> Failure {
     let detail = text
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('@'))
-        .next_back()
+        .rfind(|l| !l.is_empty() && !l.starts_with('@'))
         .unwrap_or("")
         .to_string();
     let has = |needle: &str| text.contains(needle);
@@ -410,8 +409,7 @@ pub fn diagnose(status: Option<i32>, stderr: &str, host: &str) -> Failure {
 fn last_line(text: &str) -> String {
     text.lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .next_back()
+        .rfind(|l| !l.is_empty())
         .unwrap_or("(no message)")
         .chars()
         .take(300)
