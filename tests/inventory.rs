@@ -57,7 +57,7 @@ fn labels_that_point_nowhere() {
     let e = err(&format!("{fabric}nodes:\n  - host: a\n    labels: {{rack: rack-9}}\n"));
     assert!(e.starts_with("/etc/topo-tune/cluster.yaml:8:20: label rack: rack-9 points nowhere"), "{e}");
     let e = err("fabric:\n  racks:\n    rack-1: {leaf: leaf-7}\nnodes:\n  - host: a\n");
-    assert!(e.contains(":3:21: rack `rack-1` hangs off leaf `leaf-7`, which fabric.leaves does not declare"), "{e}");
+    assert!(e.contains(":3:20: rack `rack-1` hangs off leaf `leaf-7`, which fabric.leaves does not declare"), "{e}");
 }
 
 #[test]
