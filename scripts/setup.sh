@@ -9,6 +9,8 @@ packages=(
   libhwloc-dev      # hwloc 2.x: CPUs, NUMA and the PCI tree
   libudev-dev       # libhwloc's static link line names -ludev
   hwloc-nox         # lstopo: the tests compare topo-tune against hwloc's own tool
+  openssh-client    # ssh: topo-tune reaches nodes through the operator's own ssh
+  openssh-server    # sshd: the tests start real sshd instances on loopback
 )
 
 missing=()

@@ -23,11 +23,16 @@ fn minimal_form_from_the_issue_keeps_working() {
     assert_eq!(inv.ssh.config_file.as_deref(), Some(Path::new("/path/to/ssh_config")));
     assert_eq!(inv.nodes.len(), 5);
     let n0 = &inv.nodes[0];
-    assert_eq!((n0.host.as_str(), n0.port, n0.user.as_deref(), n0.transport), ("127.0.0.1", Some(2201), Some("root"), TransportKind::Ssh));
+    assert_eq!(
+        (n0.host.as_str(), n0.port, n0.user.as_deref(), n0.transport),
+        ("127.0.0.1", Some(2201), Some("root"), TransportKind::Ssh)
+    );
     assert_eq!(n0.labels["rack"], "rack-1");
     let hosts: Vec<&str> = inv.nodes[1..].iter().map(|n| n.host.as_str()).collect();
     assert_eq!(hosts, ["gpu001", "gpu002", "gpu003", "gpu004"]);
-    assert!(inv.nodes[1..].iter().all(|n| n.transport == TransportKind::Simulated && n.simulate.as_deref() == Some("/path/to/topo.xml")));
+    assert!(inv.nodes[1..]
+        .iter()
+        .all(|n| n.transport == TransportKind::Simulated && n.simulate.as_deref() == Some("/path/to/topo.xml")));
     assert_eq!(inv.ssh.forks, 64);
     assert_eq!(n0.declared_at, "/etc/topo-tune/cluster.yaml:4:11");
 }
@@ -35,11 +40,20 @@ fn minimal_form_from_the_issue_keeps_working() {
 #[test]
 fn unknown_and_duplicate_keys_name_file_line_col() {
     let e = err("nodes:\n  - host: a\n    hots: b\n");
-    assert!(e.starts_with("/etc/topo-tune/cluster.yaml:3:5: unknown field `hots`"), "{e}");
+    assert!(
+        e.starts_with("/etc/topo-tune/cluster.yaml:3:5: unknown field `hots`"),
+        "{e}"
+    );
     let e = err("nodes:\n  - host: a\n    port: 22\n    port: 23\n");
-    assert!(e.starts_with("/etc/topo-tune/cluster.yaml:4:5: duplicate mapping key"), "{e}");
+    assert!(
+        e.starts_with("/etc/topo-tune/cluster.yaml:4:5: duplicate mapping key"),
+        "{e}"
+    );
     let e = err("sssh: {}\nnodes:\n  - host: a\n");
-    assert!(e.starts_with("/etc/topo-tune/cluster.yaml:1:1: unknown field `sssh`"), "{e}");
+    assert!(
+        e.starts_with("/etc/topo-tune/cluster.yaml:1:1: unknown field `sssh`"),
+        "{e}"
+    );
     let e = err("nodes:\n  - host: a\n    port: 70000\n");
     assert!(e.starts_with("/etc/topo-tune/cluster.yaml:3:11"), "{e}");
 }
@@ -47,7 +61,10 @@ fn unknown_and_duplicate_keys_name_file_line_col() {
 #[test]
 fn duplicate_hosts_even_through_ranges() {
     let e = err("nodes:\n  - host: \"gpu[01-04]\"\n  - host: gpu03\n");
-    assert_eq!(e, "/etc/topo-tune/cluster.yaml:3:11: host `gpu03` is listed twice (first at /etc/topo-tune/cluster.yaml:2:11)");
+    assert_eq!(
+        e,
+        "/etc/topo-tune/cluster.yaml:3:11: host `gpu03` is listed twice (first at /etc/topo-tune/cluster.yaml:2:11)"
+    );
 }
 
 #[test]
@@ -55,9 +72,15 @@ fn labels_that_point_nowhere() {
     let fabric = "fabric:\n  leaves:\n    leaf-1: {spine: s1}\n  racks:\n    rack-1: {leaf: leaf-1}\n";
     assert!(parse(&format!("{fabric}nodes:\n  - host: a\n    labels: {{rack: rack-1}}\n")).is_ok());
     let e = err(&format!("{fabric}nodes:\n  - host: a\n    labels: {{rack: rack-9}}\n"));
-    assert!(e.starts_with("/etc/topo-tune/cluster.yaml:8:20: label rack: rack-9 points nowhere"), "{e}");
+    assert!(
+        e.starts_with("/etc/topo-tune/cluster.yaml:8:20: label rack: rack-9 points nowhere"),
+        "{e}"
+    );
     let e = err("fabric:\n  racks:\n    rack-1: {leaf: leaf-7}\nnodes:\n  - host: a\n");
-    assert!(e.contains(":3:20: rack `rack-1` hangs off leaf `leaf-7`, which fabric.leaves does not declare"), "{e}");
+    assert!(
+        e.contains(":3:20: rack `rack-1` hangs off leaf `leaf-7`, which fabric.leaves does not declare"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -88,12 +111,29 @@ fn cli_reports_config_errors_with_exit_65_and_missing_file_66() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: a\n    lables: {}\n").unwrap();
-    let out = topo_tune().args(["init", "--collect-only", "--output-dir"]).arg(dir.path().join("out")).arg("--cluster-config").arg(&cfg).output().unwrap();
+    let out = topo_tune()
+        .args(["init", "--collect-only", "--output-dir"])
+        .arg(dir.path().join("out"))
+        .arg("--cluster-config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("{}:3:5: unknown field `lables`", cfg.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3:5: unknown field `lables`", cfg.display())),
+        "{stderr}"
+    );
     assert!(!dir.path().join("out").exists(), "bad input changes nothing");
-    let out = topo_tune().args(["init", "--collect-only", "--cluster-config", "/nonexistent/cluster.yaml"]).output().unwrap();
+    let out = topo_tune()
+        .args([
+            "init",
+            "--collect-only",
+            "--cluster-config",
+            "/nonexistent/cluster.yaml",
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT));
 }
 
@@ -103,7 +143,11 @@ fn dry_run_contacts_nothing() {
     let cfg = dir.path().join("cluster.yaml");
     // Port 1 on loopback: a real attempt would fail; a dry run must not try.
     std::fs::write(&cfg, "nodes:\n  - host: 127.0.0.1\n    port: 1\n    labels: {rack: r1}\n  - host: \"sim[1-2]\"\n    simulate: aws-p4d\n").unwrap();
-    let out = topo_tune().args(["--output", "json", "init", "--dry-run", "--cluster-config"]).arg(&cfg).output().unwrap();
+    let out = topo_tune()
+        .args(["--output", "json", "init", "--dry-run", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["dry_run"], true);
@@ -126,18 +170,46 @@ fn bundled_example_collects_and_second_run_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
     let run = || {
-        let out = topo_tune().args(["--output", "json", "init", "--collect-only", "--cluster-config", &cfg, "--output-dir"]).arg(dir.path()).output().unwrap();
+        let out = topo_tune()
+            .args([
+                "--output",
+                "json",
+                "init",
+                "--collect-only",
+                "--cluster-config",
+                &cfg,
+                "--output-dir",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let first = run();
     assert_eq!(first["changed"], true);
     assert_eq!(first["summary"]["ok"], 6);
-    let snap = topo_tune::model::NodeSnapshot::from_json(&std::fs::read_to_string(dir.path().join("p5en-03/snapshot.json")).unwrap()).unwrap();
+    let snap = topo_tune::model::NodeSnapshot::from_json(
+        &std::fs::read_to_string(dir.path().join("p5en-03/snapshot.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!((snap.hostname.as_str(), snap.gpus.len()), ("p5en-03", 8));
-    let mtime = std::fs::metadata(dir.path().join("summary.json")).unwrap().modified().unwrap();
+    let mtime = std::fs::metadata(dir.path().join("summary.json"))
+        .unwrap()
+        .modified()
+        .unwrap();
     let second = run();
     assert_eq!(second["changed"], false);
-    assert!(second["nodes"].as_array().unwrap().iter().all(|n| n["changed"] == false));
-    assert_eq!(std::fs::metadata(dir.path().join("summary.json")).unwrap().modified().unwrap(), mtime);
+    assert!(second["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["changed"] == false));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("summary.json"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        mtime
+    );
 }

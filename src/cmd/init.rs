@@ -350,13 +350,14 @@ fn collect(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Vec
             what: "starting the async runtime".into(),
             source: e,
         })?;
-    let progress = |o: &NodeOutcome| {
-        bar.inc(1);
+    let progress_bar = bar.clone();
+    let progress: transport::Progress = Arc::new(move |o: &NodeOutcome| {
+        progress_bar.inc(1);
         if o.result.is_err() {
-            bar.set_message(format!("(last failure: {})", o.host));
+            progress_bar.set_message(format!("(last failure: {})", o.host));
         }
-    };
-    let outcomes = runtime.block_on(transport::collect(inv, &opts, &progress));
+    });
+    let outcomes = runtime.block_on(transport::collect(inv, &opts, progress));
     bar.finish_and_clear();
     Ok(outcomes)
 }

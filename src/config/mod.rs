@@ -41,6 +41,7 @@ struct RawSsh {
     #[serde(default)]
     sudo: bool,
     remote_dir: Option<Spanned<String>>,
+    control_persist: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,12 +114,15 @@ pub struct SshSettings {
     pub sudo: bool,
     /// Where the probe binary is cached on nodes (relative paths are under the login's home).
     pub remote_dir: String,
+    /// Seconds an idle ssh control master lingers: bounds its life even if topo-tune is killed.
+    pub control_persist_s: u64,
 }
 
 pub const DEFAULT_FORKS: usize = 64;
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
 pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
+pub const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fabric {
@@ -224,6 +228,7 @@ impl Inventory {
             command_timeout_s: raw.ssh.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_S).max(1),
             sudo: raw.ssh.sudo,
             remote_dir,
+            control_persist_s: raw.ssh.control_persist.unwrap_or(DEFAULT_CONTROL_PERSIST_S).max(1),
         };
 
         let fabric = match raw.fabric {

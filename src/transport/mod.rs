@@ -102,64 +102,62 @@ pub struct CollectOptions {
     pub simulated_latency: Duration,
 }
 
-/// Progress callback: called once per finished node, from the collecting task.
-pub type Progress<'a> = &'a (dyn Fn(&NodeOutcome) + Sync);
+/// Progress callback: called once per finished node, from that node's task.
+pub type Progress = Arc<dyn Fn(&NodeOutcome) + Send + Sync>;
 
 /// Probe every node with at most `forks` in flight. Results come back in inventory order.
-pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress<'_>) -> Vec<NodeOutcome> {
+pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress) -> Vec<NodeOutcome> {
     let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.forks.max(1)));
     let failures = Arc::new(AtomicUsize::new(0));
     let control_dir = ssh::ControlDir::create();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, node) in inv.nodes.iter().cloned().enumerate() {
-        let permit_source = Arc::clone(&semaphore);
+        // Take the fork slot here, in inventory order: nodes start in the order listed, and
+        // the --max-fail decision for node i sees every failure of the nodes before it that
+        // have finished. The semaphore is never closed, so acquiring cannot fail.
+        let permit = Arc::clone(&semaphore).acquire_owned().await.ok();
         let failures = Arc::clone(&failures);
         let opts = opts.clone();
         let ssh_settings = inv.ssh.clone();
         let control_dir = control_dir.clone();
+        let progress = Arc::clone(&progress);
+        let skip = opts.max_fail.is_some_and(|m| failures.load(Ordering::SeqCst) > m);
         tasks.spawn(async move {
-            // Hold a fork slot for the whole node; a closed semaphore cannot happen here.
-            let _permit = permit_source.acquire_owned().await.ok();
+            let _permit = permit;
             let start = Instant::now();
-            if opts.max_fail.is_some_and(|m| failures.load(Ordering::SeqCst) > m) {
+            let outcome = if skip {
                 let r = Err(Failure::new(
                     FailureKind::Skipped,
                     "not tried: the --max-fail budget is spent",
                 ));
-                return (
-                    i,
-                    NodeOutcome {
-                        host: node.host.clone(),
-                        transport: node.transport,
-                        duration: start.elapsed(),
-                        result: r,
-                        attempts: 0,
-                    },
-                );
-            }
-            let (result, attempts) = probe_one(&node, &ssh_settings, &opts, control_dir.as_ref()).await;
-            if result.is_err() {
-                failures.fetch_add(1, Ordering::SeqCst);
-            }
-            (
-                i,
+                NodeOutcome {
+                    host: node.host.clone(),
+                    transport: node.transport,
+                    duration: start.elapsed(),
+                    result: r,
+                    attempts: 0,
+                }
+            } else {
+                let (result, attempts) = probe_one(&node, &ssh_settings, &opts, control_dir.as_ref()).await;
+                if result.is_err() {
+                    failures.fetch_add(1, Ordering::SeqCst);
+                }
                 NodeOutcome {
                     host: node.host.clone(),
                     transport: node.transport,
                     duration: start.elapsed(),
                     result,
                     attempts,
-                },
-            )
+                }
+            };
+            progress(&outcome);
+            (i, outcome)
         });
     }
     let mut out: Vec<Option<NodeOutcome>> = vec![None; inv.nodes.len()];
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok((i, outcome)) => {
-                progress(&outcome);
-                out[i] = Some(outcome);
-            }
+            Ok((i, outcome)) => out[i] = Some(outcome),
             Err(e) => {
                 // A panicking node task is a bug; report it against no node rather than abort.
                 eprintln!("error: internal failure in a node task: {e}");

@@ -17,9 +17,8 @@ use tokio::time::timeout;
 
 /// A probe answer larger than this is refused (a real snapshot is well under 1 MiB).
 pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
-/// Control masters exit on their own this long after their last use, even if topo-tune is
-/// killed and never closes them.
-const CONTROL_PERSIST_IDLE_S: usize = 30;
+/// The node-side timeout of a remote command exceeds ours by this much, so ours fires first.
+const REMOTE_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
 /// The binary to deploy, read once: its bytes and SHA-256.
 #[derive(Debug)]
@@ -116,7 +115,7 @@ async fn connect(
         .server_alive_interval(Duration::from_secs(15))
         .control_directory(dir.path())
         .control_persist(ControlPersist::IdleFor(
-            NonZeroUsize::new(CONTROL_PERSIST_IDLE_S).unwrap_or(NonZeroUsize::MIN),
+            NonZeroUsize::new(settings.control_persist_s as usize).unwrap_or(NonZeroUsize::MIN),
         ));
     if let Some(f) = &settings.config_file {
         b.config_file(f);
@@ -199,8 +198,13 @@ async fn run(
     within: Duration,
 ) -> Result<RemoteOutput, Failure> {
     let work = async {
-        let mut cmd = session.command(program);
-        cmd.args(args)
+        // Bounded on the node too (coreutils `timeout`, a little past our own limit): if
+        // topo-tune is killed, the remote command still ends, the control master goes idle
+        // and exits after `control_persist`. Nothing outlives a run by more than that.
+        let remote_limit = (within + REMOTE_TIMEOUT_GRACE).as_secs().to_string();
+        let mut cmd = session.command("timeout");
+        cmd.args(["-k", "5", remote_limit.as_str(), program])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
@@ -270,7 +274,7 @@ async fn remote_sha256(session: &Session, path: &str, within: Duration) -> Resul
             .map(str::to_string)),
         Some(127) => Err(Failure::new(
             FailureKind::DeployFailed,
-            "sha256sum is not installed on the node (coreutils)",
+            "sha256sum or timeout is not installed on the node (coreutils)",
         )),
         _ => Ok(None),
     }

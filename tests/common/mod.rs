@@ -4,6 +4,7 @@
 
 pub mod fakesys;
 pub mod machines;
+pub mod sshd;
 
 use assert_cmd::Command;
 use topo_tune::model::NodeSnapshot;

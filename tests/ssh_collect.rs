@@ -1,0 +1,256 @@
+//! `init --collect-only` over real ssh: loopback sshd nodes (see tests/common/sshd.rs for how
+//! each one presents a different machine), strict host-key checking, the real binary deployed.
+
+mod common;
+
+use common::machines;
+use common::sshd::{Node, SshCluster};
+use common::topo_tune;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn profile(name: &str) -> PathBuf {
+    PathBuf::from(format!("{}/profiles/{name}.xml", env!("CARGO_MANIFEST_DIR")))
+}
+
+fn init_json(cfg: &Path, out: &Path, extra: &[&str]) -> (i32, Value) {
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+        .arg(cfg)
+        .arg("--output-dir")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code().unwrap_or(-1), doc)
+}
+
+fn node<'a>(doc: &'a Value, host: &str) -> &'a Value {
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["host"] == host)
+        .unwrap()
+}
+
+fn snapshot(out: &Path, host: &str) -> topo_tune::model::NodeSnapshot {
+    topo_tune::model::NodeSnapshot::from_json(&std::fs::read_to_string(out.join(host).join("snapshot.json")).unwrap())
+        .unwrap()
+}
+
+/// Our ssh processes still alive for this cluster (they carry its ssh_config path).
+fn ssh_processes_of(cluster: &SshCluster) -> usize {
+    let needle = cluster.ssh_config.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with("ssh ") && c.contains(&needle))
+        .count()
+}
+
+#[test]
+fn eight_nodes_in_one_run_then_the_binary_is_reused() {
+    let trees = tempfile::tempdir().unwrap();
+    let t = |n: &str| trees.path().join(n);
+    machines::dgx_like(&t("dgx1"));
+    machines::h200_vm(&t("vm1"));
+    machines::cpu_only(&t("cpu1"));
+    machines::dgx_like(&t("dgx2")).write("/proc/sys/kernel/hostname", "gpu-node-07\n");
+    machines::h200_vm(&t("vm2")).write("/proc/sys/kernel/hostname", "h200-vm-2\n");
+    let cluster = SshCluster::start(&[
+        Node::Fsroot(t("dgx1")),
+        Node::Fsroot(t("vm1")),
+        Node::Fsroot(t("cpu1")),
+        Node::HwlocXml(profile("aws-p4d")),
+        Node::HwlocXml(profile("aws-p5en")),
+        Node::HwlocXml(profile("aws-p6-b200")),
+        Node::Fsroot(t("dgx2")),
+        Node::Fsroot(t("vm2")),
+    ]);
+    let cfg = cluster.cluster_yaml("");
+    let out = tempfile::tempdir().unwrap();
+    let (code, doc) = init_json(&cfg, out.path(), &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["summary"]["ok"], 8);
+    assert_eq!(doc["changed"], true);
+    // The loopback nodes share one disk: the first to look uploads, the others may find the
+    // (checksum-verified) binary already there.
+    for n in doc["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "ok");
+        assert_eq!(n["transport"], "ssh");
+        assert!(n["deploy"] == "uploaded" || n["deploy"] == "reused", "{n}");
+    }
+    assert!(doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["deploy"] == "uploaded"));
+    // Each node answered with its own machine.
+    let expect = [
+        ("node1", "gpu-node-01", 8, 9),
+        ("node2", "h200-vm", 1, 1),
+        ("node3", "cpu-node", 0, 1),
+        ("node4", "aws-p4d", 8, 8),
+        ("node5", "aws-p5en", 8, 32),
+        ("node6", "aws-p6-b200", 8, 18),
+        ("node7", "gpu-node-07", 8, 9),
+        ("node8", "h200-vm-2", 1, 1),
+    ];
+    for (host, hostname, gpus, nics) in expect {
+        let s = snapshot(out.path(), host);
+        assert_eq!(
+            (s.hostname.as_str(), s.gpus.len(), s.nics.len()),
+            (hostname, gpus, nics),
+            "{host}"
+        );
+    }
+    assert_eq!(
+        snapshot(out.path(), "node5").machine.product.as_deref(),
+        Some("p5en.48xlarge")
+    );
+    assert_eq!(
+        snapshot(out.path(), "node1").nics[6].rdma.as_ref().unwrap().ports[0].roce_v2_gid_indexes,
+        vec![1, 3]
+    );
+
+    let (code, again) = init_json(&cfg, out.path(), &[]);
+    assert_eq!(code, 0);
+    assert!(
+        again["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["deploy"] == "reused"),
+        "{again:#}"
+    );
+    assert_eq!(again["changed"], false, "identical snapshots: nothing rewritten");
+    assert_eq!(
+        ssh_processes_of(&cluster),
+        0,
+        "control masters are closed after the run"
+    );
+}
+
+#[test]
+fn each_failure_is_reported_per_node_while_the_others_finish() {
+    let trees = tempfile::tempdir().unwrap();
+    machines::dgx_like(&trees.path().join("dgx"));
+    let cluster = SshCluster::start(&[
+        Node::Fsroot(trees.path().join("dgx")),
+        Node::ClosedPort,
+        Node::ChangedHostKey,
+        Node::UnknownHostKey,
+        Node::WrongClientKey,
+        Node::HangingProbe,
+        Node::GarbageAnswer,
+        Node::HugeAnswer,
+        Node::HwlocXml(profile("aws-p5en")),
+    ]);
+    let cfg = cluster.cluster_yaml("  connect_timeout: 5\n  command_timeout: 6\n");
+    let out = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let (code, doc) = init_json(&cfg, out.path(), &[]);
+    let took = start.elapsed();
+    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE, "{doc:#}");
+    assert_eq!(doc["failed"], true);
+    assert_eq!(
+        (doc["summary"]["ok"].as_u64(), doc["summary"]["failed"].as_u64()),
+        (Some(2), Some(7))
+    );
+    let kind = |h: &str| node(&doc, h)["failure"]["kind"].as_str().unwrap_or("none").to_string();
+    let msg = |h: &str| node(&doc, h)["failure"]["message"].as_str().unwrap_or("").to_string();
+    assert_eq!(node(&doc, "node1")["status"], "ok");
+    assert_eq!(node(&doc, "node9")["status"], "ok");
+    assert_eq!(kind("node2"), "connect_refused");
+    assert_eq!(node(&doc, "node2")["attempts"], 2, "a refused connect is retried once");
+    assert_eq!(kind("node3"), "host_key_changed");
+    assert!(msg("node3").contains("nothing was sent"));
+    assert_eq!(kind("node4"), "host_key_unknown");
+    assert_eq!(kind("node5"), "auth_rejected");
+    assert_eq!(node(&doc, "node5")["attempts"], 1, "credentials are not retried");
+    assert_eq!(kind("node6"), "command_timeout");
+    assert_eq!(kind("node7"), "bad_answer");
+    assert!(msg("node7").contains("Welcome to gpu-node"), "{}", msg("node7"));
+    assert_eq!(kind("node8"), "answer_too_large");
+    // Refused keys: the node never ran a command.
+    for n in [3, 4, 5] {
+        assert_eq!(
+            cluster.commands_log(n),
+            None,
+            "node{n} must not have received any command"
+        );
+    }
+    assert!(
+        took < Duration::from_secs(30),
+        "the hang is bounded by the command timeout: {took:?}"
+    );
+    // Failed nodes leave no snapshot; the summary names them.
+    assert!(!out.path().join("node6").exists());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["nodes"][2]["failure"]["kind"], "host_key_changed");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(ssh_processes_of(&cluster), 0, "no control master left behind");
+}
+
+#[test]
+fn max_fail_budget_skips_the_rest() {
+    let cluster = SshCluster::start(&[Node::ClosedPort, Node::ClosedPort, Node::ClosedPort, Node::ClosedPort]);
+    let cfg = cluster.cluster_yaml("");
+    let out = tempfile::tempdir().unwrap();
+    let (code, doc) = init_json(&cfg, out.path(), &["--forks", "1", "--max-fail", "1"]);
+    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
+    let statuses: Vec<&str> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["failed", "failed", "skipped", "skipped"]);
+    assert_eq!(node(&doc, "node3")["failure"]["kind"], "skipped");
+}
+
+#[test]
+fn a_killed_run_leaves_no_ssh_master_behind() {
+    let cluster = SshCluster::start(&[Node::HangingProbe]);
+    // The node-side limit is command_timeout + 10 s; the master then idles out in 2 s.
+    let cfg = cluster.cluster_yaml("  control_persist: 2\n  command_timeout: 3\n");
+    let out = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+        .args(["init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(out.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the probe is hanging on the node, then kill topo-tune outright.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cluster.commands_log(1).is_some_and(|l| l.contains(" probe ")) {
+        assert!(Instant::now() < deadline, "the probe never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ssh_processes_of(&cluster) >= 1, "a control master is running");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ssh_processes_of(&cluster) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the ssh control master outlived topo-tune by 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
