@@ -254,3 +254,27 @@ fn a_killed_run_leaves_no_ssh_master_behind() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_node_without_libhwloc_gets_a_precise_diagnosis() {
+    // A stand-in for the probe binary that fails exactly as the dynamic loader does on a
+    // node without libhwloc (ld.so's own message and exit code 127).
+    let trees = tempfile::tempdir().unwrap();
+    machines::cpu_only(&trees.path().join("cpu"));
+    let fake = trees.path().join("topo-tune-needs-hwloc");
+    std::fs::write(&fake, "#!/bin/sh\necho \"$0: error while loading shared libraries: libhwloc.so.15: cannot open shared object file: No such file or directory\" >&2\nexit 127\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cluster = SshCluster::start(&[Node::Fsroot(trees.path().join("cpu"))]);
+    let cfg = cluster.cluster_yaml("");
+    let out = tempfile::tempdir().unwrap();
+    let (code, doc) = init_json(&cfg, out.path(), &["--remote-binary", fake.to_str().unwrap()]);
+    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
+    let n = node(&doc, "node1");
+    assert_eq!(n["failure"]["kind"], "missing_library", "{n}");
+    let msg = n["failure"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("lacks libhwloc 2.x") && msg.contains("libhwloc15") && msg.contains("hwloc-libs"),
+        "{msg}"
+    );
+}

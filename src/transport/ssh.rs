@@ -245,12 +245,15 @@ async fn run(
                 truncated,
             });
         }
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| Failure::new(FailureKind::SshFailed, format!("`{program}`: {e}")))?;
+        // openssh reports exit code 127 ("command not found", also what ld.so returns for a
+        // missing library) as an error; keep it a status so stderr can be diagnosed.
+        let status = match child.wait().await {
+            Ok(s) => s.code(),
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => Some(127),
+            Err(e) => return Err(Failure::new(FailureKind::SshFailed, format!("`{program}`: {e}"))),
+        };
         Ok(RemoteOutput {
-            status: status.code(),
+            status,
             stdout,
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
             truncated,
