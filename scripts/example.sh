@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run topo-tune on a bundled real topology (AWS p5en.48xlarge, 8×H200, 16 EFA): the snapshot
-# summary, then the GPU/NIC path matrix. No GPU needed.
+# The main job on the bundled examples/cluster.yaml: six simulated nodes (AWS p5en and Azure
+# NDv5, from real topology files) collected into out/, then one of them shown as the
+# nvidia-smi-style path matrix. No GPU, no ssh needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo build --release --quiet
-topology=profiles/aws-p5en.xml
-./target/release/topo-tune probe --from-hwloc-xml "$topology"
+./target/release/topo-tune init --cluster-config examples/cluster.yaml --collect-only --output-dir out
 echo
-./target/release/topo-tune probe --from-hwloc-xml "$topology" --matrix
+./target/release/topo-tune probe --from-hwloc-xml profiles/aws-p5en.xml --matrix

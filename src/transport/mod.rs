@@ -109,7 +109,17 @@ pub type Progress = Arc<dyn Fn(&NodeOutcome) + Send + Sync>;
 pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress) -> Vec<NodeOutcome> {
     let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.forks.max(1)));
     let failures = Arc::new(AtomicUsize::new(0));
-    let control_dir = ssh::ControlDir::create();
+    let transports = Arc::new(Transports {
+        ssh: SshTransport {
+            settings: inv.ssh.clone(),
+            opts: opts.clone(),
+            control_dir: ssh::ControlDir::create(),
+        },
+        local: LocalTransport,
+        simulated: SimulatedTransport {
+            latency: opts.simulated_latency,
+        },
+    });
     let mut tasks = tokio::task::JoinSet::new();
     for (i, node) in inv.nodes.iter().cloned().enumerate() {
         // Take the fork slot here, in inventory order: nodes start in the order listed, and
@@ -117,9 +127,7 @@ pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress)
         // have finished. The semaphore is never closed, so acquiring cannot fail.
         let permit = Arc::clone(&semaphore).acquire_owned().await.ok();
         let failures = Arc::clone(&failures);
-        let opts = opts.clone();
-        let ssh_settings = inv.ssh.clone();
-        let control_dir = control_dir.clone();
+        let transports = Arc::clone(&transports);
         let progress = Arc::clone(&progress);
         let skip = opts.max_fail.is_some_and(|m| failures.load(Ordering::SeqCst) > m);
         tasks.spawn(async move {
@@ -138,7 +146,7 @@ pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress)
                     attempts: 0,
                 }
             } else {
-                let (result, attempts) = probe_one(&node, &ssh_settings, &opts, control_dir.as_ref()).await;
+                let (result, attempts) = transports.probe(&node).await;
                 if result.is_err() {
                     failures.fetch_add(1, Ordering::SeqCst);
                 }
@@ -181,37 +189,27 @@ pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress)
         .collect()
 }
 
-async fn probe_one(
-    node: &NodeSpec,
-    settings: &crate::config::SshSettings,
-    opts: &CollectOptions,
-    control_dir: Option<&ssh::ControlDir>,
-) -> (Result<(NodeSnapshot, Deploy), Failure>, u32) {
-    match node.transport {
-        TransportKind::Simulated => {
-            if !opts.simulated_latency.is_zero() {
-                tokio::time::sleep(opts.simulated_latency).await;
-            }
-            let node = node.clone();
-            let r = tokio::task::spawn_blocking(move || simulated::snapshot(&node))
-                .await
-                .unwrap_or_else(|e| Err(Failure::new(FailureKind::SimulationFailed, e.to_string())));
-            (r.map(|s| (s, Deploy::NotNeeded)), 0)
-        }
-        TransportKind::Local => {
-            let r = tokio::task::spawn_blocking(|| {
-                crate::probe::probe(&crate::probe::ProbeRequest {
-                    target: crate::probe::Target::Machine { fsroot: None },
-                    nvml_fixture: None,
-                })
-            })
-            .await
-            .map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
-            .and_then(|r| r.map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string())));
-            (r.map(|s| (s, Deploy::NotNeeded)), 0)
-        }
-        TransportKind::Ssh => match control_dir {
-            Some(dir) => ssh::probe_node(node, settings, opts, dir).await,
+/// What a node answered: its snapshot and what happened to the probe binary, or why not;
+/// plus the connection attempts made.
+pub type Answer = (Result<(NodeSnapshot, Deploy), Failure>, u32);
+
+/// One way of reaching a node and getting its snapshot. The fan-out holds one of each and
+/// picks per node by `transport:` (static dispatch: async trait methods are not object-safe).
+pub trait Transport {
+    fn probe(&self, node: &NodeSpec) -> impl std::future::Future<Output = Answer> + Send;
+}
+
+/// Over the operator's ssh; see [`ssh`].
+pub struct SshTransport {
+    pub settings: crate::config::SshSettings,
+    pub opts: CollectOptions,
+    pub control_dir: Option<ssh::ControlDir>,
+}
+
+impl Transport for SshTransport {
+    async fn probe(&self, node: &NodeSpec) -> Answer {
+        match &self.control_dir {
+            Some(dir) => ssh::probe_node(node, &self.settings, &self.opts, dir).await,
             None => (
                 Err(Failure::new(
                     FailureKind::SshFailed,
@@ -219,6 +217,58 @@ async fn probe_one(
                 )),
                 0,
             ),
-        },
+        }
+    }
+}
+
+/// This machine, in-process.
+pub struct LocalTransport;
+
+impl Transport for LocalTransport {
+    async fn probe(&self, _node: &NodeSpec) -> Answer {
+        let request = crate::probe::ProbeRequest {
+            target: crate::probe::Target::Machine { fsroot: None },
+            nvml_fixture: None,
+        };
+        let r = tokio::task::spawn_blocking(move || crate::probe::probe(&request))
+            .await
+            .map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
+            .and_then(|r| r.map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string())));
+        (r.map(|s| (s, Deploy::NotNeeded)), 0)
+    }
+}
+
+/// No machine: the node's `simulate:` source, after an optional delay.
+pub struct SimulatedTransport {
+    pub latency: Duration,
+}
+
+impl Transport for SimulatedTransport {
+    async fn probe(&self, node: &NodeSpec) -> Answer {
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let node = node.clone();
+        let r = tokio::task::spawn_blocking(move || simulated::snapshot(&node))
+            .await
+            .unwrap_or_else(|e| Err(Failure::new(FailureKind::SimulationFailed, e.to_string())));
+        (r.map(|s| (s, Deploy::NotNeeded)), 0)
+    }
+}
+
+/// The three transports of one run.
+struct Transports {
+    ssh: SshTransport,
+    local: LocalTransport,
+    simulated: SimulatedTransport,
+}
+
+impl Transports {
+    async fn probe(&self, node: &NodeSpec) -> Answer {
+        match node.transport {
+            TransportKind::Ssh => self.ssh.probe(node).await,
+            TransportKind::Local => self.local.probe(node).await,
+            TransportKind::Simulated => self.simulated.probe(node).await,
+        }
     }
 }
