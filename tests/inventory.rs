@@ -213,3 +213,31 @@ fn bundled_example_collects_and_second_run_changes_nothing() {
         mtime
     );
 }
+
+#[test]
+fn local_transport_probes_this_machine_without_ssh() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cluster.yaml");
+    std::fs::write(&cfg, "nodes:\n  - host: localhost\n    transport: local\n").unwrap();
+    let out = topo_tune()
+        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["nodes"][0]["transport"], "local");
+    let snap = topo_tune::model::NodeSnapshot::from_json(
+        &std::fs::read_to_string(dir.path().join("out/localhost/snapshot.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(snap.source.kind, topo_tune::model::SourceKind::Live);
+    let cpus = std::thread::available_parallelism().unwrap().get() as u32;
+    assert!(
+        snap.cpu.pus >= cpus,
+        "hwloc sees this machine's {cpus} CPUs: {}",
+        snap.cpu.pus
+    );
+}
