@@ -30,8 +30,8 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Probe every node of a cluster in parallel (`--collect-only`); plan and write phases come later.
     Init(InitArgs),
-    /// Solve ring order and NCCL settings from snapshots [not implemented yet].
-    Plan(PendingArgs),
+    /// Solve intra-node rings and the node order, and predict what they are worth.
+    Plan(PlanArgs),
     /// Roll a plan out rack by rack behind a measured canary [not implemented yet].
     Apply(PendingArgs),
     /// Pin mlx5 NIC interrupts to CPUs local to the NIC [not implemented yet].
@@ -71,9 +71,8 @@ pub struct ProbeArgs {
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// The cluster description (docs/cluster-yaml.md).
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
-    pub cluster_config: PathBuf,
+    #[command(flatten)]
+    pub gather: GatherArgs,
 
     /// Stop after collecting snapshots (the plan and write phases are not built yet).
     #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY")]
@@ -83,8 +82,35 @@ pub struct InitArgs {
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
 
-    /// Take snapshots from `DIR/<host>.json` (or `DIR/<host>/snapshot.json`) instead of ssh,
-    /// e.g. gathered with srun or Ansible (see examples/).
+    /// Validate the cluster description and list what would be contacted; contact nothing.
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub gather: GatherArgs,
+
+    /// All-reduce size the predictions are for (bytes, or with K/M/G/T: binary units).
+    #[arg(long, value_name = "SIZE", default_value = "1G", env = "TOPO_TUNE_MESSAGE_SIZE")]
+    pub message_size: String,
+
+    /// Write plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt and per-class
+    /// nccl-graph-*.xml (only where the solved ring beats index order) into DIR.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<std::path::PathBuf>,
+}
+
+/// Where snapshots come from and how nodes are reached (shared by `init` and `plan`).
+#[derive(Debug, Args)]
+pub struct GatherArgs {
+    /// The cluster description (docs/cluster-yaml.md).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    pub cluster_config: PathBuf,
+
+    /// Take snapshots from `DIR/<host>.json` (or `DIR/<host>/snapshot.json`, e.g. an earlier
+    /// `init --collect-only --output-dir`) instead of reaching the nodes (see examples/).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FROM_PROBES")]
     pub from_probes: Option<PathBuf>,
 
@@ -107,10 +133,6 @@ pub struct InitArgs {
     /// The topo-tune binary to copy to nodes (default: this one). Nodes run it as the probe.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_REMOTE_BINARY")]
     pub remote_binary: Option<PathBuf>,
-
-    /// Validate the cluster description and list what would be contacted; contact nothing.
-    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
-    pub dry_run: bool,
 
     /// Delay every simulated node by this many milliseconds (benchmarks of the fan-out).
     #[arg(long, value_name = "MS", hide = true, default_value_t = 0)]

@@ -35,7 +35,7 @@ where
     let result = match &cli.command {
         Command::Probe(args) => cmd::probe::run(args, cli.output).map(|text| (text, exit::OK)),
         Command::Init(args) => cmd::init::run(args, cli.output).map(|r| (r.text, r.exit_code)),
-        Command::Plan(_) => Err(cmd::not_implemented("plan")),
+        Command::Plan(args) => cmd::plan::run(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::Apply(_) => Err(cmd::not_implemented("apply")),
         Command::IrqPin(_) => Err(cmd::not_implemented("irq-pin")),
         Command::Doctor(_) => Err(cmd::not_implemented("doctor")),
@@ -79,4 +79,6 @@ fn report_error(err: &error::Error, output: OutputFormat) -> i32 {
 }
 pub mod apply;
 pub mod config;
+pub mod emit;
+pub mod solve;
 pub mod transport;

@@ -63,7 +63,7 @@ struct InitReport<'a> {
 }
 
 pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Report, Error> {
-    let inv = Inventory::load(&args.cluster_config)?;
+    let inv = Inventory::load(&args.gather.cluster_config)?;
     if !args.collect_only && !args.dry_run {
         return Err(Error::NotImplemented {
             command: "init (plan and write phases; run with --collect-only)".into(),
@@ -78,16 +78,16 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Report, Error> {
         .clone()
         .ok_or_else(|| Error::Usage("init --collect-only needs --output-dir DIR (where the snapshots go)".into()))?;
     let started = Instant::now();
-    let outcomes = match &args.from_probes {
+    let outcomes = match &args.gather.from_probes {
         Some(dir) => from_probes(&inv, dir)?,
-        None => collect(&inv, args, output)?,
+        None => collect(&inv, &args.gather, output)?,
     };
     let elapsed = started.elapsed();
 
     let mut rows = Vec::new();
     let mut summary_nodes = Vec::new();
     for o in &outcomes {
-        let transport = if args.from_probes.is_some() {
+        let transport = if args.gather.from_probes.is_some() {
             "files"
         } else {
             transport_name(o.transport)
@@ -238,7 +238,7 @@ fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Report {
         .iter()
         .map(|n| NodeRow {
             host: n.host.clone(),
-            transport: if args.from_probes.is_some() {
+            transport: if args.gather.from_probes.is_some() {
                 "files"
             } else {
                 transport_name(n.transport)
@@ -300,7 +300,11 @@ fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Report {
     }
 }
 
-fn collect(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Vec<NodeOutcome>, Error> {
+pub(crate) fn collect(
+    inv: &Inventory,
+    args: &crate::cli::GatherArgs,
+    output: OutputFormat,
+) -> Result<Vec<NodeOutcome>, Error> {
     let binary_path = match &args.remote_binary {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| Error::Io {
@@ -363,7 +367,7 @@ fn collect(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Vec
 }
 
 /// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
-fn from_probes(inv: &Inventory, dir: &Path) -> Result<Vec<NodeOutcome>, Error> {
+pub(crate) fn from_probes(inv: &Inventory, dir: &Path) -> Result<Vec<NodeOutcome>, Error> {
     if !dir.is_dir() {
         return Err(Error::Io {
             what: format!("--from-probes {}", dir.display()),

@@ -8,3 +8,4 @@ pub use cpulist::CpuList;
 pub use pci::{Bdf, PcieLink};
 pub use snapshot::*;
 pub mod pcitree;
+pub mod plan;

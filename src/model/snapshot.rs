@@ -85,6 +85,10 @@ pub struct PciTopology {
     /// False when some GPU or RDMA NIC sits straight under a host bridge: the hypervisor (or the
     /// platform) hides any PCIe switch between them, so PIX/PXB cannot be told apart from PHB.
     pub switches_visible: bool,
+    /// NVSwitch functions on PCI (NVIDIA, class 0x0680): present on HGX boards even when
+    /// NVLink itself is unknown (no driver).
+    #[serde(default)]
+    pub nvswitches: Vec<Bdf>,
 }
 
 /// A PCI root complex as hwloc sees it, named like sysfs names the root bus:

@@ -266,6 +266,14 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
             bridges,
             switches,
             switches_visible,
+            nvswitches: view
+                .devices
+                .iter()
+                .filter(|d| {
+                    d.vendor == crate::model::pci::VENDOR_NVIDIA && d.class_id == crate::model::pci::class::NVSWITCH
+                })
+                .map(|d| d.bdf)
+                .collect(),
         },
         gpus,
         nics,

@@ -218,6 +218,7 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
             bridges: pci_bridges,
             switches,
             switches_visible: !exposed,
+            nvswitches: Vec::new(),
         },
         gpus,
         nics,

@@ -1,0 +1,36 @@
+//! Launcher files in ring order: an mpirun hostfile, a `SLURM_HOSTFILE` for
+//! `srun --distribution=arbitrary`, and a node-rank map for torchrun.
+
+use crate::model::plan::Plan;
+
+fn slots(plan: &Plan, host: &str) -> usize {
+    plan.node_classes
+        .iter()
+        .find(|c| c.hosts.iter().any(|h| h == host))
+        .map_or(1, |c| c.gpus.max(1))
+}
+
+/// `host slots=N`, one line per node (Open MPI; use with `--map-by slot` or `--map-by seq`).
+pub fn mpi_hostfile(plan: &Plan) -> String {
+    plan.node_order
+        .iter()
+        .map(|h| format!("{h} slots={}\n", slots(plan, h)))
+        .collect()
+}
+
+/// One line per task, in rank order (`SLURM_HOSTFILE=... srun --distribution=arbitrary`).
+pub fn slurm_hostfile(plan: &Plan) -> String {
+    plan.node_order
+        .iter()
+        .flat_map(|h| std::iter::repeat_n(format!("{h}\n"), slots(plan, h)))
+        .collect()
+}
+
+/// `host node_rank`, for `torchrun --node_rank` (torchrun otherwise ranks hosts by name).
+pub fn torchrun_node_ranks(plan: &Plan) -> String {
+    plan.node_order
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("{h} {i}\n"))
+        .collect()
+}

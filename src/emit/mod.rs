@@ -1,0 +1,4 @@
+//! Plans into bytes: launcher files and NCCL's graph XML. Pure functions, golden-tested.
+
+pub mod graph_xml;
+pub mod launch;
