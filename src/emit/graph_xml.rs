@@ -29,3 +29,36 @@ pub fn ring_graph(class: &NodeClass, type_intra: &str) -> String {
     out.push_str("  </graph>\n</graphs>\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solve::ring::{Method, Ring};
+
+    fn class(order: Vec<usize>, bw: f64) -> NodeClass {
+        NodeClass {
+            name: "class-0".into(),
+            hosts: vec!["n1".into()],
+            gpus: order.len(),
+            ring: Ring { order, bottleneck_gbps: bw, cost: 0, method: Method::Exact, gap: None },
+            index_order_bottleneck_gbps: 0.0,
+            index_order_cost: 0,
+            reason: String::new(),
+            graph_file: None,
+        }
+    }
+
+    /// The exact bytes fed to NCCL 2.28 on the GPU machine (docs/verification/h200.md).
+    #[test]
+    fn golden_one_gpu_ring() {
+        let xml = ring_graph(&class(vec![0], 40.0), "NVL");
+        assert_eq!(xml, include_str!("../../tests/data/golden/nccl-graph-1gpu.xml"));
+    }
+
+    #[test]
+    fn golden_eight_gpu_ring_in_hex() {
+        let xml = ring_graph(&class(vec![0, 1, 5, 6, 2, 3, 7, 4], 48.0), "PIX");
+        assert_eq!(xml, include_str!("../../tests/data/golden/nccl-graph-8gpu.xml"));
+        assert!(xml.lines().all(|l| !l.contains('\t') && (l.trim_start().starts_with('<'))));
+    }
+}
