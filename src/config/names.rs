@@ -22,26 +22,11 @@ pub fn check_host(host: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check_user(user: &str) -> Result<(), String> {
-    let ok = !user.is_empty()
-        && user.len() <= 32
-        && !user.starts_with('-')
-        && user
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{user}` is not a valid user name (letters, digits, `.`, `-`, `_`; 1 to 32 characters)"
-        ))
-    }
-}
-
-/// Label keys and values: `rack-1`, `leaf_3`, `rail.0`.
-pub fn check_label(text: &str) -> Result<(), String> {
+/// Letters, digits, `.`, `-`, `_`; 1 to `max` characters; no leading `-`.
+fn plain_name(text: &str, max: usize, what: &str) -> Result<(), String> {
     let ok = !text.is_empty()
-        && text.len() <= 63
+        && text.len() <= max
+        && !text.starts_with('-')
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
@@ -49,10 +34,19 @@ pub fn check_label(text: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`{}` is not a valid label (letters, digits, `.`, `-`, `_`; 1 to 63 characters)",
+            "`{}` is not a valid {what} (letters, digits, `.`, `-`, `_`; 1 to {max} characters)",
             text.escape_default()
         ))
     }
+}
+
+pub fn check_user(user: &str) -> Result<(), String> {
+    plain_name(user, 32, "user name")
+}
+
+/// Label keys and values: `rack-1`, `leaf_3`, `rail.0`.
+pub fn check_label(text: &str) -> Result<(), String> {
+    plain_name(text, 63, "label")
 }
 
 #[cfg(test)]

@@ -40,7 +40,13 @@ mod tests {
             name: "class-0".into(),
             hosts: vec!["n1".into()],
             gpus: order.len(),
-            ring: Ring { order, bottleneck_gbps: bw, cost: 0, method: Method::Exact, gap: None },
+            ring: Ring {
+                order,
+                bottleneck_gbps: bw,
+                cost: 0,
+                method: Method::Exact,
+                gap: None,
+            },
             index_order_bottleneck_gbps: 0.0,
             index_order_cost: 0,
             reason: String::new(),
@@ -59,6 +65,8 @@ mod tests {
     fn golden_eight_gpu_ring_in_hex() {
         let xml = ring_graph(&class(vec![0, 1, 5, 6, 2, 3, 7, 4], 48.0), "PIX");
         assert_eq!(xml, include_str!("../../tests/data/golden/nccl-graph-8gpu.xml"));
-        assert!(xml.lines().all(|l| !l.contains('\t') && (l.trim_start().starts_with('<'))));
+        assert!(xml
+            .lines()
+            .all(|l| !l.contains('\t') && (l.trim_start().starts_with('<'))));
     }
 }

@@ -204,8 +204,11 @@ pub fn placement_of(labels: &BTreeMap<String, String>, fabric: Option<&Fabric>) 
 }
 
 impl ClusterGraph {
-    /// `nodes`: (host, labels, snapshot) in inventory order.
-    pub fn build(nodes: &[(String, BTreeMap<String, String>, &NodeSnapshot)], fabric: Option<&Fabric>) -> ClusterGraph {
+    /// `nodes`: (host, labels, snapshot, its [`gpu_link_matrix`]) in inventory order.
+    pub fn build(
+        nodes: &[(String, BTreeMap<String, String>, &NodeSnapshot, &LinkMatrix)],
+        fabric: Option<&Fabric>,
+    ) -> ClusterGraph {
         let mut graph = UnGraph::new_undirected();
         let mut host_vertex = HashMap::new();
         let mut placement = HashMap::new();
@@ -219,7 +222,7 @@ impl ClusterGraph {
                 }
             }
         }
-        for (host, labels, snap) in nodes {
+        for (host, labels, snap, m) in nodes {
             let hv = graph.add_node(Vertex::Host { host: host.clone() });
             host_vertex.insert(host.clone(), hv);
             let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
@@ -233,9 +236,8 @@ impl ClusterGraph {
                     })
                 })
                 .collect();
-            let m = gpu_link_matrix(snap);
-            for i in 0..gv.len() {
-                for j in i + 1..gv.len() {
+            for i in 0..gv.len().min(m.len()) {
+                for j in i + 1..gv.len().min(m.len()) {
                     let kind = match m.cost[i][j] {
                         1 => LinkKind::NvLink,
                         9 => LinkKind::CpuInterconnect,

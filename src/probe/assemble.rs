@@ -149,16 +149,8 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
     };
 
     // Switch visibility: a GPU or NIC straight under a host bridge hides whatever is between.
-    let exposed: Vec<String> = gpus
-        .iter()
-        .map(|g| (format!("GPU{}", g.index), &g.placement))
-        // Only what NCCL uses: GPUs and RDMA NICs (an onboard management NIC often sits on
-        // the root bus of a machine whose switches are all visible).
-        .chain(
-            nics.iter()
-                .filter(|n| n.kind == NicKind::Rdma)
-                .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
-        )
+    let exposed: Vec<String> = nccl_devices(&gpus, &nics)
+        .into_iter()
         .filter(|(_, p)| matches!(p.parent, PciParent::HostBridge(_)))
         .map(|(label, p)| format!("{label} ({})", p.bdf))
         .collect();
@@ -202,17 +194,7 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
     }
 
     // Degraded links.
-    for (label, p) in gpus
-        .iter()
-        .map(|g| (format!("GPU{}", g.index), &g.placement))
-        // Only what NCCL uses: GPUs and RDMA NICs (an onboard management NIC often sits on
-        // the root bus of a machine whose switches are all visible).
-        .chain(
-            nics.iter()
-                .filter(|n| n.kind == NicKind::Rdma)
-                .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
-        )
-    {
+    for (label, p) in nccl_devices(&gpus, &nics) {
         if let Some(d) = p.pcie.degradation() {
             let is_gpu = label.starts_with("GPU");
             let what = match d {
@@ -279,6 +261,19 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
         nics,
         notes,
     }
+}
+
+/// What NCCL uses, labelled: GPUs and RDMA NICs with a PCI function. (An onboard management
+/// NIC often sits on the root bus of a machine whose switches are all visible: not counted.)
+fn nccl_devices<'a>(gpus: &'a [Gpu], nics: &'a [Nic]) -> Vec<(String, &'a PciPlacement)> {
+    gpus.iter()
+        .map(|g| (format!("GPU{}", g.index), &g.placement))
+        .chain(
+            nics.iter()
+                .filter(|n| n.kind == NicKind::Rdma)
+                .filter_map(|n| n.pci.as_ref().map(|p| (n.name.clone(), p))),
+        )
+        .collect()
 }
 
 fn list_some(items: &[String]) -> String {

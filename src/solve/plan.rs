@@ -48,13 +48,13 @@ pub fn plan(nodes: &[PlanNode], fabric: Option<&Fabric>, message_bytes: u64) -> 
         .collect();
 
     // Classes: one ring solve per distinct GPU link matrix.
+    let matrices: Vec<LinkMatrix> = usable.iter().map(|n| gpu_link_matrix(n.snapshot)).collect();
     let mut classes: Vec<(String, LinkMatrix, Vec<String>)> = Vec::new();
     let mut class_of: HashMap<String, usize> = HashMap::new();
-    for n in &usable {
-        let m = gpu_link_matrix(n.snapshot);
-        let sig = signature(&m);
+    for (n, m) in usable.iter().zip(&matrices) {
+        let sig = signature(m);
         let idx = *class_of.entry(sig.clone()).or_insert_with(|| {
-            classes.push((sig, m, Vec::new()));
+            classes.push((sig, m.clone(), Vec::new()));
             classes.len() - 1
         });
         classes[idx].2.push(n.host.clone());
@@ -132,11 +132,12 @@ pub fn plan(nodes: &[PlanNode], fabric: Option<&Fabric>, message_bytes: u64) -> 
             format!("NVLink is unknown on {} node(s) (e.g. {}): their intra-node rings are planned on PCIe paths only; probe them with the NVIDIA driver for real figures", unknown.len(), unknown[0]),
         ));
     }
-    let triples: Vec<(String, BTreeMap<String, String>, &NodeSnapshot)> = usable
+    let nodes_for_graph: Vec<(String, BTreeMap<String, String>, &NodeSnapshot, &LinkMatrix)> = usable
         .iter()
-        .map(|n| (n.host.clone(), n.labels.clone(), n.snapshot))
+        .zip(&matrices)
+        .map(|(n, m)| (n.host.clone(), n.labels.clone(), n.snapshot, m))
         .collect();
-    let graph = ClusterGraph::build(&triples, fabric);
+    let graph = ClusterGraph::build(&nodes_for_graph, fabric);
     let hosts: Vec<String> = usable.iter().map(|n| n.host.clone()).collect();
     let unplaced: Vec<&String> = hosts
         .iter()
