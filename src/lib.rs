@@ -10,6 +10,7 @@ pub mod error;
 pub mod exit;
 pub mod graph;
 pub mod model;
+pub mod nccl;
 pub mod probe;
 pub mod report;
 

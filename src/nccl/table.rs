@@ -1,0 +1,536 @@
+//! What topo-tune knows about NCCL's variables: syntax, valid values, defaults by version,
+//! and NCCL's own class ("system configuration" or "debugging", env.rst). Data, versioned
+//! with [`TABLE_VERSION`]; sources: research/nccl.md §1–4 (NVIDIA/nccl tags 2.18.1–2.30.7).
+
+use super::version::NcclVersion;
+use serde::Serialize;
+
+/// Bump when an entry changes meaning.
+pub const TABLE_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// "System configuration" in NCCL's docs: fine in a config file.
+    System,
+    /// "Debugging": "should not be used in production nor retained in scripts". Never written
+    /// by rule; only a canary may try one.
+    Debug,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// Integer in an inclusive range.
+    Int(i64, i64),
+    /// One of these exact strings (case matters).
+    OneOf(&'static [&'static str]),
+    /// NCCL path level name (`LOC NVL NVB PIX PXB PXN PHB SYS`, `C2C` ≥ 2.26, `P2C` ≥ 2.27);
+    /// compared with strcmp: lower case is silently ignored by NCCL, so it is refused here.
+    Level,
+    /// `[^][=]name[:port],...` device list (NCCL_IB_HCA, NCCL_SOCKET_IFNAME).
+    DeviceList,
+    /// An absolute path.
+    Path,
+    /// Comma list of subsystem names.
+    SubsysList,
+    /// Free text of safe characters (plugin names).
+    Name,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Var {
+    pub name: &'static str,
+    pub class: Class,
+    pub syntax: Syntax,
+    /// NCCL's default, as text, and from which version it holds (older defaults listed first).
+    pub defaults: &'static [(NcclVersion, &'static str)],
+    /// First NCCL version that reads it.
+    pub since: NcclVersion,
+    pub note: &'static str,
+}
+
+const V2_0: NcclVersion = NcclVersion(2, 0, 0);
+const LEVELS: &[&str] = &["LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "C2C", "P2C"];
+
+pub const VARS: &[Var] = &[
+    Var {
+        name: "NCCL_IB_HCA",
+        class: Class::System,
+        syntax: Syntax::DeviceList,
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "RDMA devices to use; `=` makes names exact (mlx5_1 would also match mlx5_10..19)",
+    },
+    Var {
+        name: "NCCL_SOCKET_IFNAME",
+        class: Class::System,
+        syntax: Syntax::DeviceList,
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "bootstrap and socket interface; a wrong one fails every job at bootstrap",
+    },
+    Var {
+        name: "NCCL_CROSS_NIC",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["0", "1", "2"]),
+        defaults: &[(V2_0, "2")],
+        since: V2_0,
+        note: "0 keeps each ring on one NIC (rail-optimised fabrics)",
+    },
+    Var {
+        name: "NCCL_IB_GID_INDEX",
+        class: Class::System,
+        syntax: Syntax::Int(-1, 255),
+        defaults: &[(V2_0, "0"), (NcclVersion(2, 21, 0), "-1")],
+        since: V2_0,
+        note: "RoCE GID; -1 (2.21+) auto-selects RoCE v2",
+    },
+    Var {
+        name: "NCCL_IB_TC",
+        class: Class::System,
+        syntax: Syntax::Int(-1, 255),
+        defaults: &[(V2_0, "0"), (NcclVersion(2, 26, 0), "-1")],
+        since: V2_0,
+        note: "traffic class; must match the fabric",
+    },
+    Var {
+        name: "NCCL_IB_SL",
+        class: Class::System,
+        syntax: Syntax::Int(-1, 15),
+        defaults: &[(V2_0, "0"), (NcclVersion(2, 26, 0), "-1")],
+        since: V2_0,
+        note: "service level; must match the fabric",
+    },
+    Var {
+        name: "NCCL_IB_FIFO_TC",
+        class: Class::System,
+        syntax: Syntax::Int(0, 255),
+        defaults: &[(NcclVersion(2, 22, 3), "")],
+        since: NcclVersion(2, 22, 3),
+        note: "traffic class of control messages",
+    },
+    Var {
+        name: "NCCL_IB_TIMEOUT",
+        class: Class::System,
+        syntax: Syntax::Int(0, 31),
+        defaults: &[
+            (V2_0, "14"),
+            (NcclVersion(2, 14, 0), "18"),
+            (NcclVersion(2, 23, 0), "20"),
+        ],
+        since: V2_0,
+        note: "4.096 µs × 2^value",
+    },
+    Var {
+        name: "NCCL_IB_RETRY_CNT",
+        class: Class::System,
+        syntax: Syntax::Int(0, 7),
+        defaults: &[(V2_0, "7")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_TOPO_FILE",
+        class: Class::System,
+        syntax: Syntax::Path,
+        defaults: &[(V2_0, "/var/run/nvidia-topologyd/virtualTopology.xml")],
+        since: V2_0,
+        note: "topology overlay; a malformed file fails every job",
+    },
+    Var {
+        name: "NCCL_NET_PLUGIN",
+        class: Class::System,
+        syntax: Syntax::Name,
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "a comma list only from 2.27",
+    },
+    Var {
+        name: "NCCL_TUNER_PLUGIN",
+        class: Class::System,
+        syntax: Syntax::Name,
+        defaults: &[(NcclVersion(2, 19, 0), "")],
+        since: NcclVersion(2, 19, 0),
+        note: "",
+    },
+    Var {
+        name: "NCCL_COLLNET_ENABLE",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "0")],
+        since: V2_0,
+        note: "SHARP/CollNet plugin",
+    },
+    Var {
+        name: "NCCL_SOCKET_NTHREADS",
+        class: Class::System,
+        syntax: Syntax::Int(1, 16),
+        defaults: &[(V2_0, "-2")],
+        since: V2_0,
+        note: "threads × sockets ≤ 64",
+    },
+    Var {
+        name: "NCCL_NSOCKS_PERTHREAD",
+        class: Class::System,
+        syntax: Syntax::Int(1, 64),
+        defaults: &[(V2_0, "-2")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_IGNORE_CPU_AFFINITY",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "0")],
+        since: V2_0,
+        note: "Azure sets 1 on NDv4/NDv5 with a topology file",
+    },
+    Var {
+        name: "NCCL_NETDEVS_POLICY",
+        class: Class::System,
+        syntax: Syntax::Name,
+        defaults: &[(NcclVersion(2, 28, 0), "AUTO")],
+        since: NcclVersion(2, 28, 0),
+        note: "AUTO | MAX:N | ALL",
+    },
+    Var {
+        name: "NCCL_DEBUG",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["VERSION", "WARN", "INFO", "ABORT", "TRACE"]),
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "INFO fleet-wide floods logs",
+    },
+    Var {
+        name: "NCCL_DEBUG_SUBSYS",
+        class: Class::System,
+        syntax: Syntax::SubsysList,
+        defaults: &[(V2_0, "INIT,BOOTSTRAP,ENV")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_NET_GDR_LEVEL",
+        class: Class::Debug,
+        syntax: Syntax::Level,
+        defaults: &[(V2_0, "PXB")],
+        since: NcclVersion(2, 4, 0),
+        note: "GPUDirect RDMA distance",
+    },
+    Var {
+        name: "NCCL_NET_GDR_READ",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "-2")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_P2P_LEVEL",
+        class: Class::Debug,
+        syntax: Syntax::Level,
+        defaults: &[(V2_0, "SYS"), (NcclVersion(2, 23, 0), "PXB")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_P2P_DISABLE",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "0")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_SHM_DISABLE",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "0")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_IB_DISABLE",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "0")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_ALGO",
+        class: Class::Debug,
+        syntax: Syntax::Name,
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "a bad token fails init from 2.24",
+    },
+    Var {
+        name: "NCCL_PROTO",
+        class: Class::Debug,
+        syntax: Syntax::Name,
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "LL128 where unsupported can corrupt data",
+    },
+    Var {
+        name: "NCCL_NTHREADS",
+        class: Class::Debug,
+        syntax: Syntax::Int(64, 512),
+        defaults: &[(V2_0, "512")],
+        since: V2_0,
+        note: "multiple of 32",
+    },
+    Var {
+        name: "NCCL_BUFFSIZE",
+        class: Class::Debug,
+        syntax: Syntax::Int(1, 1 << 30),
+        defaults: &[(V2_0, "4194304")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_MIN_NCHANNELS",
+        class: Class::Debug,
+        syntax: Syntax::Int(1, 64),
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "deprecated in 2.17 for NCCL_MIN_CTAS",
+    },
+    Var {
+        name: "NCCL_MAX_NCHANNELS",
+        class: Class::Debug,
+        syntax: Syntax::Int(1, 64),
+        defaults: &[(V2_0, "")],
+        since: V2_0,
+        note: "deprecated in 2.17 for NCCL_MAX_CTAS",
+    },
+    Var {
+        name: "NCCL_NVLS_ENABLE",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1", "2"]),
+        defaults: &[(NcclVersion(2, 17, 0), "2")],
+        since: NcclVersion(2, 17, 0),
+        note: "",
+    },
+    Var {
+        name: "NCCL_IB_QPS_PER_CONNECTION",
+        class: Class::Debug,
+        syntax: Syntax::Int(1, 128),
+        defaults: &[(V2_0, "1")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_IB_SPLIT_DATA_ON_QPS",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "1"), (NcclVersion(2, 20, 0), "0")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_IB_ADAPTIVE_ROUTING",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        defaults: &[(V2_0, "-2")],
+        since: V2_0,
+        note: "",
+    },
+    Var {
+        name: "NCCL_IB_PCI_RELAXED_ORDERING",
+        class: Class::Debug,
+        syntax: Syntax::OneOf(&["0", "1", "2"]),
+        defaults: &[(V2_0, "2")],
+        since: V2_0,
+        note: "1 fails where relaxed ordering is missing",
+    },
+];
+
+/// Names that must never be in a config file, with why.
+pub const REFUSED: &[(&str, &str)] = &[
+    (
+        "NCCL_GRAPH_FILE",
+        "applies to every communicator: a job on a subset of GPUs fails init (NVIDIA/nccl#1008); emit it per job only",
+    ),
+    (
+        "NCCL_CONF_FILE",
+        "read from the process environment before any file: it has no effect inside a file",
+    ),
+    (
+        "NCCL_ASYNC_ERROR_HANDLING",
+        "a PyTorch variable, not NCCL's: set TORCH_NCCL_ASYNC_ERROR_HANDLING in the job environment",
+    ),
+];
+
+pub fn lookup(name: &str) -> Option<&'static Var> {
+    VARS.iter().find(|v| v.name == name)
+}
+
+impl Var {
+    /// NCCL's default for a version (`None`: unknown version, or not read by that version).
+    pub fn default_for(&self, version: NcclVersion) -> Option<&'static str> {
+        self.defaults
+            .iter()
+            .rev()
+            .find(|(since, _)| version >= *since)
+            .map(|(_, d)| *d)
+    }
+}
+
+/// Why a NAME=VALUE cannot go into an NCCL config file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name}={value}: {reason}")]
+pub struct Rejection {
+    pub name: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// Check one variable for a file read by NCCL `version` (when known).
+pub fn validate(name: &str, value: &str, version: Option<NcclVersion>) -> Result<&'static Var, Rejection> {
+    let reject = |reason: String| Rejection {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason,
+    };
+    if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
+        return Err(reject(format!("never written to a config file: {why}")));
+    }
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(reject(
+            "a name is upper-case letters, digits and `_` (NCCL does not trim: `NAME =` defines another variable)"
+                .into(),
+        ));
+    }
+    let var = lookup(name)
+        .ok_or_else(|| reject("unknown to topo-tune's NCCL table (a typo is silently ignored by NCCL)".into()))?;
+    if value.is_empty() {
+        return Err(reject("empty value: an empty variable blocks NCCL's default".into()));
+    }
+    if value.len() > 1023 {
+        return Err(reject("longer than NCCL's 1023-character limit".into()));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_whitespace()) {
+        return Err(reject(format!(
+            "contains whitespace ({:?}): NCCL keeps it in the value, so the setting never matches",
+            c
+        )));
+    }
+    if value.contains('"') || value.contains('\'') {
+        return Err(reject(
+            "contains quotes: NCCL keeps them in the value (\"eth0\" is no interface)".into(),
+        ));
+    }
+    if value.contains('#') {
+        return Err(reject(
+            "contains `#`: NCCL has no inline comments, the rest would be part of the value".into(),
+        ));
+    }
+    if let Some(v) = version {
+        if v < var.since {
+            return Err(reject(format!("NCCL {v} does not read it (since {})", var.since)));
+        }
+    }
+    let ok = match var.syntax {
+        Syntax::Int(lo, hi) => value.parse::<i64>().is_ok_and(|n| n >= lo && n <= hi),
+        Syntax::OneOf(opts) => opts.contains(&value),
+        Syntax::Level => {
+            let known = LEVELS.contains(&value)
+                && !(value == "C2C" && version.is_some_and(|v| v < NcclVersion(2, 26, 0)))
+                && !(value == "P2C" && version.is_some_and(|v| v < NcclVersion(2, 27, 0)));
+            if !known && LEVELS.contains(&value.to_ascii_uppercase().as_str()) {
+                return Err(reject(format!(
+                    "level names are upper case: NCCL silently ignores `{value}` (write {})",
+                    value.to_ascii_uppercase()
+                )));
+            }
+            known
+        }
+        Syntax::DeviceList => {
+            let body = value.trim_start_matches('^').trim_start_matches('=');
+            body.len() >= 2
+                && body.split(',').all(|d| {
+                    !d.is_empty()
+                        && d.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+                })
+        }
+        Syntax::Path => value.starts_with('/') && !value.split('/').any(|c| c == ".."),
+        Syntax::SubsysList => value
+            .trim_start_matches('^')
+            .split(',')
+            .all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_uppercase() || c == '_')),
+        Syntax::Name => value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | ',' | ';' | '^' | '/')),
+    };
+    if !ok {
+        let expected = match var.syntax {
+            Syntax::Int(lo, hi) => format!("an integer from {lo} to {hi}"),
+            Syntax::OneOf(opts) => format!("one of {}", opts.join(", ")),
+            Syntax::Level => "a level name: LOC NVL NVB PIX PXB PXN PHB SYS (C2C 2.26+, P2C 2.27+)".into(),
+            Syntax::DeviceList => "a device list such as =mlx5_0,mlx5_1 or ^docker".into(),
+            Syntax::Path => "an absolute path without `..`".into(),
+            Syntax::SubsysList => "a comma list such as INIT,NET".into(),
+            Syntax::Name => "a name".into(),
+        };
+        return Err(reject(format!("expected {expected}")));
+    }
+    if var.name == "NCCL_NTHREADS" && value.parse::<i64>().is_ok_and(|n| n % 32 != 0) {
+        return Err(reject(
+            "must be a multiple of 32 (NCCL resets it to 512 otherwise)".into(),
+        ));
+    }
+    Ok(var)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_traps_of_research_nccl_md_are_refused() {
+        let v = Some(NcclVersion(2, 28, 9));
+        for (name, value, needle) in [
+            ("NCCL_SOCKET_IFNAME", "\"eth0\"", "quotes"),
+            ("NCCL_SOCKET_IFNAME", "eth0 ", "whitespace"),
+            ("NCCL_SOCKET_IFNAME", "eth0\r", "whitespace"),
+            ("NCCL_P2P_LEVEL", "pxb", "upper case"),
+            ("NCCL_IB_HCA", "mlx5_0 # rail 0", "whitespace"),
+            ("NCCL_IB_HCA", "mlx5_0#x", "inline comments"),
+            ("NCCL_GRAPH_FILE", "/etc/g.xml", "NVIDIA/nccl#1008"),
+            ("NCCL_CONF_FILE", "/x", "environment"),
+            ("NCCL_SOCKET_IFNAM", "eth0", "unknown"),
+            ("NCCL_IB_TIMEOUT", "32", "0 to 31"),
+            ("NCCL_NTHREADS", "100", "multiple of 32"),
+            ("NCCL_NETDEVS_POLICY", "AUTO", ""),
+            ("NCCL_ASYNC_ERROR_HANDLING", "1", "PyTorch"),
+            ("NCCL_DEBUG", "info", "one of"),
+            ("NCCL_IB_GID_INDEX", "", "empty"),
+        ] {
+            match validate(name, value, v) {
+                Err(r) => assert!(r.reason.contains(needle), "{name}={value}: {}", r.reason),
+                Ok(_) => assert!(needle.is_empty(), "{name}={value} should be refused"),
+            }
+        }
+        assert!(validate("NCCL_NETDEVS_POLICY", "MAX:1", Some(NcclVersion(2, 27, 7)))
+            .unwrap_err()
+            .reason
+            .contains("since 2.28"));
+        assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 25, 0))).is_err());
+        assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 26, 2))).is_ok());
+        assert_eq!(
+            lookup("NCCL_IB_GID_INDEX").unwrap().default_for(NcclVersion(2, 20, 5)),
+            Some("0")
+        );
+        assert_eq!(
+            lookup("NCCL_IB_GID_INDEX").unwrap().default_for(NcclVersion(2, 21, 5)),
+            Some("-1")
+        );
+    }
+}
