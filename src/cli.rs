@@ -40,8 +40,11 @@ pub enum Command {
     Doctor(PendingArgs),
     /// Show what topo-tune has applied where [not implemented yet].
     Status(PendingArgs),
-    /// Restore the files topo-tune replaced [not implemented yet].
-    Rollback(PendingArgs),
+    /// Restore, on every node, the files topo-tune's last `init` replaced.
+    Rollback(RollbackArgs),
+    /// Node side of `init` and `rollback`: apply a bundle (JSON on stdin) under --root.
+    #[command(hide = true)]
+    WriteNode(WriteNodeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -74,13 +77,22 @@ pub struct InitArgs {
     #[command(flatten)]
     pub gather: GatherArgs,
 
-    /// Stop after collecting snapshots (the plan and write phases are not built yet).
+    /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
     #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY")]
     pub collect_only: bool,
 
-    /// Write `DIR/<host>/snapshot.json` per node and `DIR/summary.json`.
+    /// Write under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths; with
+    /// `--collect-only`, where the snapshots go.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
+
+    /// Change nothing; report what would change and exit 3 if anything would.
+    #[arg(long, env = "TOPO_TUNE_CHECK")]
+    pub check: bool,
+
+    /// Show a unified diff of every file that changes (or would, with --check).
+    #[arg(long, env = "TOPO_TUNE_DIFF")]
+    pub diff: bool,
 
     /// Validate the cluster description and list what would be contacted; contact nothing.
     #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
@@ -100,6 +112,30 @@ pub struct PlanArgs {
     /// nccl-graph-*.xml (only where the solved ring beats index order) into DIR.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The cluster description (docs/cluster-yaml.md).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    pub cluster_config: PathBuf,
+
+    /// Roll back under `DIR/<host>/` (what `init --output-dir DIR` wrote).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteNodeArgs {
+    /// Root of the paths written (`/` on a node; tests point a pretend node elsewhere).
+    #[arg(long, default_value = "/", env = "TOPO_TUNE_WRITE_ROOT")]
+    pub root: PathBuf,
+    /// Report, change nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// Undo the last run instead (no bundle on stdin).
+    #[arg(long)]
+    pub rollback: bool,
 }
 
 /// Where snapshots come from and how nodes are reached (shared by `init` and `plan`).

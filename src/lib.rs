@@ -41,7 +41,8 @@ where
         Command::IrqPin(_) => Err(cmd::not_implemented("irq-pin")),
         Command::Doctor(_) => Err(cmd::not_implemented("doctor")),
         Command::Status(_) => Err(cmd::not_implemented("status")),
-        Command::Rollback(_) => Err(cmd::not_implemented("rollback")),
+        Command::Rollback(args) => cmd::write::rollback(args, cli.output).map(|r| (r.text, r.exit_code)),
+        Command::WriteNode(args) => cmd::write::write_node(args).map(|text| (text, exit::OK)),
     };
     match result {
         Ok((text, code)) => match write_stdout(&text) {

@@ -29,6 +29,10 @@ pub fn write_if_changed(path: &Path, content: &[u8], mode: u32) -> std::io::Resu
         f.write_all(content)?;
         f.sync_all()?;
         drop(f);
+        // Fault injection for the crash-safety test: die between the temp write and the rename.
+        if std::env::var_os("TOPO_TUNE_FAULT_BEFORE_RENAME").is_some() {
+            std::process::abort();
+        }
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
         fs::rename(&tmp, path)?;
@@ -38,6 +42,33 @@ pub fn write_if_changed(path: &Path, content: &[u8], mode: u32) -> std::io::Resu
         let _ = fs::remove_file(&tmp);
     }
     result.map(|()| true)
+}
+
+/// Remove temp files a killed earlier run left in `dir` (only ours: `.NAME.topo-tune.PID.tmp`).
+pub fn remove_stale_temps(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.contains(".topo-tune.") && name.ends_with(".tmp") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// Remove a file we own, fsyncing the directory; absent is fine.
+pub fn remove(path: &Path) -> std::io::Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

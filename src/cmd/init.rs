@@ -64,14 +64,15 @@ struct InitReport<'a> {
 
 pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Report, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
-    if !args.collect_only && !args.dry_run {
-        return Err(Error::NotImplemented {
-            command: "init (plan and write phases; run with --collect-only)".into(),
-            version: env!("CARGO_PKG_VERSION"),
-        });
-    }
     if args.dry_run {
         return Ok(dry_run(&inv, args, output));
+    }
+    if !args.collect_only {
+        let outcomes = match &args.gather.from_probes {
+            Some(dir) => from_probes(&inv, dir)?,
+            None => collect(&inv, &args.gather, output)?,
+        };
+        return super::write::init_write(&inv, &args.gather, &outcomes, args.output_dir.as_deref(), args.check, args.diff, output);
     }
     let out_dir = args
         .output_dir

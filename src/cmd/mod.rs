@@ -3,6 +3,7 @@
 pub mod init;
 pub mod plan;
 pub mod probe;
+pub mod write;
 
 use crate::error::Error;
 

@@ -24,6 +24,9 @@ struct RawConfig {
     /// CPUs the training processes own: IRQs are kept off them (kernel list syntax).
     #[serde(default)]
     reserved_cpus: Option<Spanned<String>>,
+    /// NCCL version on the nodes (what the files are validated for), e.g. "2.28.9".
+    #[serde(default)]
+    nccl_version: Option<Spanned<String>>,
     nodes: Vec<RawNode>,
 }
 
@@ -100,6 +103,7 @@ pub struct Inventory {
     pub fabric: Option<Fabric>,
     pub nccl: BTreeMap<String, String>,
     pub reserved_cpus: Option<crate::model::CpuList>,
+    pub nccl_version: Option<crate::nccl::version::NcclVersion>,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -274,6 +278,20 @@ impl Inventory {
             None => None,
         };
 
+        let nccl_version = match &raw.nccl_version {
+            Some(v) => Some(crate::nccl::version::NcclVersion::parse(&v.value).ok_or_else(|| ConfigError::at(path, &v.referenced, format!("`{}` is not an NCCL version (e.g. 2.28.9)", v.value)))?),
+            None => None,
+        };
+        // Overrides are checked here, so a bad one names its line before anything happens.
+        for (name, value) in &raw.nccl {
+            let var = crate::nccl::table::validate(name, value, nccl_version).map_err(|r| ConfigError::Invalid { at: format!("{}: nccl.{name}", path.display()), message: r.reason })?;
+            if var.class == crate::nccl::table::Class::Debug {
+                return Err(ConfigError::Invalid {
+                    at: format!("{}: nccl.{name}", path.display()),
+                    message: "a debugging variable in NCCL's docs: never written globally (a canary may try it)".into(),
+                });
+            }
+        }
         let mut nodes: Vec<NodeSpec> = Vec::new();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for n in &raw.nodes {
@@ -370,6 +388,7 @@ impl Inventory {
             fabric,
             nccl: raw.nccl,
             reserved_cpus,
+            nccl_version,
             nodes,
         })
     }

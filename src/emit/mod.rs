@@ -2,3 +2,4 @@
 
 pub mod graph_xml;
 pub mod launch;
+pub mod topo_xml;

@@ -2,5 +2,6 @@
 //! that derive settings from snapshots, and the config-file dialect. Pure.
 
 pub mod conf;
+pub mod rules;
 pub mod table;
 pub mod version;

@@ -80,27 +80,53 @@ pub async fn probe_node(
     opts: &CollectOptions,
     dir: &ControlDir,
 ) -> (Result<(NodeSnapshot, Deploy), Failure>, u32) {
-    let mut attempts = 0;
-    let session = loop {
-        attempts += 1;
-        match connect(node, settings, opts, dir).await {
-            Ok(s) => break s,
-            Err(f)
-                if attempts < 2
-                    && matches!(
-                        f.kind,
-                        FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed
-                    ) =>
-            {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(f) => return (Err(f), attempts),
-        }
+    let (session, attempts) = match connect_with_retry(node, settings, opts, dir).await {
+        Ok(x) => x,
+        Err((f, attempts)) => return (Err(f), attempts),
     };
     let result = deploy_and_probe(&session, node, settings, opts).await;
     // Closing the master ends every remote process of this session, including a hung probe.
     let _ = timeout(Duration::from_secs(5), session.close()).await;
     (result, attempts)
+}
+
+/// Deploy the binary and run `topo-tune ARGS` on the node with `stdin`; its stdout comes back.
+/// (`init` uses it for `write-node` and `rollback --node-side`.)
+pub async fn run_tool_on_node(
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+    dir: &ControlDir,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> (Result<(Vec<u8>, Deploy), Failure>, u32) {
+    let (session, attempts) = match connect_with_retry(node, settings, opts, dir).await {
+        Ok(x) => x,
+        Err((f, attempts)) => return (Err(f), attempts),
+    };
+    let result = async {
+        let (path, deploy) = deploy(&session, settings, opts).await?;
+        let out = run_tool(&session, node, settings, opts, &path, args, stdin).await?;
+        Ok((out.stdout, deploy))
+    }
+    .await;
+    let _ = timeout(Duration::from_secs(5), session.close()).await;
+    (result, attempts)
+}
+
+/// One retry when the network, not the credentials, failed.
+async fn connect_with_retry(node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions, dir: &ControlDir) -> Result<(Session, u32), (Failure, u32)> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match connect(node, settings, opts, dir).await {
+            Ok(s) => return Ok((s, attempts)),
+            Err(f) if attempts < 2 && matches!(f.kind, FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed) => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(f) => return Err((f, attempts)),
+        }
+    }
 }
 
 async fn connect(
@@ -287,81 +313,49 @@ async fn remote_sha256(session: &Session, path: &str, within: Duration) -> Resul
 /// written under a temporary name and renamed, so a half-copied binary is never run.
 const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tune.$$" && cat > "$t" && chmod 755 "$t" && mv -f -- "$t" "$1/topo-tune""#;
 
-async fn deploy_and_probe(
-    session: &Session,
-    node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
-) -> Result<(NodeSnapshot, Deploy), Failure> {
+/// Make sure the binary is on the node (checksum-verified); its path and what was done.
+async fn deploy(session: &Session, settings: &SshSettings, opts: &CollectOptions) -> Result<(String, Deploy), Failure> {
     let binary = &opts.remote_binary;
     let dir = binary.remote_dir(&settings.remote_dir);
     let path = format!("{dir}/topo-tune");
     let within = opts.command_timeout;
-    let deploy = if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
-        Deploy::Reused
-    } else {
-        let out = run(
-            session,
-            "sh",
-            &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir],
-            Some(&binary.bytes),
-            64 * 1024,
-            within,
-        )
-        .await?;
-        if out.status != Some(0) {
-            return Err(Failure::new(
-                FailureKind::DeployFailed,
-                format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr)),
-            ));
-        }
-        match remote_sha256(session, &path, within).await? {
-            Some(h) if h == binary.sha256 => Deploy::Uploaded,
-            other => {
-                return Err(Failure::new(
-                    FailureKind::DeployFailed,
-                    format!(
-                        "the copied binary does not verify (sha256 {}, expected {})",
-                        other.unwrap_or_else(|| "unreadable".into()),
-                        &binary.sha256
-                    ),
-                ))
-            }
-        }
-    };
+    if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
+        return Ok((path, Deploy::Reused));
+    }
+    let out = run(session, "sh", &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir], Some(&binary.bytes), 64 * 1024, within).await?;
+    if out.status != Some(0) {
+        return Err(Failure::new(FailureKind::DeployFailed, format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr))));
+    }
+    match remote_sha256(session, &path, within).await? {
+        Some(h) if h == binary.sha256 => Ok((path, Deploy::Uploaded)),
+        other => Err(Failure::new(
+            FailureKind::DeployFailed,
+            format!("the copied binary does not verify (sha256 {}, expected {})", other.unwrap_or_else(|| "unreadable".into()), &binary.sha256),
+        )),
+    }
+}
+
+/// Run the deployed binary (through `sudo -n` when configured); non-zero exits are diagnosed.
+async fn run_tool(session: &Session, node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions, path: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<RemoteOutput, Failure> {
     let out = if settings.sudo {
-        run(
-            session,
-            "sudo",
-            &["-n", "--", &path, "probe", "--output", "json"],
-            None,
-            MAX_ANSWER_BYTES,
-            within,
-        )
-        .await?
+        let mut full = vec!["-n", "--", path];
+        full.extend_from_slice(args);
+        run(session, "sudo", &full, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
     } else {
-        run(
-            session,
-            &path,
-            &["probe", "--output", "json"],
-            None,
-            MAX_ANSWER_BYTES,
-            within,
-        )
-        .await?
+        run(session, path, args, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
     };
     if out.truncated {
-        return Err(Failure::new(
-            FailureKind::AnswerTooLarge,
-            format!(
-                "the probe answered more than {} MiB: refused",
-                MAX_ANSWER_BYTES / (1024 * 1024)
-            ),
-        ));
+        return Err(Failure::new(FailureKind::AnswerTooLarge, format!("the answer was larger than {} MiB: refused", MAX_ANSWER_BYTES / (1024 * 1024))));
     }
     if out.status != Some(0) {
         return Err(diagnose(out.status, &out.stderr, &node.host));
     }
+    Ok(out)
+}
+
+async fn deploy_and_probe(session: &Session, node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions) -> Result<(NodeSnapshot, Deploy), Failure> {
+    let (path, deploy) = deploy(session, settings, opts).await?;
+    let out = run_tool(session, node, settings, opts, &path, &["probe", "--output", "json"], None).await?;
     let text = String::from_utf8_lossy(&out.stdout);
     let snapshot = NodeSnapshot::from_json(&text).map_err(|e| {
         let start: String = text.trim().chars().take(60).collect();

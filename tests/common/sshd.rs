@@ -121,7 +121,8 @@ impl SshCluster {
                 nd = nd.display(),
             );
             match node {
-                Node::Fsroot(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FSROOT={}", p.display()).unwrap(),
+                // Reads from the fake tree; writes (init's write phase) land in `<tree>/written`.
+                Node::Fsroot(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written", p.display(), p.display()).unwrap(),
                 Node::HwlocXml(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FROM_HWLOC_XML={}", p.display()).unwrap(),
                 Node::HangingProbe => writeln!(
                     cfg,
