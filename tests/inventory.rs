@@ -158,11 +158,20 @@ fn dry_run_contacts_nothing() {
 }
 
 #[test]
-fn init_without_collect_only_is_not_a_fake_success() {
+fn paper_nodes_need_an_output_dir_to_be_written() {
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
-    let out = topo_tune().args(["init", "--cluster-config", &cfg]).output().unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::NOT_IMPLEMENTED));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--collect-only"));
+    let out = topo_tune()
+        .args(["--output", "json", "init", "--cluster-config", &cfg])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["error"].as_str().unwrap().contains("use --output-dir")));
+    assert_eq!(doc["changed"], false);
 }
 
 #[test]

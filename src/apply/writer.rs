@@ -90,7 +90,10 @@ pub enum WriteError {
 }
 
 fn sha(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 struct Root<'a>(&'a Path);
@@ -103,15 +106,24 @@ impl Root<'_> {
         match std::fs::read_to_string(self.p(kernel)) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(WriteError::Io { path: kernel.into(), source: e }),
+            Err(e) => Err(WriteError::Io {
+                path: kernel.into(),
+                source: e,
+            }),
         }
     }
 }
 
 fn read_manifest(root: &Root) -> Result<Manifest, WriteError> {
     match root.read(MANIFEST)? {
-        None => Ok(Manifest { version: 1, ..Manifest::default() }),
-        Some(text) => serde_json::from_str(&text).map_err(|e| WriteError::Invalid { path: MANIFEST.into(), message: format!("not a topo-tune manifest: {e}") }),
+        None => Ok(Manifest {
+            version: 1,
+            ..Manifest::default()
+        }),
+        Some(text) => serde_json::from_str(&text).map_err(|e| WriteError::Invalid {
+            path: MANIFEST.into(),
+            message: format!("not a topo-tune manifest: {e}"),
+        }),
     }
 }
 
@@ -126,7 +138,13 @@ pub fn changes(root_dir: &Path, bundle: &Bundle) -> Result<Vec<FileChange>, Writ
             Some(b) if *b == after => Action::Unchanged,
             Some(_) => Action::Update,
         };
-        out.push(FileChange { path: path.into(), action, reason, before, after: Some(after) });
+        out.push(FileChange {
+            path: path.into(),
+            action,
+            reason,
+            before,
+            after: Some(after),
+        });
     }
 
     // A /etc/nccl.conf topo-tune did not write (or that was edited since) is kept as a drop-in.
@@ -142,16 +160,31 @@ pub fn changes(root_dir: &Path, bundle: &Bundle) -> Result<Vec<FileChange>, Writ
                 let (n, v) = line.split_once('=').unwrap_or((line, ""));
                 crate::nccl::table::validate(n, v, bundle.nccl_version).map_err(|r| WriteError::Invalid {
                     path: format!("{NCCL_CONF}:{}", i + 1),
-                    message: format!("cannot be kept as it is: {} (fix or remove the line; nothing was changed)", r.reason),
+                    message: format!(
+                        "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
+                        r.reason
+                    ),
                 })?;
                 text.push_str(line);
                 text.push('\n');
             }
-            change(&mut out, PRESERVED, preserved.clone(), text.clone(), "the existing /etc/nccl.conf was not written by topo-tune: kept as the first drop-in".into());
+            change(
+                &mut out,
+                PRESERVED,
+                preserved.clone(),
+                text.clone(),
+                "the existing /etc/nccl.conf was not written by topo-tune: kept as the first drop-in".into(),
+            );
             preserved = Some(text);
         }
     }
-    change(&mut out, DROPIN, root.read(DROPIN)?, bundle.dropin.clone(), "topo-tune's settings (see the plan for each reason)".into());
+    change(
+        &mut out,
+        DROPIN,
+        root.read(DROPIN)?,
+        bundle.dropin.clone(),
+        "topo-tune's settings (see the plan for each reason)".into(),
+    );
 
     // Assemble from what conf.d will hold.
     let mut dropins: Vec<(String, String)> = Vec::new();
@@ -172,21 +205,48 @@ pub fn changes(root_dir: &Path, bundle: &Bundle) -> Result<Vec<FileChange>, Writ
     if let Some(p) = &preserved {
         dropins.push(("00-preserved-nccl.conf".into(), p.clone()));
     }
-    let (assembled, _) = assemble(&dropins, bundle.nccl_version, HEADER).map_err(|r| WriteError::Invalid { path: DROPIN_DIR.into(), message: r.to_string() })?;
-    change(&mut out, NCCL_CONF, current_conf, assembled.clone(), "assembled from /etc/nccl/conf.d in lexical order".into());
+    let (assembled, _) = assemble(&dropins, bundle.nccl_version, HEADER).map_err(|r| WriteError::Invalid {
+        path: DROPIN_DIR.into(),
+        message: r.to_string(),
+    })?;
+    change(
+        &mut out,
+        NCCL_CONF,
+        current_conf,
+        assembled.clone(),
+        "assembled from /etc/nccl/conf.d in lexical order".into(),
+    );
 
     match &bundle.topology_xml {
-        Some(xml) => change(&mut out, TOPOLOGY, root.read(TOPOLOGY)?, xml.clone(), "NCCL_TOPO_FILE names it".into()),
+        Some(xml) => change(
+            &mut out,
+            TOPOLOGY,
+            root.read(TOPOLOGY)?,
+            xml.clone(),
+            "NCCL_TOPO_FILE names it".into(),
+        ),
         None => {
             if let Some(before) = root.read(TOPOLOGY)? {
                 if manifest.owned.contains_key(TOPOLOGY) {
-                    out.push(FileChange { path: TOPOLOGY.into(), action: Action::Remove, reason: "no rule asks for a topology file any more".into(), before: Some(before), after: None });
+                    out.push(FileChange {
+                        path: TOPOLOGY.into(),
+                        action: Action::Remove,
+                        reason: "no rule asks for a topology file any more".into(),
+                        before: Some(before),
+                        after: None,
+                    });
                 }
             }
         }
     }
     let settings: Vec<(String, String)> = parse(&assembled);
-    change(&mut out, ENV_FILE, root.read(ENV_FILE)?, env_file(&settings), "the same settings for containers (docker --env-file), which never see /etc/nccl.conf".into());
+    change(
+        &mut out,
+        ENV_FILE,
+        root.read(ENV_FILE)?,
+        env_file(&settings),
+        "the same settings for containers (docker --env-file), which never see /etc/nccl.conf".into(),
+    );
     Ok(out)
 }
 
@@ -200,12 +260,31 @@ pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<
     let mut manifest = read_manifest(&root)?;
     let io = |path: &str| {
         let path = path.to_string();
-        move |e: std::io::Error| WriteError::Io { path: path.clone(), source: e }
+        move |e: std::io::Error| WriteError::Io {
+            path: path.clone(),
+            source: e,
+        }
     };
-    for dir in [DROPIN_DIR, STATE_DIR, "/etc"] {
+    // A run killed mid-write leaves at most temp files; clear them (backups nest deeper).
+    for dir in [DROPIN_DIR, "/etc"] {
         remove_stale_temps(&root.p(dir));
     }
-    let mut run = Run { id: run_id.to_string(), files: Vec::new() };
+    let mut stack = vec![root.p(STATE_DIR)];
+    while let Some(dir) = stack.pop() {
+        remove_stale_temps(&dir);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            stack.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    let mut run = Run {
+        id: run_id.to_string(),
+        files: Vec::new(),
+    };
     for c in &changes {
         if c.action == Action::Unchanged {
             continue;
@@ -228,7 +307,10 @@ pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<
                 manifest.owned.remove(&c.path);
             }
         }
-        run.files.push(RunFile { path: c.path.clone(), backup });
+        run.files.push(RunFile {
+            path: c.path.clone(),
+            backup,
+        });
     }
     manifest.runs.push(run);
     let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
@@ -240,28 +322,56 @@ pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<
 pub fn rollback(root_dir: &Path) -> Result<Vec<FileChange>, WriteError> {
     let root = Root(root_dir);
     let mut manifest = read_manifest(&root)?;
-    let run = manifest.runs.pop().ok_or_else(|| WriteError::NothingToRollBack(MANIFEST.into()))?;
+    let run = manifest
+        .runs
+        .pop()
+        .ok_or_else(|| WriteError::NothingToRollBack(MANIFEST.into()))?;
     let mut out = Vec::new();
     for f in run.files.iter().rev() {
         let current = root.read(&f.path)?;
         match &f.backup {
             Some(rel) => {
                 let kernel = format!("{STATE_DIR}/{rel}");
-                let before = root.read(&kernel)?.ok_or_else(|| WriteError::Invalid { path: kernel.clone(), message: "backup missing: cannot restore".into() })?;
-                let changed = write_if_changed(&root.p(&f.path), before.as_bytes(), 0o644).map_err(|e| WriteError::Io { path: f.path.clone(), source: e })?;
+                let before = root.read(&kernel)?.ok_or_else(|| WriteError::Invalid {
+                    path: kernel.clone(),
+                    message: "backup missing: cannot restore".into(),
+                })?;
+                let changed =
+                    write_if_changed(&root.p(&f.path), before.as_bytes(), 0o644).map_err(|e| WriteError::Io {
+                        path: f.path.clone(),
+                        source: e,
+                    })?;
                 manifest.owned.insert(f.path.clone(), sha(&before));
-                out.push(FileChange { path: f.path.clone(), action: if changed { Action::Update } else { Action::Unchanged }, reason: format!("restored from {kernel}"), before: current, after: Some(before) });
+                out.push(FileChange {
+                    path: f.path.clone(),
+                    action: if changed { Action::Update } else { Action::Unchanged },
+                    reason: format!("restored from {kernel}"),
+                    before: current,
+                    after: Some(before),
+                });
             }
             None => {
-                remove(&root.p(&f.path)).map_err(|e| WriteError::Io { path: f.path.clone(), source: e })?;
+                remove(&root.p(&f.path)).map_err(|e| WriteError::Io {
+                    path: f.path.clone(),
+                    source: e,
+                })?;
                 manifest.owned.remove(&f.path);
-                out.push(FileChange { path: f.path.clone(), action: Action::Remove, reason: "did not exist before that run".into(), before: current, after: None });
+                out.push(FileChange {
+                    path: f.path.clone(),
+                    action: Action::Remove,
+                    reason: "did not exist before that run".into(),
+                    before: current,
+                    after: None,
+                });
             }
         }
     }
     // The restored /etc/nccl.conf is not topo-tune's unless it was before.
     let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
-    write_if_changed(&root.p(MANIFEST), text.as_bytes(), 0o644).map_err(|e| WriteError::Io { path: MANIFEST.into(), source: e })?;
+    write_if_changed(&root.p(MANIFEST), text.as_bytes(), 0o644).map_err(|e| WriteError::Io {
+        path: MANIFEST.into(),
+        source: e,
+    })?;
     Ok(out)
 }
 
@@ -269,12 +379,18 @@ pub fn rollback(root_dir: &Path) -> Result<Vec<FileChange>, WriteError> {
 pub fn diff(c: &FileChange) -> String {
     let before = c.before.as_deref().unwrap_or("");
     let after = c.after.as_deref().unwrap_or("");
-    similar::TextDiff::from_lines(before, after).unified_diff().header(&format!("a{}", c.path), &format!("b{}", c.path)).to_string()
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .header(&format!("a{}", c.path), &format!("b{}", c.path))
+        .to_string()
 }
 
 /// A run id from the clock: `20261129T110500Z`.
 pub fn run_id() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -286,5 +402,11 @@ pub fn run_id() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}", rem / 3600, rem % 3600 / 60, rem % 60, std::process::id())
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        std::process::id()
+    )
 }

@@ -72,7 +72,15 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Report, Error> {
             Some(dir) => from_probes(&inv, dir)?,
             None => collect(&inv, &args.gather, output)?,
         };
-        return super::write::init_write(&inv, &args.gather, &outcomes, args.output_dir.as_deref(), args.check, args.diff, output);
+        return super::write::init_write(
+            &inv,
+            &args.gather,
+            &outcomes,
+            args.output_dir.as_deref(),
+            args.check,
+            args.diff,
+            output,
+        );
     }
     let out_dir = args
         .output_dir

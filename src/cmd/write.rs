@@ -37,7 +37,12 @@ fn report_of(changes: &[FileChange], with_diff: bool) -> NodeWriteReport {
     NodeWriteReport {
         files: changes
             .iter()
-            .map(|c| FileReport { path: c.path.clone(), action: c.action, reason: c.reason.clone(), diff: (with_diff && c.action != Action::Unchanged).then(|| writer::diff(c)) })
+            .map(|c| FileReport {
+                path: c.path.clone(),
+                action: c.action,
+                reason: c.reason.clone(),
+                diff: (with_diff && c.action != Action::Unchanged).then(|| writer::diff(c)),
+            })
             .collect(),
     }
 }
@@ -59,8 +64,12 @@ pub fn write_node(args: &WriteNodeArgs) -> Result<String, Error> {
         report_of(&changes, true)
     } else {
         let mut input = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().take(16 << 20), &mut input).map_err(|e| Error::Io { what: "reading the bundle on stdin".into(), source: e })?;
-        let bundle: Bundle = serde_json::from_str(&input).map_err(|e| Error::Usage(format!("stdin is not a topo-tune bundle: {e}")))?;
+        std::io::Read::read_to_string(&mut std::io::stdin().take(16 << 20), &mut input).map_err(|e| Error::Io {
+            what: "reading the bundle on stdin".into(),
+            source: e,
+        })?;
+        let bundle: Bundle =
+            serde_json::from_str(&input).map_err(|e| Error::Usage(format!("stdin is not a topo-tune bundle: {e}")))?;
         write_local(&args.root, &bundle, args.check).map_err(Error::Usage)?
     };
     Ok(serde_json::to_string(&report).unwrap_or_default() + "\n")
@@ -95,20 +104,38 @@ fn target(node: &NodeSpec, output_dir: Option<&Path>) -> Target {
         (Some(d), _) => Target::Local(d.join(&node.host)),
         (None, TransportKind::Local) => Target::Local(PathBuf::from("/")),
         (None, TransportKind::Ssh) => Target::Ssh,
-        (None, TransportKind::Simulated) => Target::Nowhere("a simulated node exists only on paper: use --output-dir to see its files".into()),
+        (None, TransportKind::Simulated) => {
+            Target::Nowhere("a simulated node exists only on paper: use --output-dir to see its files".into())
+        }
     }
 }
 
 fn ssh_options(inv: &Inventory, gather: Option<&GatherArgs>) -> Result<CollectOptions, Error> {
     let path = match gather.and_then(|g| g.remote_binary.clone()) {
         Some(p) => p,
-        None => std::env::current_exe().map_err(|e| Error::Io { what: "finding topo-tune's own binary".into(), source: e })?,
+        None => std::env::current_exe().map_err(|e| Error::Io {
+            what: "finding topo-tune's own binary".into(),
+            source: e,
+        })?,
     };
-    let binary = ssh::LocalBinary::load(&path).map_err(|e| Error::Io { what: format!("reading {}", path.display()), source: e })?;
+    let binary = ssh::LocalBinary::load(&path).map_err(|e| Error::Io {
+        what: format!("reading {}", path.display()),
+        source: e,
+    })?;
     Ok(CollectOptions {
         forks: gather.and_then(|g| g.forks).unwrap_or(inv.ssh.forks).max(1),
-        connect_timeout: std::time::Duration::from_secs(gather.and_then(|g| g.connect_timeout).unwrap_or(inv.ssh.connect_timeout_s).max(1)),
-        command_timeout: std::time::Duration::from_secs(gather.and_then(|g| g.command_timeout).unwrap_or(inv.ssh.command_timeout_s).max(1)),
+        connect_timeout: std::time::Duration::from_secs(
+            gather
+                .and_then(|g| g.connect_timeout)
+                .unwrap_or(inv.ssh.connect_timeout_s)
+                .max(1),
+        ),
+        command_timeout: std::time::Duration::from_secs(
+            gather
+                .and_then(|g| g.command_timeout)
+                .unwrap_or(inv.ssh.command_timeout_s)
+                .max(1),
+        ),
         max_fail: None,
         remote_binary: std::sync::Arc::new(binary),
         simulated_latency: std::time::Duration::ZERO,
@@ -116,14 +143,26 @@ fn ssh_options(inv: &Inventory, gather: Option<&GatherArgs>) -> Result<CollectOp
 }
 
 /// Run `write-node ARGS` on ssh nodes (bounded parallelism), one answer per node.
-fn remote(inv: &Inventory, opts: &CollectOptions, jobs: Vec<(NodeSpec, Vec<String>, Option<Vec<u8>>)>) -> Vec<Result<NodeWriteReport, String>> {
+fn remote(
+    inv: &Inventory,
+    opts: &CollectOptions,
+    jobs: Vec<(NodeSpec, Vec<String>, Option<Vec<u8>>)>,
+) -> Vec<Result<NodeWriteReport, String>> {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
-        Err(e) => return jobs.iter().map(|_| Err(format!("starting the async runtime: {e}"))).collect(),
+        Err(e) => {
+            return jobs
+                .iter()
+                .map(|_| Err(format!("starting the async runtime: {e}")))
+                .collect()
+        }
     };
     runtime.block_on(async {
         let Some(dir) = ssh::ControlDir::create() else {
-            return jobs.iter().map(|_| Err("could not create a private directory for ssh control sockets".to_string())).collect();
+            return jobs
+                .iter()
+                .map(|_| Err("could not create a private directory for ssh control sockets".to_string()))
+                .collect();
         };
         let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(opts.forks));
         let mut set = tokio::task::JoinSet::new();
@@ -133,7 +172,10 @@ fn remote(inv: &Inventory, opts: &CollectOptions, jobs: Vec<(NodeSpec, Vec<Strin
                 let _permit = sem.acquire_owned().await.ok();
                 let argv: Vec<&str> = args.iter().map(String::as_str).collect();
                 let (r, _) = ssh::run_tool_on_node(&node, &settings, &opts, &dir, &argv, stdin.as_deref()).await;
-                let r = r.map_err(|f| f.message).and_then(|(out, _)| serde_json::from_slice::<NodeWriteReport>(&out).map_err(|e| format!("the node's answer is not a write report: {e}")));
+                let r = r.map_err(|f| f.message).and_then(|(out, _)| {
+                    serde_json::from_slice::<NodeWriteReport>(&out)
+                        .map_err(|e| format!("the node's answer is not a write report: {e}"))
+                });
                 (i, r)
             });
         }
@@ -146,19 +188,37 @@ fn remote(inv: &Inventory, opts: &CollectOptions, jobs: Vec<(NodeSpec, Vec<Strin
                 out[i] = Some(r);
             }
         }
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err("internal failure".into()))).collect()
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("internal failure".into())))
+            .collect()
     })
 }
 
 /// `init` after collection: rules, bundles, writes, and the per-node summary.
-pub fn init_write(inv: &Inventory, gather: &GatherArgs, outcomes: &[NodeOutcome], output_dir: Option<&Path>, check: bool, show_diff: bool, output: OutputFormat) -> Result<Report, Error> {
+pub fn init_write(
+    inv: &Inventory,
+    gather: &GatherArgs,
+    outcomes: &[NodeOutcome],
+    output_dir: Option<&Path>,
+    check: bool,
+    show_diff: bool,
+    output: OutputFormat,
+) -> Result<Report, Error> {
     let version = inv.nccl_version;
     let rails = inv.fabric.as_ref().and_then(|f| f.rails);
     let mut rows: Vec<NodeRow> = Vec::new();
     let mut remote_jobs = Vec::new();
     let mut remote_rows = Vec::new();
     for (o, spec) in outcomes.iter().zip(&inv.nodes) {
-        let mut row = NodeRow { host: o.host.clone(), status: "ok", changed: false, settings: Vec::new(), notes: Vec::new(), files: Vec::new(), error: None };
+        let mut row = NodeRow {
+            host: o.host.clone(),
+            status: "ok",
+            changed: false,
+            settings: Vec::new(),
+            notes: Vec::new(),
+            files: Vec::new(),
+            error: None,
+        };
         let snap = match &o.result {
             Ok((s, _)) => s,
             Err(f) => {
@@ -177,7 +237,10 @@ pub fn init_write(inv: &Inventory, gather: &GatherArgs, outcomes: &[NodeOutcome]
                 continue;
             }
         };
-        let header = format!("topo-tune {}: one line per setting; the reasons are in `topo-tune init --output json`", env!("CARGO_PKG_VERSION"));
+        let header = format!(
+            "topo-tune {}: one line per setting; the reasons are in `topo-tune init --output json`",
+            env!("CARGO_PKG_VERSION")
+        );
         let dropin = match render(&derived.settings, version, &header) {
             Ok(d) => d,
             Err(r) => {
@@ -187,7 +250,11 @@ pub fn init_write(inv: &Inventory, gather: &GatherArgs, outcomes: &[NodeOutcome]
                 continue;
             }
         };
-        let bundle = Bundle { dropin, topology_xml: derived.topology_xml.clone(), nccl_version: version };
+        let bundle = Bundle {
+            dropin,
+            topology_xml: derived.topology_xml.clone(),
+            nccl_version: version,
+        };
         row.settings = derived.settings;
         row.notes = derived.notes;
         match target(spec, output_dir) {
@@ -208,7 +275,11 @@ pub fn init_write(inv: &Inventory, gather: &GatherArgs, outcomes: &[NodeOutcome]
                 if check {
                     args.push("--check".into());
                 }
-                remote_jobs.push((spec.clone(), args, Some(serde_json::to_vec(&bundle).unwrap_or_default())));
+                remote_jobs.push((
+                    spec.clone(),
+                    args,
+                    Some(serde_json::to_vec(&bundle).unwrap_or_default()),
+                ));
                 remote_rows.push(rows.len());
             }
         }
@@ -246,7 +317,11 @@ fn finish(rows: Vec<NodeRow>, check: bool, output: OutputFormat, what: &str) -> 
         exit::OK
     };
     let verb = if check { "would change" } else { "changed" };
-    let msg = format!("{what}: {} node(s), {} {verb}, {failed} failed", rows.len(), rows.iter().filter(|r| r.changed).count());
+    let msg = format!(
+        "{what}: {} node(s), {} {verb}, {failed} failed",
+        rows.len(),
+        rows.iter().filter(|r| r.changed).count()
+    );
     let text = match output {
         OutputFormat::Json => {
             serde_json::to_string_pretty(&serde_json::json!({ "changed": changed && !check, "pending": check && changed, "failed": failed > 0, "msg": msg, "nodes": rows })).unwrap_or_default() + "\n"
@@ -284,7 +359,15 @@ pub fn rollback(args: &RollbackArgs, output: OutputFormat) -> Result<Report, Err
     let mut remote_jobs = Vec::new();
     let mut remote_rows = Vec::new();
     for n in &inv.nodes {
-        let mut row = NodeRow { host: n.host.clone(), status: "ok", changed: false, settings: Vec::new(), notes: Vec::new(), files: Vec::new(), error: None };
+        let mut row = NodeRow {
+            host: n.host.clone(),
+            status: "ok",
+            changed: false,
+            settings: Vec::new(),
+            notes: Vec::new(),
+            files: Vec::new(),
+            error: None,
+        };
         match target(n, args.output_dir.as_deref()) {
             Target::Local(root) => match writer::rollback(&root) {
                 Ok(ch) => row.files = report_of(&ch, false).files,

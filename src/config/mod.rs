@@ -279,12 +279,21 @@ impl Inventory {
         };
 
         let nccl_version = match &raw.nccl_version {
-            Some(v) => Some(crate::nccl::version::NcclVersion::parse(&v.value).ok_or_else(|| ConfigError::at(path, &v.referenced, format!("`{}` is not an NCCL version (e.g. 2.28.9)", v.value)))?),
+            Some(v) => Some(crate::nccl::version::NcclVersion::parse(&v.value).ok_or_else(|| {
+                ConfigError::at(
+                    path,
+                    &v.referenced,
+                    format!("`{}` is not an NCCL version (e.g. 2.28.9)", v.value),
+                )
+            })?),
             None => None,
         };
         // Overrides are checked here, so a bad one names its line before anything happens.
         for (name, value) in &raw.nccl {
-            let var = crate::nccl::table::validate(name, value, nccl_version).map_err(|r| ConfigError::Invalid { at: format!("{}: nccl.{name}", path.display()), message: r.reason })?;
+            let var = crate::nccl::table::validate(name, value, nccl_version).map_err(|r| ConfigError::Invalid {
+                at: format!("{}: nccl.{name}", path.display()),
+                message: r.reason,
+            })?;
             if var.class == crate::nccl::table::Class::Debug {
                 return Err(ConfigError::Invalid {
                     at: format!("{}: nccl.{name}", path.display()),

@@ -17,7 +17,12 @@ pub fn affinity_mask(cpus: &CpuList) -> String {
     for c in cpus.iter() {
         words[(c / 32) as usize] |= 1 << (c % 32);
     }
-    words.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn speed_text(gen: Option<u8>) -> Option<&'static str> {
@@ -36,7 +41,12 @@ fn speed_text(gen: Option<u8>) -> Option<&'static str> {
 /// affinity does not name exactly one node are left out (NCCL detects those itself).
 pub fn topology_xml(snap: &NodeSnapshot) -> String {
     let mut by_node: BTreeMap<u32, Vec<&PciPlacement>> = BTreeMap::new();
-    let devices = snap.gpus.iter().map(|g| &g.placement).chain(snap.nics.iter().filter(|n| n.kind == NicKind::Rdma).filter_map(|n| n.pci.as_ref()));
+    let devices = snap.gpus.iter().map(|g| &g.placement).chain(
+        snap.nics
+            .iter()
+            .filter(|n| n.kind == NicKind::Rdma)
+            .filter_map(|n| n.pci.as_ref()),
+    );
     for p in devices {
         let node = p.numa_node.or(match p.numa_affinity.as_slice() {
             [one] => Some(*one),
@@ -48,7 +58,12 @@ pub fn topology_xml(snap: &NodeSnapshot) -> String {
     }
     let mut out = String::from("<system version=\"1\">\n");
     for (node, devs) in by_node {
-        let cpus = snap.numa_nodes.iter().find(|n| n.id == node).map(|n| n.cpus.clone()).unwrap_or_default();
+        let cpus = snap
+            .numa_nodes
+            .iter()
+            .find(|n| n.id == node)
+            .map(|n| n.cpus.clone())
+            .unwrap_or_default();
         let _ = write!(out, "  <cpu numaid=\"{node}\"");
         if !cpus.is_empty() {
             let _ = write!(out, " affinity=\"{}\"", affinity_mask(&cpus));
@@ -82,7 +97,13 @@ mod tests {
     #[test]
     fn masks_like_nccls() {
         assert_eq!(affinity_mask(&CpuList::parse("0-15").unwrap()), "0000ffff");
-        assert_eq!(affinity_mask(&CpuList::parse("0-19,40-59").unwrap()), "0fffff00,000fffff");
-        assert_eq!(affinity_mask(&CpuList::parse("64").unwrap()), "00000001,00000000,00000000");
+        assert_eq!(
+            affinity_mask(&CpuList::parse("0-19,40-59").unwrap()),
+            "0fffff00,000fffff"
+        );
+        assert_eq!(
+            affinity_mask(&CpuList::parse("64").unwrap()),
+            "00000001,00000000,00000000"
+        );
     }
 }

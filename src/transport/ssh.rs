@@ -115,13 +115,24 @@ pub async fn run_tool_on_node(
 }
 
 /// One retry when the network, not the credentials, failed.
-async fn connect_with_retry(node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions, dir: &ControlDir) -> Result<(Session, u32), (Failure, u32)> {
+async fn connect_with_retry(
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+    dir: &ControlDir,
+) -> Result<(Session, u32), (Failure, u32)> {
     let mut attempts = 0;
     loop {
         attempts += 1;
         match connect(node, settings, opts, dir).await {
             Ok(s) => return Ok((s, attempts)),
-            Err(f) if attempts < 2 && matches!(f.kind, FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed) => {
+            Err(f)
+                if attempts < 2
+                    && matches!(
+                        f.kind,
+                        FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed
+                    ) =>
+            {
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
             Err(f) => return Err((f, attempts)),
@@ -322,21 +333,44 @@ async fn deploy(session: &Session, settings: &SshSettings, opts: &CollectOptions
     if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
         return Ok((path, Deploy::Reused));
     }
-    let out = run(session, "sh", &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir], Some(&binary.bytes), 64 * 1024, within).await?;
+    let out = run(
+        session,
+        "sh",
+        &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir],
+        Some(&binary.bytes),
+        64 * 1024,
+        within,
+    )
+    .await?;
     if out.status != Some(0) {
-        return Err(Failure::new(FailureKind::DeployFailed, format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr))));
+        return Err(Failure::new(
+            FailureKind::DeployFailed,
+            format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr)),
+        ));
     }
     match remote_sha256(session, &path, within).await? {
         Some(h) if h == binary.sha256 => Ok((path, Deploy::Uploaded)),
         other => Err(Failure::new(
             FailureKind::DeployFailed,
-            format!("the copied binary does not verify (sha256 {}, expected {})", other.unwrap_or_else(|| "unreadable".into()), &binary.sha256),
+            format!(
+                "the copied binary does not verify (sha256 {}, expected {})",
+                other.unwrap_or_else(|| "unreadable".into()),
+                &binary.sha256
+            ),
         )),
     }
 }
 
 /// Run the deployed binary (through `sudo -n` when configured); non-zero exits are diagnosed.
-async fn run_tool(session: &Session, node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions, path: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<RemoteOutput, Failure> {
+async fn run_tool(
+    session: &Session,
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+    path: &str,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> Result<RemoteOutput, Failure> {
     let out = if settings.sudo {
         let mut full = vec!["-n", "--", path];
         full.extend_from_slice(args);
@@ -345,7 +379,13 @@ async fn run_tool(session: &Session, node: &NodeSpec, settings: &SshSettings, op
         run(session, path, args, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
     };
     if out.truncated {
-        return Err(Failure::new(FailureKind::AnswerTooLarge, format!("the answer was larger than {} MiB: refused", MAX_ANSWER_BYTES / (1024 * 1024))));
+        return Err(Failure::new(
+            FailureKind::AnswerTooLarge,
+            format!(
+                "the answer was larger than {} MiB: refused",
+                MAX_ANSWER_BYTES / (1024 * 1024)
+            ),
+        ));
     }
     if out.status != Some(0) {
         return Err(diagnose(out.status, &out.stderr, &node.host));
@@ -353,9 +393,23 @@ async fn run_tool(session: &Session, node: &NodeSpec, settings: &SshSettings, op
     Ok(out)
 }
 
-async fn deploy_and_probe(session: &Session, node: &NodeSpec, settings: &SshSettings, opts: &CollectOptions) -> Result<(NodeSnapshot, Deploy), Failure> {
+async fn deploy_and_probe(
+    session: &Session,
+    node: &NodeSpec,
+    settings: &SshSettings,
+    opts: &CollectOptions,
+) -> Result<(NodeSnapshot, Deploy), Failure> {
     let (path, deploy) = deploy(session, settings, opts).await?;
-    let out = run_tool(session, node, settings, opts, &path, &["probe", "--output", "json"], None).await?;
+    let out = run_tool(
+        session,
+        node,
+        settings,
+        opts,
+        &path,
+        &["probe", "--output", "json"],
+        None,
+    )
+    .await?;
     let text = String::from_utf8_lossy(&out.stdout);
     let snapshot = NodeSnapshot::from_json(&text).map_err(|e| {
         let start: String = text.trim().chars().take(60).collect();

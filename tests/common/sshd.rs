@@ -122,7 +122,13 @@ impl SshCluster {
             );
             match node {
                 // Reads from the fake tree; writes (init's write phase) land in `<tree>/written`.
-                Node::Fsroot(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written", p.display(), p.display()).unwrap(),
+                Node::Fsroot(p) => writeln!(
+                    cfg,
+                    "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written",
+                    p.display(),
+                    p.display()
+                )
+                .unwrap(),
                 Node::HwlocXml(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FROM_HWLOC_XML={}", p.display()).unwrap(),
                 Node::HangingProbe => writeln!(
                     cfg,

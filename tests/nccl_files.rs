@@ -1,0 +1,405 @@
+//! `init` end to end: NCCL rules with reasons, the files they become, and the safe writer.
+
+mod common;
+
+use common::sshd::{Node, SshCluster};
+use common::{machines, topo_tune};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use topo_tune::model::NodeSnapshot;
+use topo_tune::nccl::rules::derive;
+use topo_tune::nccl::version::NcclVersion;
+
+fn probe(root: &Path, extra: &[&str]) -> Vec<u8> {
+    let out = topo_tune()
+        .args(["probe", "--output", "json", "--fsroot"])
+        .arg(root)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn snapshot_of(build: fn(&Path) -> common::fakesys::FakeMachine) -> NodeSnapshot {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    NodeSnapshot::from_json(&String::from_utf8(probe(dir.path(), &[])).unwrap()).unwrap()
+}
+
+fn value(d: &topo_tune::nccl::rules::Derived, name: &str) -> Option<String> {
+    d.settings.iter().find(|s| s.name == name).map(|s| s.value.clone())
+}
+
+#[test]
+fn rules_on_the_eight_gpu_machine() {
+    let s = snapshot_of(machines::dgx_like);
+    let old = derive(&s, Some(8), Some(NcclVersion(2, 20, 5)), &BTreeMap::new()).unwrap();
+    assert_eq!(
+        value(&old, "NCCL_IB_HCA").as_deref(),
+        Some("=mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7")
+    );
+    assert_eq!(value(&old, "NCCL_SOCKET_IFNAME").as_deref(), Some("=eno1"));
+    assert_eq!(
+        value(&old, "NCCL_IB_GID_INDEX").as_deref(),
+        Some("3"),
+        "RoCE v2, IPv4-mapped"
+    );
+    assert_eq!(value(&old, "NCCL_CROSS_NIC").as_deref(), Some("0"));
+    assert_eq!(
+        value(&old, "NCCL_TOPO_FILE"),
+        None,
+        "NUMA known, switches visible: NCCL detects right"
+    );
+    assert!(old.settings.iter().all(|st| !st.reason.is_empty()));
+    assert!(old
+        .settings
+        .iter()
+        .find(|st| st.name == "NCCL_IB_HCA")
+        .unwrap()
+        .reason
+        .contains("mlx5_0 (PIX to GPU0)"));
+    // NCCL >= 2.21 picks the RoCE v2 GID itself; no debug-class variable is ever produced.
+    let new = derive(&s, None, Some(NcclVersion(2, 28, 9)), &BTreeMap::new()).unwrap();
+    assert_eq!(value(&new, "NCCL_IB_GID_INDEX"), None);
+    assert!(new
+        .notes
+        .iter()
+        .any(|n| n.contains("NCCL ≥ 2.21 selects the RoCE v2 GID itself")));
+    for st in &new.settings {
+        assert_eq!(
+            topo_tune::nccl::table::lookup(&st.name).unwrap().class,
+            topo_tune::nccl::table::Class::System,
+            "{}",
+            st.name
+        );
+    }
+    // Overrides win, and are validated.
+    let ov = BTreeMap::from([
+        ("NCCL_IB_TC".to_string(), "106".to_string()),
+        ("NCCL_SOCKET_IFNAME".to_string(), "=bond0".to_string()),
+    ]);
+    let d = derive(&s, None, Some(NcclVersion(2, 28, 9)), &ov).unwrap();
+    assert_eq!(value(&d, "NCCL_IB_TC").as_deref(), Some("106"));
+    assert_eq!(value(&d, "NCCL_SOCKET_IFNAME").as_deref(), Some("=bond0"));
+    let bad = BTreeMap::from([("NCCL_ALGO".to_string(), "Ring".to_string())]);
+    assert!(derive(&s, None, None, &bad)
+        .unwrap_err()
+        .reason
+        .contains("debugging variable"));
+}
+
+#[test]
+fn vm_with_unknown_numa_gets_a_topology_file() {
+    let s = snapshot_of(machines::h200_vm);
+    let d = derive(&s, None, Some(NcclVersion(2, 28, 9)), &BTreeMap::new()).unwrap();
+    assert_eq!(
+        value(&d, "NCCL_TOPO_FILE").as_deref(),
+        Some("/etc/nccl/topo-tune/topology.xml")
+    );
+    assert_eq!(value(&d, "NCCL_SOCKET_IFNAME").as_deref(), Some("=eth0"));
+    assert_eq!(
+        d.topology_xml.as_deref(),
+        Some(include_str!("data/golden/h200-vm-topology.xml"))
+    );
+}
+
+/// A two-node cluster (the 8-GPU machine and the VM) from probe files, written to `out`.
+struct Cluster {
+    dir: tempfile::TempDir,
+    cfg: PathBuf,
+    probes: PathBuf,
+    out: PathBuf,
+}
+
+fn cluster(extra_yaml: &str) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let probes = dir.path().join("probes");
+    std::fs::create_dir_all(&probes).unwrap();
+    for (name, build) in [
+        ("gpu1", machines::dgx_like as fn(&Path) -> common::fakesys::FakeMachine),
+        ("vm1", machines::h200_vm),
+    ] {
+        let root = dir.path().join(format!("tree-{name}"));
+        build(&root);
+        std::fs::write(probes.join(format!("{name}.json")), probe(&root, &[])).unwrap();
+    }
+    let cfg = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cfg,
+        format!("nccl_version: \"2.28.9\"\n{extra_yaml}nodes:\n  - host: gpu1\n  - host: vm1\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    Cluster { dir, cfg, probes, out }
+}
+
+fn init(c: &Cluster, extra: &[&str], env: &[(&str, &str)]) -> (Option<i32>, Value, String) {
+    let mut cmd = topo_tune();
+    cmd.args(["--output", "json", "init", "--cluster-config"])
+        .arg(&c.cfg)
+        .arg("--from-probes")
+        .arg(&c.probes)
+        .arg("--output-dir")
+        .arg(&c.out)
+        .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn read(c: &Cluster, host: &str, path: &str) -> Option<String> {
+    std::fs::read_to_string(c.out.join(host).join(path.trim_start_matches('/'))).ok()
+}
+
+#[test]
+fn full_set_of_files_then_a_second_run_touches_nothing() {
+    let c = cluster("");
+    let (code, doc, err) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(doc["changed"], true);
+    let conf = read(&c, "gpu1", "/etc/nccl.conf").unwrap();
+    assert!(
+        conf.starts_with("# managed by topo-tune"),
+        "NCCL 2.28 skips comment lines"
+    );
+    assert!(conf.contains("NCCL_IB_HCA==mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7\n"));
+    assert_eq!(
+        read(&c, "gpu1", "/etc/nccl/conf.d/50-topo-tune.conf")
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .count(),
+        2
+    );
+    assert!(read(&c, "gpu1", "/etc/nccl/topo-tune/nccl.env")
+        .unwrap()
+        .contains("NCCL_SOCKET_IFNAME==eno1\n"));
+    assert_eq!(
+        read(&c, "vm1", "/etc/nccl/topo-tune/topology.xml").as_deref(),
+        Some(include_str!("data/golden/h200-vm-topology.xml"))
+    );
+    assert!(read(&c, "vm1", "/etc/nccl.conf")
+        .unwrap()
+        .contains("NCCL_TOPO_FILE=/etc/nccl/topo-tune/topology.xml\n"));
+    let hca = doc["nodes"][0]["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "NCCL_IB_HCA")
+        .unwrap();
+    assert!(hca["reason"].as_str().unwrap().contains("PIX to GPU0"));
+
+    let files: Vec<PathBuf> = [
+        "gpu1/etc/nccl.conf",
+        "gpu1/etc/nccl/conf.d/50-topo-tune.conf",
+        "vm1/etc/nccl/topo-tune/manifest.json",
+    ]
+    .iter()
+    .map(|p| c.out.join(p))
+    .collect();
+    let mtimes: Vec<_> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().modified().unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let (code, doc, _) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(doc["changed"], false);
+    assert!(doc["nodes"].as_array().unwrap().iter().all(|n| n["changed"] == false));
+    let after: Vec<_> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(mtimes, after, "an identical run touches no file");
+}
+
+#[test]
+fn a_foreign_nccl_conf_is_kept_and_rollback_restores_it() {
+    let c = cluster("");
+    let conf = c.out.join("gpu1/etc/nccl.conf");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n").unwrap();
+    // --check: nothing written, exit 3, diffs shown.
+    let (code, doc, _) = init(&c, &["--check", "--diff"], &[]);
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING));
+    assert_eq!(doc["pending"], true);
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "NCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n"
+    );
+    assert!(!c.out.join("gpu1/etc/nccl/conf.d").exists());
+    let diff = doc["nodes"][0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "/etc/nccl.conf")
+        .unwrap()["diff"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        diff.contains("-NCCL_IB_HCA=mlx5\n") && diff.contains("+NCCL_IB_HCA==mlx5_0,"),
+        "{diff}"
+    );
+
+    let (code, _, err) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        read(&c, "gpu1", "/etc/nccl/conf.d/00-preserved-nccl.conf").as_deref(),
+        Some("NCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n")
+    );
+    let merged = read(&c, "gpu1", "/etc/nccl.conf").unwrap();
+    assert!(merged.contains("NCCL_DEBUG=WARN\n"), "kept: {merged}");
+    assert!(
+        merged.contains("NCCL_IB_HCA==mlx5_0,") && !merged.contains("NCCL_IB_HCA=mlx5\n"),
+        "topo-tune's drop-in wins: {merged}"
+    );
+
+    let o = topo_tune()
+        .args(["--output", "json", "rollback", "--cluster-config"])
+        .arg(&c.cfg)
+        .arg("--output-dir")
+        .arg(&c.out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "NCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n",
+        "the operator's file is back"
+    );
+    assert!(!c.out.join("gpu1/etc/nccl/conf.d/50-topo-tune.conf").exists());
+    assert!(!c.out.join("gpu1/etc/nccl/conf.d/00-preserved-nccl.conf").exists());
+    // Nothing left to undo: said plainly, per node.
+    let o = topo_tune()
+        .args(["--output", "json", "rollback", "--cluster-config"])
+        .arg(&c.cfg)
+        .arg("--output-dir")
+        .arg(&c.out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to roll back"));
+}
+
+#[test]
+fn a_broken_foreign_file_stops_that_node_and_changes_nothing() {
+    let c = cluster("");
+    let conf = c.out.join("gpu1/etc/nccl.conf");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME = eth0\n").unwrap();
+    let (code, doc, _) = init(&c, &[], &[]);
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
+    let err = doc["nodes"][0]["error"].as_str().unwrap();
+    assert!(
+        err.contains("/etc/nccl.conf:2") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME = eth0\n"
+    );
+    assert!(!c.out.join("gpu1/etc/nccl/conf.d").exists());
+    assert_eq!(doc["nodes"][1]["status"], "ok", "the other node is written");
+}
+
+#[test]
+fn killed_between_temp_write_and_rename_leaves_the_old_file() {
+    let c = cluster("");
+    let (code, _, _) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0));
+    let before = read(&c, "gpu1", "/etc/nccl.conf").unwrap();
+    // Change the settings, then die right before the first rename.
+    std::fs::write(
+        &c.cfg,
+        "nccl_version: \"2.28.9\"\nnccl:\n  NCCL_IB_TIMEOUT: \"22\"\nnodes:\n  - host: gpu1\n  - host: vm1\n",
+    )
+    .unwrap();
+    let (code, _, _) = init(&c, &[], &[("TOPO_TUNE_FAULT_BEFORE_RENAME", "1")]);
+    assert_ne!(code, Some(0), "the writer was killed");
+    assert_eq!(read(&c, "gpu1", "/etc/nccl.conf").unwrap(), before, "old file intact");
+    let node_root = c.out.join("gpu1");
+    let temps = || {
+        let mut n = 0;
+        let mut stack = vec![node_root.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else if e.file_name().to_string_lossy().ends_with(".tmp") {
+                    n += 1;
+                }
+            }
+        }
+        n
+    };
+    assert_eq!(temps(), 1, "one half-done temp file, and every target intact");
+    let (code, _, err) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(read(&c, "gpu1", "/etc/nccl.conf")
+        .unwrap()
+        .contains("NCCL_IB_TIMEOUT=22\n"));
+    assert_eq!(temps(), 0, "the next run clears stale temp files");
+}
+
+#[test]
+fn an_unwritable_target_fails_that_node_cleanly() {
+    let c = cluster("");
+    // /etc of gpu1 is a regular file: nothing can be created below it (root ignores modes).
+    std::fs::create_dir_all(c.out.join("gpu1")).unwrap();
+    std::fs::write(c.out.join("gpu1/etc"), "not a directory").unwrap();
+    let (code, doc, _) = init(&c, &[], &[]);
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(doc["nodes"][0]["status"], "failed");
+    assert!(
+        doc["nodes"][0]["error"].as_str().unwrap().contains("/etc"),
+        "{}",
+        doc["nodes"][0]["error"]
+    );
+    assert_eq!(doc["nodes"][1]["status"], "ok");
+    let _ = &c.dir;
+}
+
+#[test]
+fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
+    let trees = tempfile::tempdir().unwrap();
+    machines::dgx_like(&trees.path().join("dgx"));
+    let cluster = SshCluster::start(&[Node::Fsroot(trees.path().join("dgx"))]);
+    let cfg = cluster.cluster_yaml("");
+    let written = trees.path().join("dgx/written");
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let conf = std::fs::read_to_string(written.join("etc/nccl.conf")).unwrap();
+    assert!(conf.contains("NCCL_IB_HCA==mlx5_0,"), "{conf}");
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--check", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "nothing pending after the write");
+    let o = topo_tune()
+        .args(["--output", "json", "rollback", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !written.join("etc/nccl.conf").exists(),
+        "created by topo-tune, so removed by rollback"
+    );
+}
