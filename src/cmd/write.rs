@@ -228,6 +228,8 @@ pub fn init_write(
                 continue;
             }
         };
+        // The node's own NCCL when the probe found one, else cluster.yaml's.
+        let version = snap.nccl_version.or(version);
         let derived = match derive(snap, rails, version, &inv.nccl) {
             Ok(d) => d,
             Err(r) => {

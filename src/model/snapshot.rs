@@ -25,6 +25,9 @@ pub struct NodeSnapshot {
     pub pci: PciTopology,
     pub gpus: Vec<Gpu>,
     pub nics: Vec<Nic>,
+    /// NCCL the system loader finds (`ncclGetVersion` of `libnccl.so.2`); `null` when none.
+    #[serde(default)]
+    pub nccl_version: Option<crate::nccl::version::NcclVersion>,
     /// What the probe could not see, had to derive, or found wrong; each with a stable code.
     pub notes: Vec<Note>,
 }

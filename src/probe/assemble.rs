@@ -259,6 +259,7 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
         },
         gpus,
         nics,
+        nccl_version: None,
         notes,
     }
 }

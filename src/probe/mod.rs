@@ -172,7 +172,7 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
             path: None,
         },
     };
-    Ok(assemble::assemble(Gathered {
+    let mut snap = assemble::assemble(Gathered {
         view,
         sys: Some(sys),
         driver,
@@ -180,6 +180,12 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
         source,
         hostname,
         kernel,
-    }))
+    });
+    // Only this machine's loader knows its NCCL; a described machine keeps it unknown.
+    if is_live {
+        snap.nccl_version = nccl_lib::installed_version();
+    }
+    Ok(snap)
 }
+pub mod nccl_lib;
 pub mod nccl_topo;

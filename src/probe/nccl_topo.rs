@@ -222,6 +222,7 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
         },
         gpus,
         nics,
+        nccl_version: None,
         notes,
     })
 }
