@@ -11,6 +11,7 @@ packages=(
   hwloc-nox         # lstopo: the tests compare topo-tune against hwloc's own tool
   openssh-client    # ssh: topo-tune reaches nodes through the operator's own ssh
   openssh-server    # sshd: the tests start real sshd instances on loopback
+  systemd           # systemd-analyze: the tests verify the irq-pin unit
 )
 
 missing=()

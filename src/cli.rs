@@ -34,10 +34,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Roll a plan out rack by rack behind a measured canary [not implemented yet].
     Apply(PendingArgs),
-    /// Pin mlx5 NIC interrupts to CPUs local to the NIC [not implemented yet].
-    IrqPin(PendingArgs),
-    /// Check the host basics that make NCCL slow [not implemented yet].
-    Doctor(PendingArgs),
+    /// Pin mlx5 NIC interrupts to CPUs local to the NIC, away from training CPUs.
+    IrqPin(IrqPinArgs),
+    /// Check the host basics that make NCCL slow: one table, a fix for each finding.
+    Doctor(DoctorArgs),
     /// Show what topo-tune has applied where [not implemented yet].
     Status(PendingArgs),
     /// Restore, on every node, the files topo-tune's last `init` replaced.
@@ -112,6 +112,80 @@ pub struct PlanArgs {
     /// nccl-graph-*.xml (only where the solved ring beats index order) into DIR.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IrqbalancePolicy {
+    /// Say that irqbalance will undo the pins; change nothing about it.
+    Warn,
+    /// Add `--banmod=mlx5` to irqbalance's config and restart it (never stops it).
+    Ban,
+}
+
+#[derive(Debug, Args)]
+pub struct IrqPinArgs {
+    /// Read and write /sys and /proc under DIR instead of / (a test or captured tree).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FSROOT")]
+    pub fsroot: Option<PathBuf>,
+
+    /// CPUs the training processes own (kernel list); they and their hyper-thread siblings
+    /// get no NIC interrupt. Default: cluster.yaml's reserved_cpus with --cluster-config.
+    #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
+    pub reserve_cpus: Option<String>,
+
+    /// Pin on every node of this cluster (over ssh, or here for `transport: local`), with its
+    /// reserved_cpus unless --reserve-cpus is given.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TOPO_TUNE_CLUSTER_CONFIG",
+        conflicts_with = "fsroot"
+    )]
+    pub cluster_config: Option<PathBuf>,
+
+    /// Exit 0 even when some interrupts could not be moved (the cluster-wide run collects this way).
+    #[arg(long, hide = true)]
+    pub exit_zero: bool,
+
+    /// Move control vectors too (onto the NIC-local, non-reserved CPUs).
+    #[arg(long)]
+    pub include_control: bool,
+
+    /// Print the plan; change nothing.
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
+    pub dry_run: bool,
+
+    /// What to do when irqbalance runs: warn (default) or ban mlx5 in its config and restart it.
+    #[arg(long, value_enum, default_value_t = IrqbalancePolicy::Warn)]
+    pub irqbalance: IrqbalancePolicy,
+
+    /// Also install a systemd unit (and a udev rule for driver reloads) that pins again at boot.
+    #[arg(long)]
+    pub install: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Read /sys and /proc under DIR instead of /.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "TOPO_TUNE_FSROOT",
+        conflicts_with = "cluster_config"
+    )]
+    pub fsroot: Option<PathBuf>,
+
+    /// Check every node of this cluster (over ssh, or locally for `transport: local`).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    pub cluster_config: Option<PathBuf>,
+
+    /// Reserved training CPUs, as for irq-pin.
+    #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
+    pub reserve_cpus: Option<String>,
+
+    /// Exit 0 even when checks fail (the cluster-wide doctor collects nodes' answers this way).
+    #[arg(long, hide = true)]
+    pub exit_zero: bool,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,8 @@ pub enum Error {
     Config(#[from] crate::config::ConfigError),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Irq(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
 }
@@ -42,6 +44,7 @@ impl Error {
             Error::Config(crate::config::ConfigError::Read { .. }) => exit::IO_ERROR,
             Error::Config(_) => exit::DATA_ERROR,
             Error::Usage(_) => exit::USAGE,
+            Error::Irq(_) => exit::DATA_ERROR,
         }
     }
 

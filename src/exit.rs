@@ -11,6 +11,8 @@ pub const USAGE: i32 = 2;
 pub const CHANGES_PENDING: i32 = 3;
 /// Some nodes failed while others succeeded (reserved for cluster-wide commands).
 pub const PARTIAL_FAILURE: i32 = 4;
+/// `doctor` found at least one failing check.
+pub const CHECKS_FAILED: i32 = 5;
 /// The subcommand exists in the interface but is not built yet: nothing was done.
 pub const NOT_IMPLEMENTED: i32 = 10;
 /// Input data is malformed (XML, JSON, a /sys tree that is not one).
@@ -29,6 +31,7 @@ pub const ALL: &[(i32, &str)] = &[
     (USAGE, "command-line usage error"),
     (CHANGES_PENDING, "--check: changes pending"),
     (PARTIAL_FAILURE, "some nodes failed"),
+    (CHECKS_FAILED, "doctor found failing checks"),
     (NOT_IMPLEMENTED, "subcommand not implemented yet"),
     (DATA_ERROR, "malformed input data"),
     (NO_INPUT, "input file or directory missing"),

@@ -38,8 +38,8 @@ where
         Command::Init(args) => cmd::init::run(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::Plan(args) => cmd::plan::run(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::Apply(_) => Err(cmd::not_implemented("apply")),
-        Command::IrqPin(_) => Err(cmd::not_implemented("irq-pin")),
-        Command::Doctor(_) => Err(cmd::not_implemented("doctor")),
+        Command::IrqPin(args) => cmd::irq::irq_pin(args, cli.output).map(|r| (r.text, r.exit_code)),
+        Command::Doctor(args) => cmd::irq::doctor(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::Status(_) => Err(cmd::not_implemented("status")),
         Command::Rollback(args) => cmd::write::rollback(args, cli.output).map(|r| (r.text, r.exit_code)),
         Command::WriteNode(args) => cmd::write::write_node(args).map(|text| (text, exit::OK)),
@@ -82,5 +82,6 @@ fn report_error(err: &error::Error, output: OutputFormat) -> i32 {
 pub mod apply;
 pub mod config;
 pub mod emit;
+pub mod irq;
 pub mod solve;
 pub mod transport;

@@ -1,6 +1,7 @@
 //! One module per subcommand: validated options in, a typed result out.
 
 pub mod init;
+pub mod irq;
 pub mod plan;
 pub mod probe;
 pub mod write;

@@ -194,6 +194,50 @@ fn remote(
     })
 }
 
+/// Run `topo-tune ARGS` on ssh nodes and return each node's stdout.
+pub fn remote_tool(
+    inv: &Inventory,
+    nodes: Vec<NodeSpec>,
+    args: Vec<String>,
+) -> Result<Vec<Result<Vec<u8>, String>>, Error> {
+    let opts = ssh_options(inv, None)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Io {
+            what: "starting the async runtime".into(),
+            source: e,
+        })?;
+    let count = nodes.len();
+    Ok(runtime.block_on(async {
+        let Some(dir) = ssh::ControlDir::create() else {
+            return nodes
+                .iter()
+                .map(|_| Err("could not create a private directory for ssh control sockets".to_string()))
+                .collect();
+        };
+        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(opts.forks));
+        let mut set = tokio::task::JoinSet::new();
+        for (i, node) in nodes.into_iter().enumerate() {
+            let (sem, settings, opts, dir, args) =
+                (sem.clone(), inv.ssh.clone(), opts.clone(), dir.clone(), args.clone());
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await.ok();
+                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (r, _) = ssh::run_tool_on_node(&node, &settings, &opts, &dir, &argv, None).await;
+                (i, r.map(|(out, _)| out).map_err(|f| f.message))
+            });
+        }
+        let mut out: Vec<Result<Vec<u8>, String>> = (0..count).map(|_| Err("internal failure".to_string())).collect();
+        while let Some(joined) = set.join_next().await {
+            if let Ok((i, r)) = joined {
+                out[i] = r;
+            }
+        }
+        out
+    }))
+}
+
 /// `init` after collection: rules, bundles, writes, and the per-node summary.
 pub fn init_write(
     inv: &Inventory,

@@ -264,3 +264,72 @@ pub fn h200_vm_nvml() -> String {
     })
     .to_string()
 }
+
+/// How mlx5 names its vectors (research/irq.md §2.1).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Mlx5Naming {
+    /// ≥ 6.4: `mlx5_async0` first, then `mlx5_comp0..`.
+    Modern,
+    /// ≤ 5.x: `mlx5_pages_eq`, `mlx5_cmd_eq`, `mlx5_async_eq`, then `mlx5_comp0..`.
+    Old,
+}
+
+/// The irq-pin test machine: 2 sockets × 16 cores × 2 threads (64 CPUs, masks beyond 32
+/// bits), 4 mlx5 NICs (2 per socket) × 16 completion vectors, every vector on CPU 0 with
+/// all of its interrupts counted there; IRQ 205 is kernel-managed (0444); irqbalance runs.
+pub fn irq_box(root: &Path, naming: Mlx5Naming) -> FakeMachine {
+    let mut m = FakeMachine::new(root, "irq-node");
+    m.cpus(2, 16, 2);
+    let mut irq = 200u32;
+    for (k, (bdf, numa)) in [
+        ("0000:17:00.0", 0),
+        ("0000:18:00.0", 0),
+        ("0000:85:00.0", 1),
+        ("0000:86:00.0", 1),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        m.pci(Pci::new(bdf, None, 0x020700, MELLANOX, CX7, numa).driver("mlx5_core"));
+        let name: &'static str = Box::leak(format!("mlx5_{k}").into_boxed_str());
+        m.rdma(
+            bdf,
+            name,
+            &[Port {
+                state: "4: ACTIVE",
+                rate: "400 Gb/sec (4X NDR)",
+                link_layer: "InfiniBand",
+                gids: vec![],
+                ndev: None,
+            }],
+        );
+        let control: Vec<String> = match naming {
+            Mlx5Naming::Modern => vec![format!("mlx5_async0@pci:{bdf}")],
+            Mlx5Naming::Old => vec![
+                format!("mlx5_pages_eq@pci:{bdf}"),
+                format!("mlx5_cmd_eq@pci:{bdf}"),
+                format!("mlx5_async_eq@pci:{bdf}"),
+            ],
+        };
+        let mut vectors = Vec::new();
+        for c in control {
+            vectors.push((irq, c, vec![3u64], "0-63".to_string()));
+            irq += 1;
+        }
+        for c in 0..16 {
+            let mut per_cpu = vec![0u64; 64];
+            per_cpu[0] = 5_000;
+            vectors.push((irq, format!("mlx5_comp{c}@pci:{bdf}"), per_cpu, "0".to_string()));
+            irq += 1;
+        }
+        m.msix(bdf, &vectors);
+    }
+    m.finish_interrupts();
+    // A kernel-managed vector: 6.12+ makes its affinity files read-only.
+    use std::os::unix::fs::PermissionsExt;
+    let managed = root.join("proc/irq/205/smp_affinity_list");
+    std::fs::set_permissions(&managed, std::fs::Permissions::from_mode(0o444)).unwrap();
+    m.write("/proc/4242/comm", "irqbalance\n");
+    m.write("/etc/default/irqbalance", "#IRQBALANCE_ONESHOT=\n#IRQBALANCE_ARGS=\n");
+    m
+}

@@ -1,0 +1,303 @@
+//! mlx5 NIC interrupts: discover, plan, apply, verify (research/irq.md).
+//!
+//! Completion vectors go to CPUs local to the NIC (its NUMA node; `local_cpulist` when the
+//! node is unknown), never to reserved training CPUs or their hyper-thread siblings, one IRQ
+//! per physical core, round-robin when there are more IRQs than cores. Control vectors stay
+//! where they are unless asked. The plan is deterministic: the same machine and options give
+//! the same plan. Everything reads and writes through an [`FsRoot`] (`/` or `--fsroot`).
+
+pub mod doctor;
+pub mod irqbalance;
+
+use crate::model::snapshot::{IrqClass, Nic, NodeSnapshot};
+use crate::model::CpuList;
+use crate::probe::fsroot::FsRoot;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Which CPUs share a physical core.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTopology {
+    pub online: CpuList,
+    /// CPU → the lowest-numbered thread of its core.
+    pub core_of: BTreeMap<u32, u32>,
+    /// CPU → all threads of its core.
+    pub siblings: BTreeMap<u32, CpuList>,
+}
+
+pub fn read_cpu_topology(fs: &FsRoot) -> CpuTopology {
+    let online = fs
+        .read("/sys/devices/system/cpu/online")
+        .and_then(|s| CpuList::parse(&s).ok())
+        .unwrap_or_default();
+    let mut topo = CpuTopology {
+        online: online.clone(),
+        ..CpuTopology::default()
+    };
+    for cpu in online.iter() {
+        let base = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+        let sib = fs
+            .read(&format!("{base}/core_cpus_list"))
+            .or_else(|| fs.read(&format!("{base}/thread_siblings_list")))
+            .and_then(|s| CpuList::parse(&s).ok())
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| CpuList::from_ids([cpu]));
+        topo.core_of.insert(cpu, sib.iter().next().unwrap_or(cpu));
+        topo.siblings.insert(cpu, sib);
+    }
+    topo
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinAction {
+    /// Will be (or was) written.
+    Set,
+    /// Already where the plan puts it.
+    Keep,
+    /// The kernel does not let user space move it (managed IRQ).
+    Unsupported,
+    /// A control vector, left alone.
+    Leave,
+    /// The write failed.
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IrqPin {
+    pub nic: String,
+    pub irq: u32,
+    pub name: Option<String>,
+    pub class: IrqClass,
+    pub current: Option<CpuList>,
+    pub target: Option<CpuList>,
+    pub action: PinAction,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IrqPlan {
+    pub reserved: CpuList,
+    pub pins: Vec<IrqPin>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IrqError {
+    #[error("{nic}: every CPU local to it ({local}) is reserved for training (with hyper-thread siblings: {blocked}); nowhere local to put its interrupts — shrink the reserved set")]
+    NoLocalCpus {
+        nic: String,
+        local: String,
+        blocked: String,
+    },
+    #[error("moving interrupts needs root (or run with --dry-run to see the plan)")]
+    NotRoot,
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Does the NIC own mlx5 interrupts?
+pub fn is_mlx5(n: &Nic) -> bool {
+    n.driver.as_deref() == Some("mlx5_core")
+        || n.irqs
+            .iter()
+            .any(|i| i.name.as_deref().is_some_and(|x| x.starts_with("mlx5_")))
+}
+
+fn natural(a: &str) -> (String, u64) {
+    let digits: String = a
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<String>()
+        .chars()
+        .rev()
+        .collect();
+    (a[..a.len() - digits.len()].to_string(), digits.parse().unwrap_or(0))
+}
+
+/// `managed(irq)`: the kernel refuses user moves (`smp_affinity_list` is 0444 from 6.12).
+pub fn plan(
+    snap: &NodeSnapshot,
+    topo: &CpuTopology,
+    reserved: &CpuList,
+    include_control: bool,
+    managed: &dyn Fn(u32) -> bool,
+) -> Result<IrqPlan, IrqError> {
+    let mut blocked = reserved.clone();
+    for cpu in reserved.iter() {
+        if let Some(s) = topo.siblings.get(&cpu) {
+            blocked = blocked.union(s);
+        }
+    }
+    let mut nics: Vec<&Nic> = snap.nics.iter().filter(|n| is_mlx5(n)).collect();
+    nics.sort_by_key(|n| natural(&n.name));
+    let mut notes = Vec::new();
+    let mut cursors: HashMap<String, usize> = HashMap::new();
+    let mut pins = Vec::new();
+    for nic in nics {
+        let Some(p) = &nic.pci else { continue };
+        let (local, key) = match p.numa_node.and_then(|n| snap.numa_nodes.iter().find(|x| x.id == n)) {
+            Some(node) => (node.cpus.clone(), format!("node{}", node.id)),
+            None => {
+                notes.push(format!(
+                    "{}: NUMA node unknown (numa_node = -1): using its local_cpulist {}",
+                    nic.name, p.cpu_affinity
+                ));
+                (p.cpu_affinity.clone(), format!("cpus{}", p.cpu_affinity))
+            }
+        };
+        let candidates: Vec<u32> = local
+            .iter()
+            .filter(|c| topo.online.is_empty() || topo.online.contains(*c))
+            .filter(|c| !blocked.contains(*c))
+            .collect();
+        // One thread per physical core: the lowest candidate of each core.
+        let mut per_core: BTreeMap<u32, u32> = BTreeMap::new();
+        for c in &candidates {
+            let core = topo.core_of.get(c).copied().unwrap_or(*c);
+            per_core.entry(core).or_insert(*c);
+        }
+        let cores: Vec<u32> = per_core.values().copied().collect();
+        let mut irqs: Vec<&crate::model::Irq> = nic.irqs.iter().collect();
+        irqs.sort_by_key(|i| i.irq);
+        if cores.is_empty() && irqs.iter().any(|i| i.class == IrqClass::Completion) {
+            return Err(IrqError::NoLocalCpus {
+                nic: nic.name.clone(),
+                local: local.to_string(),
+                blocked: blocked.to_string(),
+            });
+        }
+        for i in irqs {
+            let (target, reason) = match i.class {
+                IrqClass::Completion => {
+                    let cur = cursors.entry(key.clone()).or_insert(0);
+                    let cpu = cores[*cur % cores.len()];
+                    *cur += 1;
+                    (
+                        Some(CpuList::from_ids([cpu])),
+                        format!(
+                            "completion vector: core of CPU {cpu}, local to {} ({key}), not reserved",
+                            nic.name
+                        ),
+                    )
+                }
+                _ if include_control => (
+                    Some(CpuList::from_ids(candidates.iter().copied())),
+                    "control vector: the NIC-local, non-reserved CPUs".to_string(),
+                ),
+                _ => (None, "control vector: left alone".to_string()),
+            };
+            let action = match &target {
+                None => PinAction::Leave,
+                Some(_) if managed(i.irq) => PinAction::Unsupported,
+                Some(t) if i.affinity.as_ref() == Some(t) => PinAction::Keep,
+                Some(_) => PinAction::Set,
+            };
+            let reason = if action == PinAction::Unsupported {
+                "managed by the kernel (smp_affinity_list is read-only): cannot be moved from user space".to_string()
+            } else {
+                reason
+            };
+            pins.push(IrqPin {
+                nic: nic.name.clone(),
+                irq: i.irq,
+                name: i.name.clone(),
+                class: i.class,
+                current: i.affinity.clone(),
+                target,
+                action,
+                reason,
+            });
+        }
+    }
+    Ok(IrqPlan {
+        reserved: reserved.clone(),
+        pins,
+        notes,
+    })
+}
+
+/// Is the IRQ's affinity file read-only (kernel-managed, 6.12+)?
+pub fn is_managed(fs: &FsRoot, irq: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(fs.path(&format!("/proc/irq/{irq}/smp_affinity_list")))
+        .is_ok_and(|m| m.permissions().mode() & 0o222 == 0)
+}
+
+/// Errors that mean "the kernel will not let anyone move this IRQ" (EIO before 6.12, EPERM
+/// after; tuned and irqbalance treat them the same way).
+pub fn is_unsupported_error(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(code) if code == 5 || code == 1)
+}
+
+/// Write every `Set` pin's `smp_affinity_list`, read it back, and record the outcome.
+pub fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
+    for pin in plan.pins.iter_mut().filter(|p| p.action == PinAction::Set) {
+        let Some(target) = &pin.target else { continue };
+        let path = fs.path(&format!("/proc/irq/{}/smp_affinity_list", pin.irq));
+        // List syntax, not hex masks: no width or EOVERFLOW pitfalls (research/irq.md §2.2).
+        match std::fs::write(&path, format!("{target}\n")) {
+            Err(e) if is_unsupported_error(&e) => {
+                pin.action = PinAction::Unsupported;
+                pin.reason = format!("the kernel refused the move ({e}): managed or not balanceable");
+            }
+            Err(e) => {
+                pin.action = PinAction::Failed;
+                pin.reason = format!("writing {}: {e}", path.display());
+            }
+            Ok(()) => {
+                let back = fs
+                    .read(&format!("/proc/irq/{}/smp_affinity_list", pin.irq))
+                    .and_then(|s| CpuList::parse(&s).ok());
+                if back.as_ref() != Some(target) {
+                    pin.action = PinAction::Failed;
+                    pin.reason = format!(
+                        "wrote {target}, the kernel kept {}",
+                        back.map_or("?".into(), |b| b.to_string())
+                    );
+                } else {
+                    pin.current = back;
+                }
+            }
+        }
+    }
+}
+
+/// Effective user id, from /proc/self/status (no unsafe).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Render the boot unit and udev rule from templates/.
+pub fn render_persistence(bin: &str, args: &str) -> (String, String) {
+    let unit = include_str!("../../templates/topo-tune-irq-pin.service")
+        .replace("{{BIN}}", bin)
+        .replace("{{ARGS}}", args);
+    (
+        unit,
+        include_str!("../../templates/99-topo-tune-irq-pin.rules").to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eio_and_eperm_mean_unsupported() {
+        assert!(is_unsupported_error(&std::io::Error::from_raw_os_error(5)));
+        assert!(is_unsupported_error(&std::io::Error::from_raw_os_error(1)));
+        assert!(
+            !is_unsupported_error(&std::io::Error::from_raw_os_error(28)),
+            "ENOSPC (APIC vectors full) is a failure"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! `irq-pin` and `doctor` on fake /sys + /proc trees in the kernel's formats, pinned for real
+//! under --fsroot.
+
+mod common;
+
+use common::machines::{self, Mlx5Naming};
+use common::topo_tune;
+use serde_json::Value;
+use std::path::Path;
+
+fn json(args: &[&str], root: &Path) -> (Option<i32>, Value, String) {
+    let o = topo_tune()
+        .arg("--output")
+        .arg("json")
+        .args(args)
+        .arg("--fsroot")
+        .arg(root)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        serde_json::from_slice(&o.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn check<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["nodes"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap()
+}
+
+fn affinity(root: &Path, irq: u32) -> String {
+    std::fs::read_to_string(root.join(format!("proc/irq/{irq}/smp_affinity_list")))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let (code, doc, err) = json(&["doctor"], dir.path());
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED), "{err}");
+    assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "fail");
+    assert!(check(&doc, "mlx5-irq-placement")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("64 of 64 mlx5 completion interrupts target CPU 0"));
+    assert_eq!(check(&doc, "mlx5-irq-load")["status"], "fail");
+    assert!(check(&doc, "mlx5-irq-load")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("100% of mlx5 completion interrupts since boot ran on CPU 0"));
+    assert_eq!(check(&doc, "irqbalance")["status"], "warn");
+
+    // Dry run: the plan, nothing written.
+    let (code, plan, _) = json(&["irq-pin", "--dry-run", "--reserve-cpus", "0-3"], dir.path());
+    assert_eq!(code, Some(0));
+    assert_eq!(plan["changed"], false);
+    assert_eq!(affinity(dir.path(), 201), "0");
+
+    let (code, plan, err) = json(&["irq-pin", "--reserve-cpus", "0-3", "--irqbalance", "ban"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(plan["changed"], true);
+    let pins = plan["plan"]["pins"].as_array().unwrap();
+    let comp: Vec<&Value> = pins.iter().filter(|p| p["class"] == "completion").collect();
+    assert_eq!(comp.len(), 64);
+    // mlx5_0 is on socket 0 (CPUs 0-15 + siblings 32-47); reserved 0-3 and siblings 32-35 stay free.
+    let first = &comp[0];
+    assert_eq!(
+        (first["irq"].as_u64(), first["target"].as_str()),
+        (Some(201), Some("4"))
+    );
+    assert_eq!(affinity(dir.path(), 201), "4");
+    for p in &comp {
+        let cpu: u32 = p["target"].as_str().unwrap().parse().unwrap();
+        let nic: u32 = p["nic"].as_str().unwrap().trim_start_matches("mlx5_").parse().unwrap();
+        let socket0 = nic < 2;
+        assert!(
+            if socket0 {
+                (4..16).contains(&cpu)
+            } else {
+                (16..32).contains(&cpu)
+            },
+            "{p}: a physical core of the NIC's socket, not reserved, first thread only"
+        );
+    }
+    // One IRQ per physical core, round-robin over the node: 12 free cores on socket 0 for 32 vectors.
+    let on = |cpu: &str| comp.iter().filter(|p| p["target"] == cpu).count();
+    assert_eq!((on("4"), on("15")), (3, 2));
+    // Managed vector: reported, not a failure. Control vectors: left alone.
+    let managed = pins.iter().find(|p| p["irq"] == 205).unwrap();
+    assert_eq!(managed["action"], "unsupported");
+    assert_eq!(affinity(dir.path(), 205), "0");
+    assert!(pins
+        .iter()
+        .filter(|p| p["class"] == "control")
+        .all(|p| p["action"] == "leave"));
+    assert_eq!(std::fs::read_to_string(dir.path().join("etc/default/irqbalance")).unwrap(), "#IRQBALANCE_ONESHOT=\n#IRQBALANCE_ARGS=\n# Added by topo-tune irq-pin --irqbalance ban: keep irqbalance off mlx5 interrupts.\nIRQBALANCE_ARGS=\"--banmod=mlx5\"\n");
+
+    // Second run: nothing to do.
+    let (_, again, _) = json(&["irq-pin", "--reserve-cpus", "0-3", "--irqbalance", "ban"], dir.path());
+    assert_eq!(again["changed"], false, "{}", again["msg"]);
+
+    let (code, doc, _) = json(&["doctor", "--reserve-cpus", "0-3"], dir.path());
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "pass");
+    assert_eq!(
+        check(&doc, "mlx5-irq-load")["status"],
+        "warn",
+        "counters since boot still remember CPU 0"
+    );
+    assert_eq!(check(&doc, "irq-pins")["status"], "pass");
+    assert_eq!(check(&doc, "irqbalance")["status"], "pass");
+}
+
+#[test]
+fn old_kernel_names_are_classified() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Old);
+    let (code, plan, err) = json(&["irq-pin", "--dry-run"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    let pins = plan["plan"]["pins"].as_array().unwrap();
+    assert_eq!(
+        pins.iter().filter(|p| p["class"] == "control").count(),
+        12,
+        "pages/cmd/async EQs of 4 NICs"
+    );
+    assert_eq!(pins.iter().filter(|p| p["class"] == "completion").count(), 64);
+    assert!(pins
+        .iter()
+        .any(|p| p["name"] == "mlx5_cmd_eq@pci:0000:17:00.0" && p["class"] == "control"));
+}
+
+#[test]
+fn reserving_a_whole_numa_node_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let o = topo_tune()
+        .args(["irq-pin", "--dry-run", "--reserve-cpus", "0-15", "--fsroot"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("mlx5_0: every CPU local to it (0-15,32-47) is reserved for training"),
+        "{err}"
+    );
+    assert_eq!(affinity(dir.path(), 201), "0", "nothing changed");
+}
+
+#[test]
+fn install_renders_a_unit_systemd_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let (code, _, err) = json(&["irq-pin", "--install", "--reserve-cpus", "0-3"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    let unit = dir.path().join("etc/systemd/system/topo-tune-irq-pin.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(text.contains(" irq-pin --reserve-cpus 0-3\n"), "{text}");
+    assert!(dir.path().join("etc/udev/rules.d/99-topo-tune-irq-pin.rules").exists());
+    let o = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (package systemd)");
+    assert!(
+        o.status.success(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn doctor_on_the_vm_and_the_eight_gpu_machine() {
+    let vm = tempfile::tempdir().unwrap();
+    machines::h200_vm(vm.path());
+    let (code, doc, err) = json(&["doctor"], vm.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(check(&doc, "numa-known")["status"], "warn");
+    assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "skip");
+    assert_eq!(check(&doc, "gpu-nic-numa")["status"], "skip");
+    let dgx = tempfile::tempdir().unwrap();
+    machines::dgx_like(dgx.path());
+    let (code, doc, _) = json(&["doctor"], dgx.path());
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(check(&doc, "pcie-link")["status"], "fail", "GPU3 at x8");
+    assert!(check(&doc, "pcie-link")["detail"].as_str().unwrap().contains("GPU3"));
+    assert_eq!(check(&doc, "gpu-nic-numa")["status"], "pass");
+}
+
+#[test]
+fn across_the_cluster_over_ssh() {
+    use common::sshd::{Node, SshCluster};
+    let trees = tempfile::tempdir().unwrap();
+    let tree = trees.path().join("irq");
+    machines::irq_box(&tree, Mlx5Naming::Modern);
+    let cluster = SshCluster::start(&[Node::Fsroot(tree.clone())]);
+    let cfg = cluster.cluster_yaml("");
+    // The cluster file also lists a node that exists only on paper.
+    let text = std::fs::read_to_string(&cfg).unwrap() + "  - host: paper\n    simulate: aws-p4d\n";
+    std::fs::write(&cfg, format!("reserved_cpus: \"0-3\"\n{text}")).unwrap();
+    let run = |args: &[&str]| {
+        let o = topo_tune()
+            .args(["--output", "json"])
+            .args(args)
+            .arg("--cluster-config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            serde_json::from_slice::<Value>(&o.stdout)
+                .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr))),
+        )
+    };
+    let (code, doc) = run(&["doctor"]);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(
+        check(&doc, "mlx5-irq-placement")["status"],
+        "fail",
+        "node1 answered over ssh"
+    );
+    assert!(doc["nodes"][1]["error"].as_str().unwrap().contains("no /proc"));
+    let (code, doc) = run(&["irq-pin"]);
+    assert_eq!(
+        code,
+        Some(topo_tune::exit::PARTIAL_FAILURE),
+        "the paper node cannot be pinned"
+    );
+    assert_eq!(doc["nodes"][0]["changed"], true, "{doc:#}");
+    assert_eq!(affinity(&tree, 201), "4", "reserved 0-3 came from cluster.yaml");
+    let (_, doc) = run(&["doctor"]);
+    assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "pass");
+}
