@@ -50,7 +50,7 @@ pub fn irq_pin(args: &IrqPinArgs, output: OutputFormat) -> Result<Report, Error>
 }
 
 /// Every node of the cluster: local ones here, ssh ones by running `irq-pin` on them.
-fn pin_cluster(args: &IrqPinArgs, cfg: &PathBuf, output: OutputFormat) -> Result<Report, Error> {
+fn pin_cluster(args: &IrqPinArgs, cfg: &std::path::Path, output: OutputFormat) -> Result<Report, Error> {
     let inv = Inventory::load(cfg)?;
     let reserved = match &args.reserve_cpus {
         Some(l) => CpuList::parse(l).map_err(|e| Error::Usage(format!("--reserve-cpus: {e}")))?,
