@@ -287,6 +287,9 @@ pub struct Irq {
     pub affinity: Option<CpuList>,
     /// `/proc/irq/N/effective_affinity_list` (advisory: lags until the IRQ fires).
     pub effective_affinity: Option<CpuList>,
+    /// `/proc/irq/N/affinity_hint`: the driver's suggestion (`null` when it gives none).
+    #[serde(default)]
+    pub affinity_hint: Option<CpuList>,
     /// Total count over all CPUs in `/proc/interrupts`.
     pub count: Option<u64>,
 }

@@ -18,7 +18,7 @@ pub struct SysView {
     pub rdma: Vec<RdmaFacts>,
     pub netdevs: Vec<NetdevFacts>,
     pub interrupts: Option<Result<Interrupts, String>>,
-    pub irq_affinity: HashMap<u32, (Option<CpuList>, Option<CpuList>)>,
+    pub irq_affinity: HashMap<u32, super::sysfs::IrqFacts>,
 }
 
 pub struct Gathered {
@@ -458,14 +458,16 @@ fn nics_from_sysfs(
             .iter()
             .map(|&irq| {
                 let row = table.and_then(|t| t.rows.get(&irq));
-                let name = row.and_then(|r| r.name.clone());
-                let (affinity, effective_affinity) = s.irq_affinity.get(&irq).cloned().unwrap_or((None, None));
+                let f = s.irq_affinity.get(&irq).cloned().unwrap_or_default();
+                // /proc/interrupts first; /sys/kernel/irq/N/actions when it has no row.
+                let name = row.and_then(|r| r.name.clone()).or(f.actions.clone());
                 Irq {
                     irq,
                     class: irq_class(name.as_deref()),
                     name,
-                    affinity,
-                    effective_affinity,
+                    affinity: f.affinity,
+                    effective_affinity: f.effective,
+                    affinity_hint: f.hint,
                     count: row.map(|r| r.per_cpu.iter().sum()),
                 }
             })

@@ -139,7 +139,7 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
     let mut irq_affinity = HashMap::new();
     for facts in pci.values() {
         for &irq in &facts.msi_irqs {
-            irq_affinity.insert(irq, sysfs::irq_affinity(&fs, irq));
+            irq_affinity.insert(irq, sysfs::irq_facts(&fs, irq));
         }
     }
     let sys = SysView {

@@ -185,11 +185,29 @@ pub fn pci_netdevs(fs: &FsRoot) -> Vec<NetdevFacts> {
         .collect()
 }
 
-/// `/proc/irq/N/smp_affinity_list` and `effective_affinity_list`.
-pub fn irq_affinity(fs: &FsRoot, irq: u32) -> (Option<CpuList>, Option<CpuList>) {
+/// What `/proc/irq/N/` and `/sys/kernel/irq/N/` say about one interrupt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IrqFacts {
+    pub affinity: Option<CpuList>,
+    pub effective: Option<CpuList>,
+    /// `affinity_hint` (a hex mask; all zeros means no hint).
+    pub hint: Option<CpuList>,
+    /// `/sys/kernel/irq/N/actions` (comma-separated action names), a fallback for names.
+    pub actions: Option<String>,
+}
+
+pub fn irq_facts(fs: &FsRoot, irq: u32) -> IrqFacts {
     let read = |f: &str| {
         fs.read(&format!("/proc/irq/{irq}/{f}"))
             .and_then(|s| CpuList::parse(&s).ok())
     };
-    (read("smp_affinity_list"), read("effective_affinity_list"))
+    IrqFacts {
+        affinity: read("smp_affinity_list"),
+        effective: read("effective_affinity_list"),
+        hint: fs
+            .read(&format!("/proc/irq/{irq}/affinity_hint"))
+            .and_then(|s| CpuList::parse_mask(&s).ok())
+            .filter(|h| !h.is_empty()),
+        actions: fs.read_trimmed(&format!("/sys/kernel/irq/{irq}/actions")),
+    }
 }
