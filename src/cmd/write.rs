@@ -142,25 +142,64 @@ fn ssh_options(inv: &Inventory, gather: Option<&GatherArgs>) -> Result<CollectOp
     })
 }
 
-/// Run `write-node ARGS` on ssh nodes (bounded parallelism), one answer per node.
+/// Run `write-node ARGS` on ssh nodes, one parsed report per node.
 fn remote(
     inv: &Inventory,
     opts: &CollectOptions,
     jobs: Vec<(NodeSpec, Vec<String>, Option<Vec<u8>>)>,
-) -> Vec<Result<NodeWriteReport, String>> {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            return jobs
-                .iter()
-                .map(|_| Err(format!("starting the async runtime: {e}")))
-                .collect()
+) -> Result<Vec<Result<NodeWriteReport, String>>, Error> {
+    Ok(fan_out(inv, opts, jobs)?
+        .into_iter()
+        .map(|r| {
+            r.and_then(|out| {
+                serde_json::from_slice::<NodeWriteReport>(&out)
+                    .map_err(|e| format!("the node's answer is not a write report: {e}"))
+            })
+        })
+        .collect())
+}
+
+/// Put remote answers into their rows: files on success, a failure otherwise.
+fn merge_remote(rows: &mut [NodeRow], slots: Vec<usize>, answers: Vec<Result<NodeWriteReport, String>>) {
+    for (slot, r) in slots.into_iter().zip(answers) {
+        match r {
+            Ok(rep) => rows[slot].files = rep.files,
+            Err(e) => {
+                rows[slot].status = "failed";
+                rows[slot].error = Some(e);
+            }
         }
-    };
-    runtime.block_on(async {
+    }
+}
+
+/// Run `topo-tune ARGS` on ssh nodes and return each node's stdout.
+pub fn remote_tool(
+    inv: &Inventory,
+    nodes: Vec<NodeSpec>,
+    args: Vec<String>,
+) -> Result<Vec<Result<Vec<u8>, String>>, Error> {
+    let opts = ssh_options(inv, None)?;
+    fan_out(inv, &opts, nodes.into_iter().map(|n| (n, args.clone(), None)).collect())
+}
+
+/// The ssh fan-out behind every remote command: at most `forks` nodes at once, answers in
+/// job order (a node whose task died reports an internal failure, never another's answer).
+fn fan_out(
+    inv: &Inventory,
+    opts: &CollectOptions,
+    jobs: Vec<(NodeSpec, Vec<String>, Option<Vec<u8>>)>,
+) -> Result<Vec<Result<Vec<u8>, String>>, Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Io {
+            what: "starting the async runtime".into(),
+            source: e,
+        })?;
+    let count = jobs.len();
+    Ok(runtime.block_on(async {
         let Some(dir) = ssh::ControlDir::create() else {
-            return jobs
-                .iter()
+            return (0..count)
                 .map(|_| Err("could not create a private directory for ssh control sockets".to_string()))
                 .collect();
         };
@@ -172,59 +211,6 @@ fn remote(
                 let _permit = sem.acquire_owned().await.ok();
                 let argv: Vec<&str> = args.iter().map(String::as_str).collect();
                 let (r, _) = ssh::run_tool_on_node(&node, &settings, &opts, &dir, &argv, stdin.as_deref()).await;
-                let r = r.map_err(|f| f.message).and_then(|(out, _)| {
-                    serde_json::from_slice::<NodeWriteReport>(&out)
-                        .map_err(|e| format!("the node's answer is not a write report: {e}"))
-                });
-                (i, r)
-            });
-        }
-        let mut out: Vec<Option<Result<NodeWriteReport, String>>> = Vec::new();
-        while let Some(j) = set.join_next().await {
-            if let Ok((i, r)) = j {
-                if out.len() <= i {
-                    out.resize_with(i + 1, || None);
-                }
-                out[i] = Some(r);
-            }
-        }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err("internal failure".into())))
-            .collect()
-    })
-}
-
-/// Run `topo-tune ARGS` on ssh nodes and return each node's stdout.
-pub fn remote_tool(
-    inv: &Inventory,
-    nodes: Vec<NodeSpec>,
-    args: Vec<String>,
-) -> Result<Vec<Result<Vec<u8>, String>>, Error> {
-    let opts = ssh_options(inv, None)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Io {
-            what: "starting the async runtime".into(),
-            source: e,
-        })?;
-    let count = nodes.len();
-    Ok(runtime.block_on(async {
-        let Some(dir) = ssh::ControlDir::create() else {
-            return nodes
-                .iter()
-                .map(|_| Err("could not create a private directory for ssh control sockets".to_string()))
-                .collect();
-        };
-        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(opts.forks));
-        let mut set = tokio::task::JoinSet::new();
-        for (i, node) in nodes.into_iter().enumerate() {
-            let (sem, settings, opts, dir, args) =
-                (sem.clone(), inv.ssh.clone(), opts.clone(), dir.clone(), args.clone());
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await.ok();
-                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-                let (r, _) = ssh::run_tool_on_node(&node, &settings, &opts, &dir, &argv, None).await;
                 (i, r.map(|(out, _)| out).map_err(|f| f.message))
             });
         }
@@ -333,15 +319,8 @@ pub fn init_write(
     }
     if !remote_jobs.is_empty() {
         let opts = ssh_options(inv, Some(gather))?;
-        for (slot, r) in remote_rows.into_iter().zip(remote(inv, &opts, remote_jobs)) {
-            match r {
-                Ok(rep) => rows[slot].files = rep.files,
-                Err(e) => {
-                    rows[slot].status = "failed";
-                    rows[slot].error = Some(e);
-                }
-            }
-        }
+        let answers = remote(inv, &opts, remote_jobs)?;
+        merge_remote(&mut rows, remote_rows, answers);
     }
     for r in rows.iter_mut() {
         r.changed = r.files.iter().any(|f| f.action != Action::Unchanged);
@@ -435,15 +414,8 @@ pub fn rollback(args: &RollbackArgs, output: OutputFormat) -> Result<Report, Err
     }
     if !remote_jobs.is_empty() {
         let opts = ssh_options(&inv, None)?;
-        for (slot, r) in remote_rows.into_iter().zip(remote(&inv, &opts, remote_jobs)) {
-            match r {
-                Ok(rep) => rows[slot].files = rep.files,
-                Err(e) => {
-                    rows[slot].status = "failed";
-                    rows[slot].error = Some(e);
-                }
-            }
-        }
+        let answers = remote(&inv, &opts, remote_jobs)?;
+        merge_remote(&mut rows, remote_rows, answers);
     }
     for r in rows.iter_mut() {
         r.changed = r.files.iter().any(|f| f.action != Action::Unchanged);

@@ -104,18 +104,6 @@ pub fn is_mlx5(n: &Nic) -> bool {
             .any(|i| i.name.as_deref().is_some_and(|x| x.starts_with("mlx5_")))
 }
 
-fn natural(a: &str) -> (String, u64) {
-    let digits: String = a
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_digit())
-        .collect::<String>()
-        .chars()
-        .rev()
-        .collect();
-    (a[..a.len() - digits.len()].to_string(), digits.parse().unwrap_or(0))
-}
-
 /// `managed(irq)`: the kernel refuses user moves (`smp_affinity_list` is 0444 from 6.12).
 pub fn plan(
     snap: &NodeSnapshot,
@@ -131,7 +119,7 @@ pub fn plan(
         }
     }
     let mut nics: Vec<&Nic> = snap.nics.iter().filter(|n| is_mlx5(n)).collect();
-    nics.sort_by_key(|n| natural(&n.name));
+    nics.sort_by_key(|n| crate::model::natural_key(&n.name));
     let mut notes = Vec::new();
     let mut cursors: HashMap<String, usize> = HashMap::new();
     let mut pins = Vec::new();

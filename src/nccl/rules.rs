@@ -27,18 +27,6 @@ fn is_efa(n: &Nic) -> bool {
         || n.pci.as_ref().is_some_and(|p| p.pci_id.starts_with("1d0f:"))
 }
 
-fn natural(a: &str) -> (String, u64) {
-    let digits: String = a
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_digit())
-        .collect::<String>()
-        .chars()
-        .rev()
-        .collect();
-    (a[..a.len() - digits.len()].to_string(), digits.parse().unwrap_or(0))
-}
-
 pub fn derive(
     snap: &NodeSnapshot,
     rails: Option<u32>,
@@ -105,7 +93,7 @@ pub fn derive(
             near.iter().map(|x| ***x).collect()
         };
         let mut names: Vec<&str> = chosen.iter().map(|(_, n)| n.name.as_str()).collect();
-        names.sort_by_key(|n| natural(n));
+        names.sort_by_key(|n| crate::model::natural_key(n));
         let why: Vec<String> = chosen
             .iter()
             .map(|(l, n)| match nearest(l) {
@@ -143,7 +131,7 @@ pub fn derive(
         .filter(|d| d.operstate.as_deref() == Some("up"))
         .map(|d| d.name.as_str())
         .collect();
-    oob.sort_by_key(|n| natural(n));
+    oob.sort_by_key(|n| crate::model::natural_key(n));
     match oob.first() {
         Some(ifname) => settings.push(Setting {
             name: "NCCL_SOCKET_IFNAME".into(),

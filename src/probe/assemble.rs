@@ -513,23 +513,10 @@ fn nics_from_sysfs(
         notes.push(Note::info("nic-without-pci", "some RDMA devices have no PCI function that hwloc knows (soft-RoCE, virtual, or hidden): they are listed without a PCI path"));
     }
     nics.sort_by(|a, b| {
-        (a.kind != NicKind::Rdma, natural_key(&a.name)).cmp(&(b.kind != NicKind::Rdma, natural_key(&b.name)))
+        (a.kind != NicKind::Rdma, crate::model::natural_key(&a.name))
+            .cmp(&(b.kind != NicKind::Rdma, crate::model::natural_key(&b.name)))
     });
     nics
-}
-
-/// `mlx5_10` sorts after `mlx5_9`.
-fn natural_key(name: &str) -> (String, u64) {
-    let digits: String = name
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_digit())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    let stem = name[..name.len() - digits.len()].to_string();
-    (stem, digits.parse().unwrap_or(0))
 }
 
 fn port_state_name(code: u8) -> &'static str {
@@ -644,7 +631,7 @@ mod tests {
     #[test]
     fn natural_order_of_rdma_names() {
         let mut names = vec!["mlx5_10", "mlx5_2", "mlx5_1"];
-        names.sort_by_key(|n| natural_key(n));
+        names.sort_by_key(|n| crate::model::natural_key(n));
         assert_eq!(names, vec!["mlx5_1", "mlx5_2", "mlx5_10"]);
     }
 }

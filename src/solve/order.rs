@@ -16,32 +16,7 @@ pub struct Crossings {
     pub rack: usize,
 }
 
-/// `gpu10` after `gpu9`: digit runs compare as numbers.
-pub fn natural_key(s: &str) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut digits = String::new();
-    for c in s.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-        } else {
-            if !digits.is_empty() {
-                out.push((std::mem::take(&mut text), digits.parse().unwrap_or(u64::MAX)));
-                digits.clear();
-            }
-            text.push(c);
-        }
-    }
-    out.push((
-        text,
-        if digits.is_empty() {
-            0
-        } else {
-            digits.parse().unwrap_or(u64::MAX)
-        },
-    ));
-    out
-}
+pub use crate::model::natural_key;
 
 fn tier(v: &Option<String>) -> (bool, Vec<(String, u64)>) {
     (v.is_none(), v.as_deref().map(natural_key).unwrap_or_default())
