@@ -28,7 +28,7 @@ pub enum OutputFormat {
 pub enum Command {
     /// Describe one node: GPUs, NVLink, PCIe tree, NICs, NUMA, IRQs (read-only).
     Probe(ProbeArgs),
-    /// Probe every node of a cluster in parallel (`--collect-only`); plan and write phases come later.
+    /// Probe every node, derive NCCL settings with reasons, write the files NCCL reads.
     Init(InitArgs),
     /// Solve intra-node rings and the node order, and predict what they are worth.
     Plan(PlanArgs),
