@@ -117,6 +117,23 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
     );
     assert_eq!(check(&doc, "irq-pins")["status"], "pass");
     assert_eq!(check(&doc, "irqbalance")["status"], "pass");
+
+    // doctor checks the pins irq-pin recorded, whatever --reserve-cpus it is given.
+    let (code, doc, _) = json(&["doctor"], dir.path());
+    assert_eq!(code, Some(0));
+    assert!(check(&doc, "irq-pins")["detail"]
+        .as_str()
+        .unwrap()
+        .contains("all 63 interrupts irq-pin pinned are still in place"));
+    // Something (irqbalance, a script) moves one back: the pins are undone.
+    std::fs::write(dir.path().join("proc/irq/201/smp_affinity_list"), "0\n").unwrap();
+    let (code, doc, _) = json(&["doctor"], dir.path());
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(check(&doc, "irq-pins")["status"], "fail");
+    assert!(check(&doc, "irq-pins")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("1 of 63 pinned interrupts moved since irq-pin (e.g. IRQ 201)"));
 }
 
 #[test]

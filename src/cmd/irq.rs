@@ -171,6 +171,15 @@ fn pin_here(args: &IrqPinArgs, reserved: &CpuList, output: OutputFormat) -> Resu
     if !args.dry_run {
         irq::apply(&fs, &mut plan);
         changed |= plan.pins.iter().any(|p| p.action == PinAction::Set);
+        // Remember what was pinned: doctor then tells pins undone from pins never made.
+        let state =
+            serde_json::to_string_pretty(&irq::PinState::of(&plan, args.include_control)).unwrap_or_default() + "\n";
+        crate::apply::atomic::write_if_changed(&fs.path(irq::STATE_FILE), state.as_bytes(), 0o644).map_err(|e| {
+            Error::Io {
+                what: format!("writing {}", irq::STATE_FILE),
+                source: e,
+            }
+        })?;
     }
     let ib = irqbalance::status(&fs);
     if ib.running && !ib.bans_mlx5 {

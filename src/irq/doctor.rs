@@ -142,38 +142,76 @@ pub fn run(fs: &FsRoot, snap: &NodeSnapshot, reserved: &CpuList) -> Vec<Check> {
         }
     }
 
-    // Pins vs what irq-pin would do now.
-    let topo = read_cpu_topology(fs);
-    match plan(snap, &topo, reserved, false, &|irq| is_managed(fs, irq)) {
-        Ok(p) if p.pins.is_empty() => out.push(check("irq-pins", Status::Skip, "no mlx5 interrupts to pin", "")),
-        Ok(p) => {
-            let off: Vec<u32> = p
+    // Pins: those irq-pin recorded, checked one by one; else what it would do now.
+    let current: BTreeMap<u32, Option<CpuList>> = snap
+        .nics
+        .iter()
+        .flat_map(|n| n.irqs.iter().map(|i| (i.irq, i.affinity.clone())))
+        .collect();
+    match super::PinState::load(fs) {
+        Some(state) => {
+            let undone: Vec<u32> = state
                 .pins
                 .iter()
-                .filter(|x| x.action == PinAction::Set)
-                .map(|x| x.irq)
+                .filter(|(irq, t)| current.get(irq).is_some_and(|c| c.as_ref() != Some(t)))
+                .map(|(irq, _)| *irq)
                 .collect();
-            if off.is_empty() {
-                out.push(check(
+            let gone = state.pins.keys().filter(|irq| !current.contains_key(irq)).count();
+            out.push(if !undone.is_empty() {
+                check(
                     "irq-pins",
-                    Status::Pass,
-                    "every mlx5 completion interrupt is where irq-pin puts it",
-                    "",
-                ));
-            } else {
-                out.push(check(
+                    Status::Fail,
+                    format!(
+                        "{} of {} pinned interrupts moved since irq-pin (e.g. IRQ {}): something undoes the pins",
+                        undone.len(),
+                        state.pins.len(),
+                        undone[0]
+                    ),
+                    "topo-tune irq-pin --irqbalance ban (and check tuned/other daemons)",
+                )
+            } else if gone > 0 {
+                check(
                     "irq-pins",
                     Status::Warn,
-                    format!(
-                        "{} interrupt(s) not where irq-pin puts them (never pinned, or undone), e.g. IRQ {}",
-                        off.len(),
-                        off[0]
-                    ),
-                    "topo-tune irq-pin",
-                ));
+                    format!("{gone} pinned interrupt(s) no longer exist (driver reload?): new ones are unpinned"),
+                    "topo-tune irq-pin --install re-pins on reload and boot",
+                )
+            } else {
+                check(
+                    "irq-pins",
+                    Status::Pass,
+                    format!("all {} interrupts irq-pin pinned are still in place", state.pins.len()),
+                    "",
+                )
+            });
+        }
+        None => {
+            let topo = read_cpu_topology(fs);
+            match plan(snap, &topo, reserved, false, &|irq| is_managed(fs, irq)) {
+                Ok(p) if p.pins.is_empty() => {
+                    out.push(check("irq-pins", Status::Skip, "no mlx5 interrupts to pin", ""))
+                }
+                Ok(p) => {
+                    let off = p.pins.iter().filter(|x| x.action == PinAction::Set).count();
+                    out.push(if off == 0 {
+                        check(
+                            "irq-pins",
+                            Status::Pass,
+                            "every mlx5 completion interrupt is where irq-pin puts it",
+                            "",
+                        )
+                    } else {
+                        check(
+                            "irq-pins",
+                            Status::Warn,
+                            format!("irq-pin has not run here: {off} interrupt(s) are not where it would put them"),
+                            "topo-tune irq-pin",
+                        )
+                    });
+                }
+                Err(e) => out.push(check("irq-pins", Status::Fail, e.to_string(), "shrink reserved_cpus")),
             }
         }
-        Err(e) => out.push(check("irq-pins", Status::Fail, e.to_string(), "shrink reserved_cpus")),
     }
 
     let ib = irqbalance::status(fs);

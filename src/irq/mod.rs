@@ -264,6 +264,36 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// What `irq-pin` applied last (so `doctor` can tell "undone" from "never pinned").
+pub const STATE_FILE: &str = "/etc/topo-tune/irq-pin.json";
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct PinState {
+    pub reserved: CpuList,
+    pub include_control: bool,
+    /// IRQ → the CPUs it was pinned to.
+    pub pins: BTreeMap<u32, CpuList>,
+}
+
+impl PinState {
+    pub fn of(plan: &IrqPlan, include_control: bool) -> PinState {
+        PinState {
+            reserved: plan.reserved.clone(),
+            include_control,
+            pins: plan
+                .pins
+                .iter()
+                .filter(|p| matches!(p.action, PinAction::Set | PinAction::Keep))
+                .filter_map(|p| Some((p.irq, p.target.clone()?)))
+                .collect(),
+        }
+    }
+
+    pub fn load(fs: &FsRoot) -> Option<PinState> {
+        fs.read(STATE_FILE).and_then(|t| serde_json::from_str(&t).ok())
+    }
+}
+
 /// Render the boot unit and udev rule from templates/.
 pub fn render_persistence(bin: &str, args: &str) -> (String, String) {
     let unit = include_str!("../../templates/topo-tune-irq-pin.service")
