@@ -23,6 +23,40 @@ fn reserved(list: Option<&str>, cfg: Option<&PathBuf>) -> Result<CpuList, Error>
     }
 }
 
+/// One node's answer: its host and its JSON report, or why there is none.
+type NodeAnswer = (String, Result<serde_json::Value, String>);
+
+/// Run a command on every node of the cluster: `here` for `transport: local`, `topo-tune
+/// ARGS` over ssh (its JSON on stdout), a reason for paper nodes. Answers in inventory order.
+fn on_every_node(
+    inv: &Inventory,
+    here: &dyn Fn() -> Result<serde_json::Value, String>,
+    remote_args: Vec<String>,
+    paper: &str,
+) -> Result<Vec<NodeAnswer>, Error> {
+    let mut rows: Vec<NodeAnswer> = Vec::new();
+    let mut remote = Vec::new();
+    for n in &inv.nodes {
+        let r = match n.transport {
+            TransportKind::Local => here(),
+            TransportKind::Simulated => Err(paper.to_string()),
+            TransportKind::Ssh => {
+                remote.push((n.clone(), rows.len()));
+                Err("pending".into())
+            }
+        };
+        rows.push((n.host.clone(), r));
+    }
+    if !remote.is_empty() {
+        let answers = super::write::remote_tool(inv, remote.iter().map(|(n, _)| n.clone()).collect(), remote_args)?;
+        for ((_, slot), r) in remote.iter().zip(answers) {
+            rows[*slot].1 =
+                r.and_then(|out| serde_json::from_slice(&out).map_err(|e| format!("not a topo-tune report: {e}")));
+        }
+    }
+    Ok(rows)
+}
+
 fn snapshot(fsroot: Option<&PathBuf>) -> Result<crate::model::NodeSnapshot, Error> {
     Ok(probe(&ProbeRequest {
         target: Target::Machine {
@@ -56,61 +90,32 @@ fn pin_cluster(args: &IrqPinArgs, cfg: &std::path::Path, output: OutputFormat) -
         Some(l) => CpuList::parse(l).map_err(|e| Error::Usage(format!("--reserve-cpus: {e}")))?,
         None => inv.reserved_cpus.clone().unwrap_or_default(),
     };
-    let mut rows: Vec<(String, Result<serde_json::Value, String>)> = Vec::new();
-    let mut remote = Vec::new();
-    for n in &inv.nodes {
-        match n.transport {
-            TransportKind::Local => {
-                let r = pin_here(args, &reserved, OutputFormat::Json)
-                    .map_err(|e| e.to_string())
-                    .and_then(|rep| serde_json::from_str(&rep.text).map_err(|e| e.to_string()));
-                rows.push((n.host.clone(), r));
-            }
-            TransportKind::Simulated => {
-                rows.push((n.host.clone(), Err("a simulated node has no interrupts to pin".into())))
-            }
-            TransportKind::Ssh => {
-                remote.push((n.clone(), rows.len()));
-                rows.push((n.host.clone(), Err("pending".into())));
-            }
+    let irqbalance = if args.irqbalance == IrqbalancePolicy::Ban {
+        "ban"
+    } else {
+        "warn"
+    };
+    let mut a: Vec<String> = ["--output", "json", "irq-pin", "--exit-zero", "--irqbalance", irqbalance]
+        .map(String::from)
+        .to_vec();
+    if !reserved.is_empty() {
+        a.extend(["--reserve-cpus".to_string(), reserved.to_string()]);
+    }
+    for (flag, on) in [
+        ("--dry-run", args.dry_run),
+        ("--include-control", args.include_control),
+        ("--install", args.install),
+    ] {
+        if on {
+            a.push(flag.into());
         }
     }
-    if !remote.is_empty() {
-        let mut a = vec![
-            "--output".to_string(),
-            "json".into(),
-            "irq-pin".into(),
-            "--exit-zero".into(),
-            "--irqbalance".into(),
-            if args.irqbalance == IrqbalancePolicy::Ban {
-                "ban".into()
-            } else {
-                "warn".into()
-            },
-        ];
-        if !reserved.is_empty() {
-            a.extend(["--reserve-cpus".to_string(), reserved.to_string()]);
-        }
-        for (flag, on) in [
-            ("--dry-run", args.dry_run),
-            ("--include-control", args.include_control),
-            ("--install", args.install),
-        ] {
-            if on {
-                a.push(flag.into());
-            }
-        }
-        for ((node, slot), r) in remote.iter().zip(super::write::remote_tool(
-            &inv,
-            remote.iter().map(|(n, _)| n.clone()).collect(),
-            a,
-        )?) {
-            rows[*slot] = (
-                node.host.clone(),
-                r.and_then(|out| serde_json::from_slice(&out).map_err(|e| format!("not an irq-pin report: {e}"))),
-            );
-        }
-    }
+    let here = || {
+        pin_here(args, &reserved, OutputFormat::Json)
+            .map_err(|e| e.to_string())
+            .and_then(|rep| serde_json::from_str(&rep.text).map_err(|e| e.to_string()))
+    };
+    let rows = on_every_node(&inv, &here, a, "a simulated node has no interrupts to pin")?;
     let changed = rows.iter().any(|(_, r)| r.as_ref().is_ok_and(|v| v["changed"] == true));
     let failed = rows
         .iter()
@@ -301,51 +306,22 @@ pub fn doctor(args: &DoctorArgs, output: OutputFormat) -> Result<Report, Error> 
                 Some(l) => CpuList::parse(l).map_err(|e| Error::Usage(format!("--reserve-cpus: {e}")))?,
                 None => inv.reserved_cpus.clone().unwrap_or_default(),
             };
-            let mut remote = Vec::new();
-            for n in &inv.nodes {
-                match n.transport {
-                    TransportKind::Local => {
-                        let r = snapshot(None)
-                            .map(|s| doctor::run(&FsRoot::live(), &s, &reserved))
-                            .map_err(|e| e.to_string());
-                        nodes.push((n.host.clone(), r));
-                    }
-                    TransportKind::Simulated => nodes.push((
-                        n.host.clone(),
-                        Err("a simulated node has no /proc or /sys to check".into()),
-                    )),
-                    TransportKind::Ssh => {
-                        remote.push((n.clone(), nodes.len()));
-                        nodes.push((n.host.clone(), Err("pending".into())));
-                    }
-                }
+            let mut a: Vec<String> = ["--output", "json", "doctor", "--exit-zero"].map(String::from).to_vec();
+            if !reserved.is_empty() {
+                a.extend(["--reserve-cpus".to_string(), reserved.to_string()]);
             }
-            if !remote.is_empty() {
-                let mut args_v = vec![
-                    "--output".to_string(),
-                    "json".into(),
-                    "doctor".into(),
-                    "--exit-zero".into(),
-                ];
-                if !reserved.is_empty() {
-                    args_v.push("--reserve-cpus".into());
-                    args_v.push(reserved.to_string());
-                }
-                for ((node, slot), r) in remote.iter().zip(super::write::remote_tool(
-                    &inv,
-                    remote.iter().map(|(n, _)| n.clone()).collect(),
-                    args_v,
-                )?) {
-                    nodes[*slot] = (
-                        node.host.clone(),
-                        r.and_then(|out| {
-                            let doc: serde_json::Value =
-                                serde_json::from_slice(&out).map_err(|e| format!("not a doctor report: {e}"))?;
-                            serde_json::from_value(doc["nodes"][0]["checks"].clone())
-                                .map_err(|e| format!("not a doctor report: {e}"))
-                        }),
-                    );
-                }
+            let here = || {
+                let checks = snapshot(None)
+                    .map(|s| doctor::run(&FsRoot::live(), &s, &reserved))
+                    .map_err(|e| e.to_string())?;
+                Ok(serde_json::json!({"nodes": [{"checks": checks}]}))
+            };
+            for (host, r) in on_every_node(&inv, &here, a, "a simulated node has no /proc or /sys to check")? {
+                let checks = r.and_then(|doc| {
+                    serde_json::from_value::<Vec<Check>>(doc["nodes"][0]["checks"].clone())
+                        .map_err(|e| format!("not a doctor report: {e}"))
+                });
+                nodes.push((host, checks));
             }
         }
     }

@@ -92,6 +92,20 @@ struct NodeRow {
     error: Option<String>,
 }
 
+impl NodeRow {
+    fn new(host: &str) -> NodeRow {
+        NodeRow {
+            host: host.to_string(),
+            status: "ok",
+            changed: false,
+            settings: Vec::new(),
+            notes: Vec::new(),
+            files: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 /// Where a node's files are: a directory here, or the node itself over ssh.
 enum Target {
     Local(PathBuf),
@@ -240,15 +254,7 @@ pub fn init_write(
     let mut remote_jobs = Vec::new();
     let mut remote_rows = Vec::new();
     for (o, spec) in outcomes.iter().zip(&inv.nodes) {
-        let mut row = NodeRow {
-            host: o.host.clone(),
-            status: "ok",
-            changed: false,
-            settings: Vec::new(),
-            notes: Vec::new(),
-            files: Vec::new(),
-            error: None,
-        };
+        let mut row = NodeRow::new(&o.host);
         let snap = match &o.result {
             Ok((s, _)) => s,
             Err(f) => {
@@ -384,15 +390,7 @@ pub fn rollback(args: &RollbackArgs, output: OutputFormat) -> Result<Report, Err
     let mut remote_jobs = Vec::new();
     let mut remote_rows = Vec::new();
     for n in &inv.nodes {
-        let mut row = NodeRow {
-            host: n.host.clone(),
-            status: "ok",
-            changed: false,
-            settings: Vec::new(),
-            notes: Vec::new(),
-            files: Vec::new(),
-            error: None,
-        };
+        let mut row = NodeRow::new(&n.host);
         match target(n, args.output_dir.as_deref()) {
             Target::Local(root) => match writer::rollback(&root) {
                 Ok(ch) => row.files = report_of(&ch, false).files,
