@@ -356,13 +356,7 @@ pub(crate) fn collect(
         indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} nodes {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Io {
-            what: "starting the async runtime".into(),
-            source: e,
-        })?;
+    let runtime = super::async_runtime()?;
     let progress_bar = bar.clone();
     let progress: transport::Progress = Arc::new(move |o: &NodeOutcome| {
         progress_bar.inc(1);

@@ -15,3 +15,14 @@ pub fn not_implemented(command: &str) -> Error {
         version: env!("CARGO_PKG_VERSION"),
     }
 }
+
+/// The async runtime behind every ssh fan-out (built per command, never at start-up).
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Io {
+            what: "starting the async runtime".into(),
+            source: e,
+        })
+}

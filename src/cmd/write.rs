@@ -12,10 +12,12 @@ use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::exit;
 use crate::nccl::conf::{render, Setting};
-use crate::nccl::rules::derive;
+use crate::nccl::rules::{derive, Derived};
+use crate::nccl::version::NcclVersion;
 use crate::report::table;
 use crate::transport::{ssh, CollectOptions, NodeOutcome};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What the node side answers.
@@ -104,6 +106,11 @@ impl NodeRow {
             error: None,
         }
     }
+
+    fn fail(&mut self, why: String) {
+        self.status = "failed";
+        self.error = Some(why);
+    }
 }
 
 /// Where a node's files are: a directory here, or the node itself over ssh.
@@ -178,10 +185,7 @@ fn merge_remote(rows: &mut [NodeRow], slots: Vec<usize>, answers: Vec<Result<Nod
     for (slot, r) in slots.into_iter().zip(answers) {
         match r {
             Ok(rep) => rows[slot].files = rep.files,
-            Err(e) => {
-                rows[slot].status = "failed";
-                rows[slot].error = Some(e);
-            }
+            Err(e) => rows[slot].fail(e),
         }
     }
 }
@@ -203,13 +207,7 @@ fn fan_out(
     opts: &CollectOptions,
     jobs: Vec<(NodeSpec, Vec<String>, Option<Vec<u8>>)>,
 ) -> Result<Vec<Result<Vec<u8>, String>>, Error> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Io {
-            what: "starting the async runtime".into(),
-            source: e,
-        })?;
+    let runtime = super::async_runtime()?;
     let count = jobs.len();
     Ok(runtime.block_on(async {
         let Some(dir) = ssh::ControlDir::create() else {
@@ -238,6 +236,33 @@ fn fan_out(
     }))
 }
 
+/// One probed node's settings and the files that carry them, or why it gets none.
+fn node_bundle(
+    outcome: &NodeOutcome,
+    rails: Option<u32>,
+    cluster_version: Option<NcclVersion>,
+    overrides: &BTreeMap<String, String>,
+) -> Result<(Derived, Bundle), String> {
+    let snap = match &outcome.result {
+        Ok((s, _)) => s,
+        Err(f) => return Err(format!("not probed: {}", f.message)),
+    };
+    // The node's own NCCL when the probe found one, else cluster.yaml's.
+    let version = snap.nccl_version.or(cluster_version);
+    let derived = derive(snap, rails, version, overrides).map_err(|r| format!("refused setting: {r}"))?;
+    let header = format!(
+        "topo-tune {}: one line per setting; the reasons are in `topo-tune init --output json`",
+        env!("CARGO_PKG_VERSION")
+    );
+    let dropin = render(&derived.settings, version, &header).map_err(|r| format!("refused setting: {r}"))?;
+    let bundle = Bundle {
+        dropin,
+        topology_xml: derived.topology_xml.clone(),
+        nccl_version: version,
+    };
+    Ok((derived, bundle))
+}
+
 /// `init` after collection: rules, bundles, writes, and the per-node summary.
 pub fn init_write(
     inv: &Inventory,
@@ -255,58 +280,24 @@ pub fn init_write(
     let mut remote_rows = Vec::new();
     for (o, spec) in outcomes.iter().zip(&inv.nodes) {
         let mut row = NodeRow::new(&o.host);
-        let snap = match &o.result {
-            Ok((s, _)) => s,
-            Err(f) => {
-                row.status = "failed";
-                row.error = Some(format!("not probed: {}", f.message));
+        let bundle = match node_bundle(o, rails, version, &inv.nccl) {
+            Ok((derived, bundle)) => {
+                row.settings = derived.settings;
+                row.notes = derived.notes;
+                bundle
+            }
+            Err(why) => {
+                row.fail(why);
                 rows.push(row);
                 continue;
             }
         };
-        // The node's own NCCL when the probe found one, else cluster.yaml's.
-        let version = snap.nccl_version.or(version);
-        let derived = match derive(snap, rails, version, &inv.nccl) {
-            Ok(d) => d,
-            Err(r) => {
-                row.status = "failed";
-                row.error = Some(format!("refused setting: {r}"));
-                rows.push(row);
-                continue;
-            }
-        };
-        let header = format!(
-            "topo-tune {}: one line per setting; the reasons are in `topo-tune init --output json`",
-            env!("CARGO_PKG_VERSION")
-        );
-        let dropin = match render(&derived.settings, version, &header) {
-            Ok(d) => d,
-            Err(r) => {
-                row.status = "failed";
-                row.error = Some(format!("refused setting: {r}"));
-                rows.push(row);
-                continue;
-            }
-        };
-        let bundle = Bundle {
-            dropin,
-            topology_xml: derived.topology_xml.clone(),
-            nccl_version: version,
-        };
-        row.settings = derived.settings;
-        row.notes = derived.notes;
         match target(spec, output_dir) {
             Target::Local(root) => match write_local(&root, &bundle, check) {
                 Ok(r) => row.files = r.files,
-                Err(e) => {
-                    row.status = "failed";
-                    row.error = Some(e);
-                }
+                Err(e) => row.fail(e),
             },
-            Target::Nowhere(why) => {
-                row.status = "failed";
-                row.error = Some(why);
-            }
+            Target::Nowhere(why) => row.fail(why),
             Target::Ssh => {
                 // The node's own root: `/` (or its TOPO_TUNE_WRITE_ROOT).
                 let mut args = vec!["write-node".to_string()];
@@ -394,15 +385,9 @@ pub fn rollback(args: &RollbackArgs, output: OutputFormat) -> Result<Report, Err
         match target(n, args.output_dir.as_deref()) {
             Target::Local(root) => match writer::rollback(&root) {
                 Ok(ch) => row.files = report_of(&ch, false).files,
-                Err(e) => {
-                    row.status = "failed";
-                    row.error = Some(e.to_string());
-                }
+                Err(e) => row.fail(e.to_string()),
             },
-            Target::Nowhere(why) => {
-                row.status = "failed";
-                row.error = Some(why);
-            }
+            Target::Nowhere(why) => row.fail(why),
             Target::Ssh => {
                 remote_jobs.push((n.clone(), vec!["write-node".into(), "--rollback".into()], None));
                 remote_rows.push(rows.len());
