@@ -5,8 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::collections::BTreeMap;
-use topo_tune::config::Fabric;
-use topo_tune::solve::plan::{plan, PlanNode};
+use topo_tune::config::{Fabric, Leaf};
+use topo_tune::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
 use topo_tune::solve::ring::{solve, LinkMatrix};
 use topo_tune::transport::simulated::from_source;
 
@@ -74,14 +74,30 @@ fn cluster(c: &mut Criterion) {
             .map(|r| (format!("rack-{r}"), Some(format!("leaf-{r}"))))
             .collect(),
         leaves: (0..racks)
-            .map(|r| (format!("leaf-{r}"), (Some(format!("spine-{}", r / 16)), Some(3200.0))))
+            .map(|r| {
+                (
+                    format!("leaf-{r}"),
+                    Leaf {
+                        spine: Some(format!("spine-{}", r / 16)),
+                        uplink_gbps: Some(3200.0),
+                    },
+                )
+            })
             .collect(),
         rails: Some(8),
     };
     let mut g = c.benchmark_group("plan 4096 nodes x 8 GPUs");
     g.sample_size(10);
+    let policy = NcclPolicy::default();
     g.bench_function("plan", |b| {
-        b.iter(|| plan(std::hint::black_box(&nodes), Some(&fabric), 1 << 30))
+        b.iter(|| {
+            plan(&PlanInput {
+                nodes: std::hint::black_box(&nodes),
+                fabric: Some(&fabric),
+                message_bytes: 1 << 30,
+                nccl: &policy,
+            })
+        })
     });
     g.finish();
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything CI checks: formatting, clippy with warnings as errors, the whole test suite.
+# The crash-injection hook is compiled in for the tests only (--features fault-injection).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked
+cargo clippy --all-targets --all-features --locked -- -D warnings
+cargo test --all-features --locked

@@ -1,7 +1,12 @@
-//! Command-line interface (clap). Doc comments here are the `--help` text. Every option that
-//! sets policy can also come from a `TOPO_TUNE_*` environment variable (for Ansible's
+//! Command-line interface (clap). Doc comments here are the `--help` text. Values are typed
+//! here (CPU lists, sizes, bounded numbers), so commands never parse flags again. Every option
+//! that sets policy can also come from a `TOPO_TUNE_*` environment variable (for Ansible's
 //! `environment:`).
 
+use crate::irq::pin::IrqbalancePolicy;
+use crate::model::CpuList;
+use crate::transport::fanout::MAX_FORKS;
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -28,9 +33,9 @@ pub enum OutputFormat {
 pub enum Command {
     /// Describe one node: GPUs, NVLink, PCIe tree, NICs, NUMA, IRQs (read-only).
     Probe(ProbeArgs),
-    /// Probe every node, derive NCCL settings with reasons, write the files NCCL reads.
+    /// Probe every node, plan, and write the NCCL files the plan gives each node.
     Init(InitArgs),
-    /// Solve intra-node rings and the node order, and predict what they are worth.
+    /// Solve intra-node rings, the node order and NCCL settings; predict what they are worth.
     Plan(PlanArgs),
     /// Roll a plan out rack by rack behind a measured canary [not implemented yet].
     Apply(PendingArgs),
@@ -42,9 +47,9 @@ pub enum Command {
     Status(PendingArgs),
     /// Restore, on every node, the files topo-tune's last `init` replaced.
     Rollback(RollbackArgs),
-    /// Node side of `init` and `rollback`: apply a bundle (JSON on stdin) under --root.
+    /// Node side of every cluster command: one request (JSON on stdin), one report out.
     #[command(hide = true)]
-    WriteNode(WriteNodeArgs),
+    Node(NodeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +82,11 @@ pub struct InitArgs {
     #[command(flatten)]
     pub gather: GatherArgs,
 
+    /// Apply this plan (`topo-tune plan --output-dir DIR` wrote DIR/plan.json) exactly, instead
+    /// of probing and planning again: the reviewed change set, nothing else.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with_all = ["from_probes", "collect_only"])]
+    pub plan: Option<PathBuf>,
+
     /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
     #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY")]
     pub collect_only: bool,
@@ -99,6 +109,38 @@ pub struct InitArgs {
     pub dry_run: bool,
 }
 
+/// A message size: bytes, or with K/M/G/T (binary units, as nccl-tests reads them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let (num, unit) = t.find(|c: char| !c.is_ascii_digit()).map_or((t, ""), |i| t.split_at(i));
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("`{text}` is not a size (e.g. 4096, 256M, 1G)"))?;
+        let mult: u64 = match unit
+            .trim_end_matches("iB")
+            .trim_end_matches('B')
+            .to_ascii_uppercase()
+            .as_str()
+        {
+            "" => 1,
+            "K" => 1 << 10,
+            "M" => 1 << 20,
+            "G" => 1 << 30,
+            "T" => 1 << 40,
+            _ => return Err(format!("`{text}`: unknown unit `{unit}` (K, M, G, T)")),
+        };
+        n.checked_mul(mult)
+            .filter(|&b| b > 0)
+            .map(ByteSize)
+            .ok_or_else(|| format!("`{text}` is out of range"))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
@@ -106,20 +148,30 @@ pub struct PlanArgs {
 
     /// All-reduce size the predictions are for (bytes, or with K/M/G/T: binary units).
     #[arg(long, value_name = "SIZE", default_value = "1G", env = "TOPO_TUNE_MESSAGE_SIZE")]
-    pub message_size: String,
+    pub message_size: ByteSize,
 
-    /// Write plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt and per-class
-    /// nccl-graph-*.xml (only where the solved ring beats index order) into DIR.
+    /// Write plan.json (what `init --plan` applies), hostfile, slurm-hostfile,
+    /// torchrun-node-ranks.txt and per-class nccl-graph-*.xml (only where the solved ring
+    /// beats index order) into DIR.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<std::path::PathBuf>,
+    pub output_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IrqbalancePolicy {
+pub enum IrqbalanceArg {
     /// Say that irqbalance will undo the pins; change nothing about it.
     Warn,
     /// Add `--banmod=mlx5` to irqbalance's config and restart it (never stops it).
     Ban,
+}
+
+impl From<IrqbalanceArg> for IrqbalancePolicy {
+    fn from(a: IrqbalanceArg) -> Self {
+        match a {
+            IrqbalanceArg::Warn => IrqbalancePolicy::Warn,
+            IrqbalanceArg::Ban => IrqbalancePolicy::Ban,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -131,7 +183,7 @@ pub struct IrqPinArgs {
     /// CPUs the training processes own (kernel list); they and their hyper-thread siblings
     /// get no NIC interrupt. Default: cluster.yaml's reserved_cpus with --cluster-config.
     #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
-    pub reserve_cpus: Option<String>,
+    pub reserve_cpus: Option<CpuList>,
 
     /// Pin on every node of this cluster (over ssh, or here for `transport: local`), with its
     /// reserved_cpus unless --reserve-cpus is given.
@@ -143,9 +195,8 @@ pub struct IrqPinArgs {
     )]
     pub cluster_config: Option<PathBuf>,
 
-    /// Exit 0 even when some interrupts could not be moved (the cluster-wide run collects this way).
-    #[arg(long, hide = true)]
-    pub exit_zero: bool,
+    #[command(flatten)]
+    pub reach: ReachArgs,
 
     /// Move control vectors too (onto the NIC-local, non-reserved CPUs).
     #[arg(long)]
@@ -156,8 +207,8 @@ pub struct IrqPinArgs {
     pub dry_run: bool,
 
     /// What to do when irqbalance runs: warn (default) or ban mlx5 in its config and restart it.
-    #[arg(long, value_enum, default_value_t = IrqbalancePolicy::Warn)]
-    pub irqbalance: IrqbalancePolicy,
+    #[arg(long, value_enum, default_value_t = IrqbalanceArg::Warn)]
+    pub irqbalance: IrqbalanceArg,
 
     /// Also install a systemd unit (and a udev rule for driver reloads) that pins again at boot.
     #[arg(long)]
@@ -179,13 +230,12 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
     pub cluster_config: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub reach: ReachArgs,
+
     /// Reserved training CPUs, as for irq-pin.
     #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
-    pub reserve_cpus: Option<String>,
-
-    /// Exit 0 even when checks fail (the cluster-wide doctor collects nodes' answers this way).
-    #[arg(long, hide = true)]
-    pub exit_zero: bool,
+    pub reserve_cpus: Option<CpuList>,
 }
 
 #[derive(Debug, Args)]
@@ -197,19 +247,56 @@ pub struct RollbackArgs {
     /// Roll back under `DIR/<host>/` (what `init --output-dir DIR` wrote).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub reach: ReachArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct WriteNodeArgs {
+pub struct NodeArgs {
+    /// What to do: probe, write, rollback, irq-pin, doctor (the request is JSON on stdin).
+    pub kind: String,
     /// Root of the paths written (`/` on a node; tests point a pretend node elsewhere).
     #[arg(long, default_value = "/", env = "TOPO_TUNE_WRITE_ROOT")]
     pub root: PathBuf,
-    /// Report, change nothing.
-    #[arg(long)]
-    pub check: bool,
-    /// Undo the last run instead (no bundle on stdin).
-    #[arg(long)]
-    pub rollback: bool,
+    /// Read /sys and /proc under DIR instead of /.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FSROOT")]
+    pub fsroot: Option<PathBuf>,
+    /// Describe the machine from an hwloc export instead.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FROM_HWLOC_XML")]
+    pub from_hwloc_xml: Option<PathBuf>,
+}
+
+/// How nodes are reached (every command that fans out over a cluster).
+#[derive(Debug, Args)]
+pub struct ReachArgs {
+    /// Nodes worked on at once, 1 to 1024 (default: ssh.forks, else 64).
+    #[arg(long, value_name = "N", env = "TOPO_TUNE_FORKS",
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_FORKS as u64))]
+    pub forks: Option<usize>,
+
+    /// Stop starting new nodes once more than N have failed (the rest are reported skipped).
+    #[arg(long, value_name = "N", env = "TOPO_TUNE_MAX_FAIL")]
+    pub max_fail: Option<usize>,
+
+    /// Seconds to wait for an ssh connection, 1 to 600 (default: ssh.connect_timeout, else 10).
+    #[arg(long, value_name = "S", env = "TOPO_TUNE_CONNECT_TIMEOUT",
+          value_parser = RangedU64ValueParser::<u64>::new().range(1..=600))]
+    pub connect_timeout: Option<u64>,
+
+    /// Seconds any one remote command may run, 1 to 86400 (default: ssh.command_timeout, else 120).
+    #[arg(long, value_name = "S", env = "TOPO_TUNE_COMMAND_TIMEOUT",
+          value_parser = RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    pub command_timeout: Option<u64>,
+
+    /// The topo-tune binary to copy to nodes (default: this one).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_REMOTE_BINARY")]
+    pub remote_binary: Option<PathBuf>,
+
+    /// Delay every simulated node by this many milliseconds (benchmarks of the fan-out).
+    #[arg(long, value_name = "MS", hide = true, default_value_t = 0,
+          value_parser = RangedU64ValueParser::<u64>::new().range(0..=60_000))]
+    pub simulate_latency_ms: u64,
 }
 
 /// Where snapshots come from and how nodes are reached (shared by `init` and `plan`).
@@ -224,29 +311,8 @@ pub struct GatherArgs {
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FROM_PROBES")]
     pub from_probes: Option<PathBuf>,
 
-    /// Nodes probed at once (default: ssh.forks, else 64).
-    #[arg(long, value_name = "N", env = "TOPO_TUNE_FORKS")]
-    pub forks: Option<usize>,
-
-    /// Stop starting new nodes once more than N have failed (the rest are reported skipped).
-    #[arg(long, value_name = "N", env = "TOPO_TUNE_MAX_FAIL")]
-    pub max_fail: Option<usize>,
-
-    /// Seconds to wait for an ssh connection (default: ssh.connect_timeout, else 10).
-    #[arg(long, value_name = "S", env = "TOPO_TUNE_CONNECT_TIMEOUT")]
-    pub connect_timeout: Option<u64>,
-
-    /// Seconds any one remote command may run (default: ssh.command_timeout, else 120).
-    #[arg(long, value_name = "S", env = "TOPO_TUNE_COMMAND_TIMEOUT")]
-    pub command_timeout: Option<u64>,
-
-    /// The topo-tune binary to copy to nodes (default: this one). Nodes run it as the probe.
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_REMOTE_BINARY")]
-    pub remote_binary: Option<PathBuf>,
-
-    /// Delay every simulated node by this many milliseconds (benchmarks of the fan-out).
-    #[arg(long, value_name = "MS", hide = true, default_value_t = 0)]
-    pub simulate_latency_ms: u64,
+    #[command(flatten)]
+    pub reach: ReachArgs,
 }
 
 /// Arguments of commands that are declared but not built yet: accepted, so that the answer is
@@ -255,4 +321,40 @@ pub struct GatherArgs {
 pub struct PendingArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<String>,
+}
+
+/// `--output json` as the user asked for it, read without clap (for usage errors, where clap
+/// could not parse the line).
+pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    let mut it = args.iter().filter_map(|a| a.to_str());
+    while let Some(a) = it.next() {
+        if a == "--output=json" || (a == "--output" && it.next() == Some("json")) {
+            return true;
+        }
+    }
+    std::env::var("TOPO_TUNE_OUTPUT").is_ok_and(|v| v == "json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let p = |t: &str| t.parse::<ByteSize>().map(|b| b.0);
+        assert_eq!(p("1G"), Ok(1 << 30));
+        assert_eq!(p("256M"), Ok(256 << 20));
+        assert_eq!(p("8"), Ok(8));
+        assert_eq!(p("4GiB"), Ok(4 << 30));
+        assert!(p("1X").is_err());
+        assert!(p("G").is_err());
+        assert!(p("0").is_err());
+        assert!(p("99999999999T").is_err());
+    }
+
+    #[test]
+    fn the_interface_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

@@ -23,6 +23,8 @@ pub const NO_INPUT: i32 = 66;
 pub const UNAVAILABLE: i32 = 69;
 /// Reading or writing failed at the operating-system level.
 pub const IO_ERROR: i32 = 74;
+/// The command needs privileges it does not have (e.g. moving interrupts as non-root).
+pub const NO_PERMISSION: i32 = 77;
 
 /// Every code with its meaning, in order (used by `docs/exit-codes.md` tests).
 pub const ALL: &[(i32, &str)] = &[
@@ -37,4 +39,5 @@ pub const ALL: &[(i32, &str)] = &[
     (NO_INPUT, "input file or directory missing"),
     (UNAVAILABLE, "required library or service unavailable"),
     (IO_ERROR, "operating-system I/O error"),
+    (NO_PERMISSION, "needs root"),
 ];

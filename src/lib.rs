@@ -1,21 +1,31 @@
 //! topo-tune: make NCCL fast on the hardware it really runs on.
 //!
-//! Data flows one way (see ../shared/DESIGN.md): `probe` reads a machine into a
-//! [`model::NodeSnapshot`]; `graph` derives views from snapshots; `report` renders results.
-//! `model` and `graph` are pure; `probe` is the only module here that touches the system.
+//! Layers, one way (docs/architecture.md; a test keeps it so): `model` is plain data and
+//! imports nothing else of the crate; `graph`, `nccl`, `solve` and `emit` are pure (no
+//! filesystem, network, clock or environment); `config`, `probe`, `apply`, `irq`,
+//! `transport` and `node` do the I/O; `report` renders; `cmd` is thin; `cli` parses.
 
-pub mod cli;
-pub mod cmd;
+pub(crate) mod apply;
+pub(crate) mod cli;
+pub(crate) mod cmd;
+pub mod config;
+pub(crate) mod digest;
+pub(crate) mod emit;
 pub mod error;
 pub mod exit;
 pub mod graph;
+pub(crate) mod irq;
 pub mod model;
 pub mod nccl;
-pub mod probe;
-pub mod report;
+pub(crate) mod node;
+pub(crate) mod probe;
+pub(crate) mod report;
+pub mod solve;
+pub mod transport;
 
 use clap::Parser;
 use cli::{Cli, Command, OutputFormat};
+use report::envelope::{to_json, Envelope, ErrorDetail, ErrorPayload, NoDetail};
 use std::ffi::OsString;
 use std::io::Write;
 
@@ -25,31 +35,42 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // --help and --version land here too, with exit code 0.
-            let _ = e.print();
-            return e.exit_code();
-        }
+        Err(e) => return usage_error(&e, cli::wants_json(&args)),
     };
     let result = match &cli.command {
-        Command::Probe(args) => cmd::probe::run(args, cli.output).map(|text| (text, exit::OK)),
-        Command::Init(args) => cmd::init::run(args, cli.output).map(|r| (r.text, r.exit_code)),
-        Command::Plan(args) => cmd::plan::run(args, cli.output).map(|r| (r.text, r.exit_code)),
+        Command::Probe(a) => cmd::probe::run(a, cli.output),
+        Command::Init(a) => cmd::init::run(a, cli.output),
+        Command::Plan(a) => cmd::plan::run(a, cli.output),
         Command::Apply(_) => Err(cmd::not_implemented("apply")),
-        Command::IrqPin(args) => cmd::irq::irq_pin(args, cli.output).map(|r| (r.text, r.exit_code)),
-        Command::Doctor(args) => cmd::irq::doctor(args, cli.output).map(|r| (r.text, r.exit_code)),
+        Command::IrqPin(a) => cmd::irq_pin::run(a, cli.output),
+        Command::Doctor(a) => cmd::doctor::run(a, cli.output),
         Command::Status(_) => Err(cmd::not_implemented("status")),
-        Command::Rollback(args) => cmd::write::rollback(args, cli.output).map(|r| (r.text, r.exit_code)),
-        Command::WriteNode(args) => cmd::write::write_node(args).map(|text| (text, exit::OK)),
+        Command::Rollback(a) => cmd::rollback::run(a, cli.output),
+        Command::Node(a) => cmd::node::run(a),
     };
     match result {
-        Ok((text, code)) => match write_stdout(&text) {
-            exit::OK => code,
+        Ok(done) => match write_stdout(&done.text) {
+            exit::OK => done.exit_code,
             failed => failed,
         },
-        Err(err) => report_error(&err, cli.output),
+        Err(err) => report_error(&err, cli.output, command_name(&cli.command)),
+    }
+}
+
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Probe(_) => "probe",
+        Command::Init(_) => "init",
+        Command::Plan(_) => "plan",
+        Command::Apply(_) => "apply",
+        Command::IrqPin(_) => "irq-pin",
+        Command::Doctor(_) => "doctor",
+        Command::Status(_) => "status",
+        Command::Rollback(_) => "rollback",
+        Command::Node(_) => "node",
     }
 }
 
@@ -66,22 +87,65 @@ fn write_stdout(text: &str) -> i32 {
     }
 }
 
-fn report_error(err: &error::Error, output: OutputFormat) -> i32 {
+/// The error envelope: what went wrong, in the same shape as every command's result.
+fn error_envelope(
+    command: &'static str,
+    kind: &'static str,
+    message: String,
+    hint: Option<String>,
+    code: i32,
+) -> String {
+    let envelope = Envelope {
+        command,
+        changed: false,
+        failed: true,
+        msg: message.clone(),
+        exit_code: code,
+        nodes: Vec::<report::envelope::NodeRow<NoDetail>>::new(),
+        payload: ErrorPayload {
+            error: ErrorDetail { kind, message, hint },
+        },
+    };
+    to_json(&envelope).unwrap_or_else(|_| format!("{{\"failed\": true, \"exit_code\": {code}}}\n"))
+}
+
+fn report_error(err: &error::Error, output: OutputFormat, command: &'static str) -> i32 {
     let code = err.exit_code();
     eprintln!("error: {err}");
     if let Some(hint) = err.hint() {
         eprintln!("  (hint: {hint})");
     }
     if output == OutputFormat::Json {
-        // Programs get the same facts on stdout, as one JSON object.
-        let doc = serde_json::json!({ "failed": true, "changed": false, "msg": err.to_string(), "hint": err.hint(), "exit_code": code });
-        println!("{doc}");
+        // Programs get the same facts on stdout, in the envelope every command uses.
+        let _ = write_stdout(&error_envelope(command, err.kind(), err.to_string(), err.hint(), code));
     }
     code
 }
-pub mod apply;
-pub mod config;
-pub mod emit;
-pub mod irq;
-pub mod solve;
-pub mod transport;
+
+/// clap's errors: `--help` and `--version` exit 0 with their text; usage errors exit 2, and
+/// under `--output json` also print the error envelope.
+fn usage_error(e: &clap::Error, json: bool) -> i32 {
+    let code = e.exit_code();
+    let _ = e.print();
+    if json && code == exit::USAGE {
+        let message = e.kind().as_str().map_or_else(
+            || e.to_string().lines().next().unwrap_or("usage error").to_string(),
+            |_| {
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("usage error")
+                    .trim_start_matches("error: ")
+                    .to_string()
+            },
+        );
+        let _ = write_stdout(&error_envelope(
+            "topo-tune",
+            "usage",
+            message,
+            Some("see `topo-tune --help`".into()),
+            code,
+        ));
+    }
+    code
+}

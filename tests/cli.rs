@@ -1,8 +1,6 @@
 //! The command line as scripts see it: exit codes, JSON errors, commands not built yet.
 
-mod common;
-
-use common::topo_tune;
+use crate::common::topo_tune;
 use topo_tune::exit;
 
 #[test]

@@ -1,8 +1,6 @@
 //! `init --from-probes DIR`: snapshots gathered by srun or Ansible instead of ssh.
 
-mod common;
-
-use common::topo_tune;
+use crate::common::topo_tune;
 use serde_json::Value;
 
 #[test]
@@ -40,7 +38,7 @@ fn snapshots_from_files_missing_and_broken_ones_reported() {
         .map(|n| {
             (
                 n["status"].as_str().unwrap(),
-                n["failure"]["kind"].as_str().unwrap_or("-"),
+                n["error"]["kind"].as_str().unwrap_or("-"),
             )
         })
         .collect();

@@ -1,8 +1,6 @@
 //! cluster.yaml: the schema's promises, each error naming file:line:col.
 
-mod common;
-
-use common::topo_tune;
+use crate::common::topo_tune;
 use std::path::Path;
 use topo_tune::config::{ConfigError, Inventory, TransportKind};
 
@@ -170,7 +168,7 @@ fn paper_nodes_need_an_output_dir_to_be_written() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|n| n["error"].as_str().unwrap().contains("use --output-dir")));
+        .all(|n| n["error"]["message"].as_str().unwrap().contains("use --output-dir")));
     assert_eq!(doc["changed"], false);
 }
 

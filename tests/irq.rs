@@ -1,10 +1,8 @@
 //! `irq-pin` and `doctor` on fake /sys + /proc trees in the kernel's formats, pinned for real
 //! under --fsroot.
 
-mod common;
-
-use common::machines::{self, Mlx5Naming};
-use common::topo_tune;
+use crate::common::machines::{self, Mlx5Naming};
+use crate::common::topo_tune;
 use serde_json::Value;
 use std::path::Path;
 
@@ -67,7 +65,7 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
     let (code, plan, err) = json(&["irq-pin", "--reserve-cpus", "0-3", "--irqbalance", "ban"], dir.path());
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(plan["changed"], true);
-    let pins = plan["plan"]["pins"].as_array().unwrap();
+    let pins = plan["nodes"][0]["plan"]["pins"].as_array().unwrap();
     let comp: Vec<&Value> = pins.iter().filter(|p| p["class"] == "completion").collect();
     assert_eq!(comp.len(), 64);
     // mlx5_0 is on socket 0 (CPUs 0-15 + siblings 32-47); reserved 0-3 and siblings 32-35 stay free.
@@ -142,7 +140,7 @@ fn old_kernel_names_are_classified() {
     machines::irq_box(dir.path(), Mlx5Naming::Old);
     let (code, plan, err) = json(&["irq-pin", "--dry-run"], dir.path());
     assert_eq!(code, Some(0), "{err}");
-    let pins = plan["plan"]["pins"].as_array().unwrap();
+    let pins = plan["nodes"][0]["plan"]["pins"].as_array().unwrap();
     assert_eq!(
         pins.iter().filter(|p| p["class"] == "control").count(),
         12,
@@ -215,7 +213,7 @@ fn doctor_on_the_vm_and_the_eight_gpu_machine() {
 
 #[test]
 fn across_the_cluster_over_ssh() {
-    use common::sshd::{Node, SshCluster};
+    use crate::common::sshd::{Node, SshCluster};
     let trees = tempfile::tempdir().unwrap();
     let tree = trees.path().join("irq");
     machines::irq_box(&tree, Mlx5Naming::Modern);
@@ -245,7 +243,10 @@ fn across_the_cluster_over_ssh() {
         "fail",
         "node1 answered over ssh"
     );
-    assert!(doc["nodes"][1]["error"].as_str().unwrap().contains("no /proc"));
+    assert!(doc["nodes"][1]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no /proc"));
     let (code, doc) = run(&["irq-pin"]);
     assert_eq!(
         code,

@@ -1,15 +1,14 @@
 //! `init` end to end: NCCL rules with reasons, the files they become, and the safe writer.
 
-mod common;
-
-use common::sshd::{Node, SshCluster};
-use common::{machines, topo_tune};
+use crate::common::sshd::{Node, SshCluster};
+use crate::common::{machines, topo_tune};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use topo_tune::model::NcclVersion;
 use topo_tune::model::NodeSnapshot;
 use topo_tune::nccl::rules::derive;
-use topo_tune::nccl::version::NcclVersion;
+use topo_tune::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
 
 fn probe(root: &Path, extra: &[&str]) -> Vec<u8> {
     let out = topo_tune()
@@ -22,7 +21,7 @@ fn probe(root: &Path, extra: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
-fn snapshot_of(build: fn(&Path) -> common::fakesys::FakeMachine) -> NodeSnapshot {
+fn snapshot_of(build: fn(&Path) -> crate::common::fakesys::FakeMachine) -> NodeSnapshot {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
     NodeSnapshot::from_json(&String::from_utf8(probe(dir.path(), &[])).unwrap()).unwrap()
@@ -64,7 +63,7 @@ fn rules_on_the_eight_gpu_machine() {
     let new = derive(&s, None, Some(NcclVersion(2, 28, 9)), &BTreeMap::new()).unwrap();
     assert_eq!(value(&new, "NCCL_IB_GID_INDEX"), None);
     assert!(new
-        .notes
+        .left_out
         .iter()
         .any(|n| n.contains("NCCL ≥ 2.21 selects the RoCE v2 GID itself")));
     for st in &new.settings {
@@ -99,10 +98,29 @@ fn vm_with_unknown_numa_gets_a_topology_file() {
         Some("/etc/nccl/topo-tune/topology.xml")
     );
     assert_eq!(value(&d, "NCCL_SOCKET_IFNAME").as_deref(), Some("=eth0"));
+    assert!(d.wants_topology_file);
+    // The plan carries the file's bytes for the node's NCCL class.
+    let nodes = [PlanNode {
+        host: "vm".into(),
+        labels: BTreeMap::new(),
+        snapshot: &s,
+    }];
+    let p = plan(&PlanInput {
+        nodes: &nodes,
+        fabric: None,
+        message_bytes: 1 << 30,
+        nccl: &NcclPolicy {
+            cluster_version: Some(NcclVersion(2, 28, 9)),
+            overrides: BTreeMap::new(),
+        },
+    });
+    assert_eq!(p.nccl.classes.len(), 1);
+    assert_eq!(p.nccl.classes[0].hosts, ["vm"]);
     assert_eq!(
-        d.topology_xml.as_deref(),
+        p.nccl.classes[0].topology_xml.as_deref(),
         Some(include_str!("data/golden/h200-vm-topology.xml"))
     );
+    assert_eq!(p.nccl.classes[0].settings, d.settings);
 }
 
 /// A two-node cluster (the 8-GPU machine and the VM) from probe files, written to `out`.
@@ -118,7 +136,10 @@ fn cluster(extra_yaml: &str) -> Cluster {
     let probes = dir.path().join("probes");
     std::fs::create_dir_all(&probes).unwrap();
     for (name, build) in [
-        ("gpu1", machines::dgx_like as fn(&Path) -> common::fakesys::FakeMachine),
+        (
+            "gpu1",
+            machines::dgx_like as fn(&Path) -> crate::common::fakesys::FakeMachine,
+        ),
         ("vm1", machines::h200_vm),
     ] {
         let root = dir.path().join(format!("tree-{name}"));
@@ -295,7 +316,7 @@ fn a_broken_foreign_file_stops_that_node_and_changes_nothing() {
     std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME = eth0\n").unwrap();
     let (code, doc, _) = init(&c, &[], &[]);
     assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
-    let err = doc["nodes"][0]["error"].as_str().unwrap();
+    let err = doc["nodes"][0]["error"]["message"].as_str().unwrap();
     assert!(
         err.contains("/etc/nccl.conf:2") && err.contains("nothing was changed"),
         "{err}"
@@ -309,6 +330,7 @@ fn a_broken_foreign_file_stops_that_node_and_changes_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs --features fault-injection")]
 fn killed_between_temp_write_and_rename_leaves_the_old_file() {
     let c = cluster("");
     let (code, _, _) = init(&c, &[], &[]);
@@ -357,7 +379,7 @@ fn an_unwritable_target_fails_that_node_cleanly() {
     assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
     assert_eq!(doc["nodes"][0]["status"], "failed");
     assert!(
-        doc["nodes"][0]["error"].as_str().unwrap().contains("/etc"),
+        doc["nodes"][0]["error"]["message"].as_str().unwrap().contains("/etc"),
         "{}",
         doc["nodes"][0]["error"]
     );

@@ -1,8 +1,6 @@
 //! `topo-tune plan`: node order, crossings, predictions, launcher files, per-job graph files.
 
-mod common;
-
-use common::{machines, topo_tune};
+use crate::common::{machines, topo_tune};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -202,7 +200,10 @@ fn degenerate_clusters_plan_or_say_why() {
     let dir = tempfile::tempdir().unwrap();
     // One VM with one GPU and no RDMA NIC; one CPU-only node; one GPU node the fabric misses.
     for (name, build) in [
-        ("vm1", machines::h200_vm as fn(&Path) -> common::fakesys::FakeMachine),
+        (
+            "vm1",
+            machines::h200_vm as fn(&Path) -> crate::common::fakesys::FakeMachine,
+        ),
         ("cpu1", machines::cpu_only),
         ("vm2", machines::h200_vm),
     ] {

@@ -1,10 +1,9 @@
 //! `topo-tune probe --fsroot` on fake machines built in the kernel's formats, read by real hwloc.
 
-mod common;
-
-use common::{machines, probe_json, topo_tune};
-use topo_tune::graph::paths::{path_matrix, PathClass};
+use crate::common::{machines, probe_json, topo_tune};
+use topo_tune::graph::paths::path_matrix;
 use topo_tune::model::snapshot::*;
+use topo_tune::model::PathClass;
 
 fn dgx() -> (tempfile::TempDir, NodeSnapshot) {
     let dir = tempfile::tempdir().unwrap();
@@ -287,9 +286,9 @@ fn truncated_proc_interrupts_is_reported_and_the_rest_still_probed() {
 #[test]
 fn snapshot_json_round_trips() {
     let (_dir, s) = dgx();
-    let again = NodeSnapshot::from_json(&s.to_json_pretty()).unwrap();
+    let again = NodeSnapshot::from_json(&serde_json::to_string_pretty(&s).unwrap()).unwrap();
     assert_eq!(again, s);
-    let value: serde_json::Value = serde_json::from_str(&s.to_json_pretty()).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&serde_json::to_string_pretty(&s).unwrap()).unwrap();
     for key in ["schema_version", "gpus", "nics", "numa_nodes"] {
         assert!(value.get(key).is_some(), "top-level `{key}`");
     }

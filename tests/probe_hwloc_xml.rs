@@ -1,13 +1,12 @@
 //! `topo-tune probe --from-hwloc-xml` on real AWS topologies, checked against hwloc's own
 //! `lstopo --input FILE --whole-io` (the oracle: a different program reading the same file).
 
-mod common;
-
-use common::{probe_json, topo_tune};
+use crate::common::{probe_json, topo_tune};
 use std::collections::HashMap;
 use std::process::Command;
-use topo_tune::graph::paths::{path_matrix, PathClass};
+use topo_tune::graph::paths::path_matrix;
 use topo_tune::model::snapshot::NodeSnapshot;
+use topo_tune::model::PathClass;
 
 const FILES: [&str; 3] = ["aws-p4d.xml", "aws-p5en.xml", "aws-p6-b200.xml"];
 

@@ -1,7 +1,8 @@
 //! Simulated nodes: snapshots from bundled profiles and NCCL topology files of real SKUs.
 
-use topo_tune::graph::paths::{path_matrix, PathClass};
+use topo_tune::graph::paths::path_matrix;
 use topo_tune::model::snapshot::SourceKind;
+use topo_tune::model::PathClass;
 use topo_tune::transport::simulated::from_source;
 
 fn path(rel: &str) -> String {

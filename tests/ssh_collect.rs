@@ -1,11 +1,9 @@
 //! `init --collect-only` over real ssh: loopback sshd nodes (see tests/common/sshd.rs for how
 //! each one presents a different machine), strict host-key checking, the real binary deployed.
 
-mod common;
-
-use common::machines;
-use common::sshd::{Node, SshCluster};
-use common::topo_tune;
+use crate::common::machines;
+use crate::common::sshd::{Node, SshCluster};
+use crate::common::topo_tune;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -168,8 +166,8 @@ fn each_failure_is_reported_per_node_while_the_others_finish() {
         (doc["summary"]["ok"].as_u64(), doc["summary"]["failed"].as_u64()),
         (Some(2), Some(7))
     );
-    let kind = |h: &str| node(&doc, h)["failure"]["kind"].as_str().unwrap_or("none").to_string();
-    let msg = |h: &str| node(&doc, h)["failure"]["message"].as_str().unwrap_or("").to_string();
+    let kind = |h: &str| node(&doc, h)["error"]["kind"].as_str().unwrap_or("none").to_string();
+    let msg = |h: &str| node(&doc, h)["error"]["message"].as_str().unwrap_or("").to_string();
     assert_eq!(node(&doc, "node1")["status"], "ok");
     assert_eq!(node(&doc, "node9")["status"], "ok");
     assert_eq!(kind("node2"), "connect_refused");
@@ -199,7 +197,7 @@ fn each_failure_is_reported_per_node_while_the_others_finish() {
     assert!(!out.path().join("node6").exists());
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["nodes"][2]["failure"]["kind"], "host_key_changed");
+    assert_eq!(summary["nodes"][2]["error"]["kind"], "host_key_changed");
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(ssh_processes_of(&cluster), 0, "no control master left behind");
 }
@@ -218,7 +216,7 @@ fn max_fail_budget_skips_the_rest() {
         .map(|n| n["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["failed", "failed", "skipped", "skipped"]);
-    assert_eq!(node(&doc, "node3")["failure"]["kind"], "skipped");
+    assert_eq!(node(&doc, "node3")["error"]["kind"], "skipped");
 }
 
 #[test]
@@ -238,7 +236,10 @@ fn a_killed_run_leaves_no_ssh_master_behind() {
         .unwrap();
     // Wait until the probe is hanging on the node, then kill topo-tune outright.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !cluster.commands_log(1).is_some_and(|l| l.contains(" probe ")) {
+    while !cluster
+        .commands_log(1)
+        .is_some_and(|l| l.contains("topo-tune node probe"))
+    {
         assert!(Instant::now() < deadline, "the probe never started");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -271,8 +272,8 @@ fn a_node_without_libhwloc_gets_a_precise_diagnosis() {
     let (code, doc) = init_json(&cfg, out.path(), &["--remote-binary", fake.to_str().unwrap()]);
     assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
     let n = node(&doc, "node1");
-    assert_eq!(n["failure"]["kind"], "missing_library", "{n}");
-    let msg = n["failure"]["message"].as_str().unwrap();
+    assert_eq!(n["error"]["kind"], "missing_library", "{n}");
+    let msg = n["error"]["message"].as_str().unwrap();
     assert!(
         msg.contains("lacks libhwloc 2.x") && msg.contains("libhwloc15") && msg.contains("hwloc-libs"),
         "{msg}"

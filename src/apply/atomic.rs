@@ -29,10 +29,7 @@ pub fn write_if_changed(path: &Path, content: &[u8], mode: u32) -> std::io::Resu
         f.write_all(content)?;
         f.sync_all()?;
         drop(f);
-        // Fault injection for the crash-safety test: die between the temp write and the rename.
-        if std::env::var_os("TOPO_TUNE_FAULT_BEFORE_RENAME").is_some() {
-            std::process::abort();
-        }
+        fault_point();
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
         fs::rename(&tmp, path)?;
@@ -43,6 +40,18 @@ pub fn write_if_changed(path: &Path, content: &[u8], mode: u32) -> std::io::Resu
     }
     result.map(|()| true)
 }
+
+/// Crash-safety tests (built with `--features fault-injection` only): die between the temp
+/// write and the rename when `TOPO_TUNE_FAULT_BEFORE_RENAME` is set.
+#[cfg(feature = "fault-injection")]
+fn fault_point() {
+    if std::env::var_os("TOPO_TUNE_FAULT_BEFORE_RENAME").is_some() {
+        std::process::abort();
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn fault_point() {}
 
 /// Remove temp files a killed earlier run left in `dir` (only ours: `.NAME.topo-tune.PID.tmp`).
 pub fn remove_stale_temps(dir: &Path) {

@@ -1,11 +1,12 @@
-//! The node-side writer: what topo-tune owns under `/etc`, written safely.
+//! The node-side writer: what topo-tune owns under `/etc`, written safely (paths in
+//! `model::files`).
 //!
-//! - `/etc/nccl/conf.d/50-topo-tune.conf`: topo-tune's drop-in.
+//! - the drop-in `/etc/nccl/conf.d/50-topo-tune.conf`: topo-tune's settings;
 //! - `/etc/nccl/conf.d/00-preserved-nccl.conf`: a `/etc/nccl.conf` topo-tune did not write,
-//!   kept as the earliest drop-in (so topo-tune's values win, and nothing is lost).
+//!   kept as the earliest drop-in (so topo-tune's values win, and nothing is lost);
 //! - `/etc/nccl.conf`: assembled from every `conf.d/*.conf` in lexical order (later wins,
-//!   each key once), validated line by line.
-//! - `/etc/nccl/topo-tune/topology.xml` (when a rule asks) and `nccl.env` (for containers).
+//!   each key once), validated line by line;
+//! - `/etc/nccl/topo-tune/topology.xml` (when a rule asks) and `nccl.env` (for containers);
 //! - `/etc/nccl/topo-tune/manifest.json`: what topo-tune owns (sha256) and every run's
 //!   backups under `/etc/nccl/topo-tune/backups/<run>/`, for `rollback`.
 //!
@@ -13,21 +14,19 @@
 //! changes nothing. All paths live under `root` (`/`, or `DIR/<host>` for `--output-dir`).
 
 use super::atomic::{remove, remove_stale_temps, write_if_changed};
-use crate::nccl::conf::{assemble, env_file, parse};
-use crate::nccl::version::NcclVersion;
+use crate::digest::sha256_hex;
+use crate::model::files::{
+    BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME, STATE_DIR,
+    TOPOLOGY,
+};
+use crate::model::plan::NcclClass;
+use crate::model::NcclVersion;
+use crate::nccl::conf::{assemble, env_file, parse, render};
+use crate::nccl::table::Rejection;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub const DROPIN_DIR: &str = "/etc/nccl/conf.d";
-pub const DROPIN: &str = "/etc/nccl/conf.d/50-topo-tune.conf";
-pub const PRESERVED: &str = "/etc/nccl/conf.d/00-preserved-nccl.conf";
-pub const NCCL_CONF: &str = "/etc/nccl.conf";
-pub const STATE_DIR: &str = "/etc/nccl/topo-tune";
-pub const TOPOLOGY: &str = "/etc/nccl/topo-tune/topology.xml";
-pub const ENV_FILE: &str = "/etc/nccl/topo-tune/nccl.env";
-pub const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
 const HEADER: &str = "managed by topo-tune: edit /etc/nccl/conf.d/*.conf, not this file";
 
 /// What topo-tune wants on one node (sent to the node as JSON for remote writes).
@@ -36,6 +35,21 @@ pub struct Bundle {
     pub dropin: String,
     pub topology_xml: Option<String>,
     pub nccl_version: Option<NcclVersion>,
+}
+
+impl Bundle {
+    /// The files a plan's NCCL class gives each of its nodes.
+    pub fn of(class: &NcclClass) -> Result<Bundle, Rejection> {
+        let header = format!(
+            "topo-tune {}: one line per setting; `topo-tune plan --output json` shows each reason",
+            env!("CARGO_PKG_VERSION")
+        );
+        Ok(Bundle {
+            dropin: render(&class.settings, class.nccl_version, &header)?,
+            topology_xml: class.topology_xml.clone(),
+            nccl_version: class.nccl_version,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,15 +61,54 @@ pub enum Action {
     Remove,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One file's change, with the contents on both sides (for the diff and the backup).
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileChange {
     pub path: String,
     pub action: Action,
     pub reason: String,
-    #[serde(skip)]
     pub before: Option<String>,
-    #[serde(skip)]
     pub after: Option<String>,
+}
+
+/// What the node reports for one file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileReport {
+    pub path: String,
+    pub action: Action,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+/// What the node reports for one write, check or rollback.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WriteReport {
+    /// The run recorded in the manifest (none when nothing changed or for `--check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    pub files: Vec<FileReport>,
+}
+
+impl WriteReport {
+    pub fn changed(&self) -> bool {
+        self.files.iter().any(|f| f.action != Action::Unchanged)
+    }
+
+    fn of(changes: &[FileChange], with_diff: bool, run_id: Option<String>) -> WriteReport {
+        WriteReport {
+            run_id,
+            files: changes
+                .iter()
+                .map(|c| FileReport {
+                    path: c.path.clone(),
+                    action: c.action,
+                    reason: c.reason.clone(),
+                    diff: (with_diff && c.action != Action::Unchanged).then(|| diff(c)),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -89,13 +142,6 @@ pub enum WriteError {
     NothingToRollBack(String),
 }
 
-fn sha(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 struct Root<'a>(&'a Path);
 
 impl Root<'_> {
@@ -112,6 +158,18 @@ impl Root<'_> {
             }),
         }
     }
+    fn write(&self, kernel: &str, text: &str, mode: u32) -> Result<bool, WriteError> {
+        write_if_changed(&self.p(kernel), text.as_bytes(), mode).map_err(|e| WriteError::Io {
+            path: kernel.into(),
+            source: e,
+        })
+    }
+    fn remove(&self, kernel: &str) -> Result<bool, WriteError> {
+        remove(&self.p(kernel)).map_err(|e| WriteError::Io {
+            path: kernel.into(),
+            source: e,
+        })
+    }
 }
 
 fn read_manifest(root: &Root) -> Result<Manifest, WriteError> {
@@ -127,145 +185,154 @@ fn read_manifest(root: &Root) -> Result<Manifest, WriteError> {
     }
 }
 
+fn write_manifest(root: &Root, manifest: &Manifest) -> Result<(), WriteError> {
+    let text = serde_json::to_string_pretty(manifest).map_err(|e| WriteError::Invalid {
+        path: MANIFEST.into(),
+        message: format!("cannot serialise the manifest: {e}"),
+    })? + "\n";
+    root.write(MANIFEST, &text, 0o644).map(|_| ())
+}
+
+/// A change from what a file holds (`before`) to what it should hold.
+fn change(path: &str, before: Option<String>, after: String, reason: &str) -> FileChange {
+    let action = match &before {
+        None => Action::Create,
+        Some(b) if *b == after => Action::Unchanged,
+        Some(_) => Action::Update,
+    };
+    FileChange {
+        path: path.into(),
+        action,
+        reason: reason.into(),
+        before,
+        after: Some(after),
+    }
+}
+
+/// Write (or, with `check`, only report) a bundle under `root`; diffs when asked.
+pub fn write_bundle(root: &Path, bundle: &Bundle, check: bool, with_diff: bool) -> Result<WriteReport, WriteError> {
+    let changes = changes(root, bundle)?;
+    if check {
+        return Ok(WriteReport::of(&changes, with_diff, None));
+    }
+    let id = run_id();
+    let applied = apply(root, changes, &id)?;
+    let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
+    Ok(WriteReport::of(&applied, with_diff, recorded))
+}
+
 /// Work out every change the bundle implies, reading the node's current files. Writes nothing.
 pub fn changes(root_dir: &Path, bundle: &Bundle) -> Result<Vec<FileChange>, WriteError> {
     let root = Root(root_dir);
     let manifest = read_manifest(&root)?;
     let mut out = Vec::new();
-    fn change(out: &mut Vec<FileChange>, path: &str, before: Option<String>, after: String, reason: String) {
-        let action = match &before {
-            None => Action::Create,
-            Some(b) if *b == after => Action::Unchanged,
-            Some(_) => Action::Update,
-        };
-        out.push(FileChange {
-            path: path.into(),
-            action,
-            reason,
-            before,
-            after: Some(after),
-        });
-    }
-
-    // A /etc/nccl.conf topo-tune did not write (or that was edited since) is kept as a drop-in.
     let current_conf = root.read(NCCL_CONF)?;
     let mut preserved = root.read(PRESERVED)?;
-    if let Some(conf) = &current_conf {
-        if manifest.owned.get(NCCL_CONF) != Some(&sha(conf)) {
-            let mut text = String::new();
-            for (i, line) in conf.split('\n').enumerate() {
-                if line.starts_with('#') || !line.contains('=') {
-                    continue;
-                }
-                let (n, v) = line.split_once('=').unwrap_or((line, ""));
-                crate::nccl::table::validate(n, v, bundle.nccl_version).map_err(|r| WriteError::Invalid {
-                    path: format!("{NCCL_CONF}:{}", i + 1),
-                    message: format!(
-                        "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
-                        r.reason
-                    ),
-                })?;
-                text.push_str(line);
-                text.push('\n');
-            }
-            change(
-                &mut out,
-                PRESERVED,
-                preserved.clone(),
-                text.clone(),
-                "the existing /etc/nccl.conf was not written by topo-tune: kept as the first drop-in".into(),
-            );
-            preserved = Some(text);
-        }
+    if let Some(kept) = foreign_conf(current_conf.as_deref(), &manifest, bundle.nccl_version)? {
+        out.push(change(
+            PRESERVED,
+            preserved.clone(),
+            kept.clone(),
+            "the existing /etc/nccl.conf was not written by topo-tune: kept as the first drop-in",
+        ));
+        preserved = Some(kept);
     }
-    change(
-        &mut out,
+    out.push(change(
         DROPIN,
         root.read(DROPIN)?,
         bundle.dropin.clone(),
-        "topo-tune's settings (see the plan for each reason)".into(),
-    );
+        "topo-tune's settings (`topo-tune plan --output json` shows each reason)",
+    ));
+    let assembled = assembled_conf(&root, bundle, preserved)?;
+    out.push(change(
+        NCCL_CONF,
+        current_conf,
+        assembled.clone(),
+        "assembled from /etc/nccl/conf.d in lexical order",
+    ));
+    out.extend(topology_change(&root, bundle, &manifest)?);
+    out.push(change(
+        ENV_FILE,
+        root.read(ENV_FILE)?,
+        env_file(&parse(&assembled)),
+        "the same settings for containers (docker --env-file), which never see /etc/nccl.conf",
+    ));
+    Ok(out)
+}
 
-    // Assemble from what conf.d will hold.
+/// A `/etc/nccl.conf` topo-tune did not write (or that was edited since): its settings, each
+/// validated, to keep as a drop-in. `None` when the file is topo-tune's own or absent.
+fn foreign_conf(
+    conf: Option<&str>,
+    manifest: &Manifest,
+    version: Option<NcclVersion>,
+) -> Result<Option<String>, WriteError> {
+    let Some(conf) = conf else { return Ok(None) };
+    if manifest.owned.get(NCCL_CONF) == Some(&sha256_hex(conf.as_bytes())) {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    for (i, line) in conf.split('\n').enumerate() {
+        if line.starts_with('#') || !line.contains('=') {
+            continue;
+        }
+        let (n, v) = line.split_once('=').unwrap_or((line, ""));
+        crate::nccl::table::validate(n, v, version).map_err(|r| WriteError::Invalid {
+            path: format!("{NCCL_CONF}:{}", i + 1),
+            message: format!(
+                "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
+                r.reason
+            ),
+        })?;
+        text.push_str(line);
+        text.push('\n');
+    }
+    Ok(Some(text))
+}
+
+/// `/etc/nccl.conf` as conf.d will assemble it once the bundle is written.
+fn assembled_conf(root: &Root, bundle: &Bundle, preserved: Option<String>) -> Result<String, WriteError> {
     let mut dropins: Vec<(String, String)> = Vec::new();
     if let Ok(entries) = std::fs::read_dir(root.p(DROPIN_DIR)) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".conf") && !name.starts_with('.') {
-                let kernel = format!("{DROPIN_DIR}/{name}");
-                if kernel != DROPIN && kernel != PRESERVED {
-                    if let Some(text) = root.read(&kernel)? {
-                        dropins.push((name, text));
-                    }
+            if name.ends_with(".conf") && !name.starts_with('.') && name != DROPIN_NAME && name != PRESERVED_NAME {
+                if let Some(text) = root.read(&format!("{DROPIN_DIR}/{name}"))? {
+                    dropins.push((name, text));
                 }
             }
         }
     }
-    dropins.push(("50-topo-tune.conf".into(), bundle.dropin.clone()));
-    if let Some(p) = &preserved {
-        dropins.push(("00-preserved-nccl.conf".into(), p.clone()));
+    dropins.push((DROPIN_NAME.into(), bundle.dropin.clone()));
+    if let Some(p) = preserved {
+        dropins.push((PRESERVED_NAME.into(), p));
     }
     let (assembled, _) = assemble(&dropins, bundle.nccl_version, HEADER).map_err(|r| WriteError::Invalid {
         path: DROPIN_DIR.into(),
         message: r.to_string(),
     })?;
-    change(
-        &mut out,
-        NCCL_CONF,
-        current_conf,
-        assembled.clone(),
-        "assembled from /etc/nccl/conf.d in lexical order".into(),
-    );
-
-    match &bundle.topology_xml {
-        Some(xml) => change(
-            &mut out,
-            TOPOLOGY,
-            root.read(TOPOLOGY)?,
-            xml.clone(),
-            "NCCL_TOPO_FILE names it".into(),
-        ),
-        None => {
-            if let Some(before) = root.read(TOPOLOGY)? {
-                if manifest.owned.contains_key(TOPOLOGY) {
-                    out.push(FileChange {
-                        path: TOPOLOGY.into(),
-                        action: Action::Remove,
-                        reason: "no rule asks for a topology file any more".into(),
-                        before: Some(before),
-                        after: None,
-                    });
-                }
-            }
-        }
-    }
-    let settings: Vec<(String, String)> = parse(&assembled);
-    change(
-        &mut out,
-        ENV_FILE,
-        root.read(ENV_FILE)?,
-        env_file(&settings),
-        "the same settings for containers (docker --env-file), which never see /etc/nccl.conf".into(),
-    );
-    Ok(out)
+    Ok(assembled)
 }
 
-/// Apply changes: back up what is replaced, write atomically, record the run. Returns the
-/// changes with their actions (all `Unchanged`: nothing was touched, not even the manifest).
-pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<Vec<FileChange>, WriteError> {
-    let root = Root(root_dir);
-    if changes.iter().all(|c| c.action == Action::Unchanged) {
-        return Ok(changes);
-    }
-    let mut manifest = read_manifest(&root)?;
-    let io = |path: &str| {
-        let path = path.to_string();
-        move |e: std::io::Error| WriteError::Io {
-            path: path.clone(),
-            source: e,
-        }
-    };
-    // A run killed mid-write leaves at most temp files; clear them (backups nest deeper).
+/// The topology file: written when the bundle has one, removed when topo-tune wrote it and
+/// no rule asks for it any more.
+fn topology_change(root: &Root, bundle: &Bundle, manifest: &Manifest) -> Result<Option<FileChange>, WriteError> {
+    let before = root.read(TOPOLOGY)?;
+    Ok(match (&bundle.topology_xml, before) {
+        (Some(xml), before) => Some(change(TOPOLOGY, before, xml.clone(), "NCCL_TOPO_FILE names it")),
+        (None, Some(before)) if manifest.owned.contains_key(TOPOLOGY) => Some(FileChange {
+            path: TOPOLOGY.into(),
+            action: Action::Remove,
+            reason: "no rule asks for a topology file any more".into(),
+            before: Some(before),
+            after: None,
+        }),
+        (None, _) => None,
+    })
+}
+
+/// Remove temp files a killed earlier run left behind (backups nest deeper).
+fn clear_stale_temps(root: &Root) {
     for dir in [DROPIN_DIR, "/etc"] {
         remove_stale_temps(&root.p(dir));
     }
@@ -281,29 +348,37 @@ pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<
             );
         }
     }
+}
+
+/// Apply changes: back up what is replaced, write atomically, record the run. Returns the
+/// changes with their actions (all `Unchanged`: nothing was touched, not even the manifest).
+pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<Vec<FileChange>, WriteError> {
+    let root = Root(root_dir);
+    if changes.iter().all(|c| c.action == Action::Unchanged) {
+        return Ok(changes);
+    }
+    let mut manifest = read_manifest(&root)?;
+    clear_stale_temps(&root);
     let mut run = Run {
         id: run_id.to_string(),
         files: Vec::new(),
     };
-    for c in &changes {
-        if c.action == Action::Unchanged {
-            continue;
-        }
+    for c in changes.iter().filter(|c| c.action != Action::Unchanged) {
         let backup = match &c.before {
             Some(before) => {
-                let rel = format!("backups/{run_id}{}", c.path);
-                write_if_changed(&root.p(&format!("{STATE_DIR}/{rel}")), before.as_bytes(), 0o600).map_err(io(&rel))?;
+                let rel = format!("{BACKUPS}/{run_id}{}", c.path);
+                root.write(&format!("{STATE_DIR}/{rel}"), before, 0o600)?;
                 Some(rel)
             }
             None => None,
         };
         match &c.after {
             Some(after) => {
-                write_if_changed(&root.p(&c.path), after.as_bytes(), 0o644).map_err(io(&c.path))?;
-                manifest.owned.insert(c.path.clone(), sha(after));
+                root.write(&c.path, after, 0o644)?;
+                manifest.owned.insert(c.path.clone(), sha256_hex(after.as_bytes()));
             }
             None => {
-                remove(&root.p(&c.path)).map_err(io(&c.path))?;
+                root.remove(&c.path)?;
                 manifest.owned.remove(&c.path);
             }
         }
@@ -313,13 +388,12 @@ pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<
         });
     }
     manifest.runs.push(run);
-    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
-    write_if_changed(&root.p(MANIFEST), text.as_bytes(), 0o644).map_err(io(MANIFEST))?;
+    write_manifest(&root, &manifest)?;
     Ok(changes)
 }
 
 /// Undo the last recorded run: restore its backups, remove the files it created.
-pub fn rollback(root_dir: &Path) -> Result<Vec<FileChange>, WriteError> {
+pub fn rollback(root_dir: &Path) -> Result<WriteReport, WriteError> {
     let root = Root(root_dir);
     let mut manifest = read_manifest(&root)?;
     let run = manifest
@@ -328,51 +402,41 @@ pub fn rollback(root_dir: &Path) -> Result<Vec<FileChange>, WriteError> {
         .ok_or_else(|| WriteError::NothingToRollBack(MANIFEST.into()))?;
     let mut out = Vec::new();
     for f in run.files.iter().rev() {
-        let current = root.read(&f.path)?;
-        match &f.backup {
-            Some(rel) => {
-                let kernel = format!("{STATE_DIR}/{rel}");
-                let before = root.read(&kernel)?.ok_or_else(|| WriteError::Invalid {
-                    path: kernel.clone(),
-                    message: "backup missing: cannot restore".into(),
-                })?;
-                let changed =
-                    write_if_changed(&root.p(&f.path), before.as_bytes(), 0o644).map_err(|e| WriteError::Io {
-                        path: f.path.clone(),
-                        source: e,
-                    })?;
-                manifest.owned.insert(f.path.clone(), sha(&before));
-                out.push(FileChange {
-                    path: f.path.clone(),
-                    action: if changed { Action::Update } else { Action::Unchanged },
-                    reason: format!("restored from {kernel}"),
-                    before: current,
-                    after: Some(before),
-                });
-            }
-            None => {
-                remove(&root.p(&f.path)).map_err(|e| WriteError::Io {
-                    path: f.path.clone(),
-                    source: e,
-                })?;
-                manifest.owned.remove(&f.path);
-                out.push(FileChange {
-                    path: f.path.clone(),
-                    action: Action::Remove,
-                    reason: "did not exist before that run".into(),
-                    before: current,
-                    after: None,
-                });
-            }
-        }
+        out.push(undo(&root, &mut manifest, f)?);
     }
     // The restored /etc/nccl.conf is not topo-tune's unless it was before.
-    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
-    write_if_changed(&root.p(MANIFEST), text.as_bytes(), 0o644).map_err(|e| WriteError::Io {
-        path: MANIFEST.into(),
-        source: e,
+    write_manifest(&root, &manifest)?;
+    Ok(WriteReport::of(&out, false, Some(run.id)))
+}
+
+/// Put one file back as the run found it.
+fn undo(root: &Root, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange, WriteError> {
+    let current = root.read(&f.path)?;
+    let Some(rel) = &f.backup else {
+        root.remove(&f.path)?;
+        manifest.owned.remove(&f.path);
+        return Ok(FileChange {
+            path: f.path.clone(),
+            action: Action::Remove,
+            reason: "did not exist before that run".into(),
+            before: current,
+            after: None,
+        });
+    };
+    let kernel = format!("{STATE_DIR}/{rel}");
+    let before = root.read(&kernel)?.ok_or_else(|| WriteError::Invalid {
+        path: kernel.clone(),
+        message: "backup missing: cannot restore".into(),
     })?;
-    Ok(out)
+    let changed = root.write(&f.path, &before, 0o644)?;
+    manifest.owned.insert(f.path.clone(), sha256_hex(before.as_bytes()));
+    Ok(FileChange {
+        path: f.path.clone(),
+        action: if changed { Action::Update } else { Action::Unchanged },
+        reason: format!("restored from {kernel}"),
+        before: current,
+        after: Some(before),
+    })
 }
 
 /// Unified diff of one change (`--diff`).
@@ -385,7 +449,7 @@ pub fn diff(c: &FileChange) -> String {
         .to_string()
 }
 
-/// A run id from the clock: `20261129T110500Z`.
+/// A run id from the clock: `20261129T110500Z-PID`.
 pub fn run_id() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,267 +1,318 @@
-//! `topo-tune init`: read cluster.yaml, collect one snapshot per node (ssh, local, simulated,
-//! or `--from-probes` files), write them, and report per node what happened and why.
+//! `topo-tune init`: read cluster.yaml, gather one snapshot per node, plan, and write on every
+//! node the NCCL files the plan gives it — or apply a reviewed `plan.json` exactly
+//! (`--plan`), or stop after collecting (`--collect-only`), or only list (`--dry-run`).
 
+use super::gather::{gather, Snapshots};
+use super::plan::{build_plan, read_plan};
+use super::reach::{progress_bar, resolve};
+use super::{finish, Done};
+use crate::apply::atomic::write_if_changed;
+use crate::apply::writer::{Bundle, FileReport, WriteReport};
 use crate::cli::{InitArgs, OutputFormat};
-use crate::config::{Inventory, TransportKind};
+use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
-use crate::model::NodeSnapshot;
-use crate::report::table;
-use crate::transport::{self, ssh::LocalBinary, CollectOptions, Deploy, Failure, FailureKind, NodeOutcome};
+use crate::model::plan::Plan;
+use crate::model::Setting;
+use crate::node::{self, calls::Write, write_target, NodeJob};
+use crate::report::envelope::{to_json, Envelope, NodeRow, NodeStatus, Summary};
+use crate::report::{collect as collect_report, write as write_report};
+use crate::transport::{transport_name, Deploy, Failure, FailureKind};
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-pub struct Report {
-    pub text: String,
-    pub exit_code: i32,
-}
-
-#[derive(Serialize)]
-struct NodeRow {
-    host: String,
-    transport: &'static str,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duration_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attempts: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deploy: Option<Deploy>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    snapshot: Option<String>,
-    changed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failure: Option<FailureRow>,
-}
-
-#[derive(Serialize, Clone)]
-struct FailureRow {
-    kind: FailureKind,
-    message: String,
-}
-
-#[derive(Serialize)]
-struct Summary {
-    nodes: usize,
-    ok: usize,
-    failed: usize,
-    skipped: usize,
-}
-
-#[derive(Serialize)]
-struct InitReport<'a> {
-    changed: bool,
-    failed: bool,
-    msg: String,
-    dry_run: bool,
-    output_dir: Option<String>,
-    summary: Summary,
-    nodes: &'a [NodeRow],
-}
-
-pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Report, Error> {
+pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
     if args.dry_run {
-        return Ok(dry_run(&inv, args, output));
+        return dry_run(&inv, args, output);
     }
-    if !args.collect_only {
-        let outcomes = match &args.gather.from_probes {
-            Some(dir) => from_probes(&inv, dir)?,
-            None => collect(&inv, &args.gather, output)?,
+    if args.collect_only {
+        return collect_only(&inv, args, output);
+    }
+    let plan = match &args.plan {
+        Some(path) => read_plan(path, &inv)?,
+        None => {
+            let snapshots = gather(&inv, &args.gather, output)?;
+            build_plan(&inv, &snapshots, 1 << 30)
+        }
+    };
+    write_plan(&inv, args, &plan, output)
+}
+
+/// One node's row of `init`: what it was told and what changed.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct WriteDetail {
+    pub transport: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<Setting>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WritePayload {
+    /// `--check`: something would change.
+    pub pending: bool,
+    pub check: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<String>,
+    pub summary: Summary,
+}
+
+/// Why a node gets no files from this plan.
+fn unplanned_reason(plan: &Plan, host: &str) -> String {
+    plan.nccl
+        .refused
+        .iter()
+        .chain(&plan.excluded)
+        .find(|e| e.host == host && !e.reason.starts_with("no GPU"))
+        .map_or_else(
+            || "the plan gives this node no NCCL settings".to_string(),
+            |e| e.reason.clone(),
+        )
+}
+
+fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputFormat) -> Result<Done, Error> {
+    let by_host = plan.nccl_by_host();
+    let mut rows: Vec<Option<NodeRow<WriteDetail>>> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut slots = Vec::new();
+    for n in &inv.nodes {
+        let detail = |class: Option<&&crate::model::plan::NcclClass>| WriteDetail {
+            transport: transport_name(n),
+            settings: class.map(|c| c.settings.clone()).unwrap_or_default(),
+            left_out: class.map(|c| c.left_out.clone()).unwrap_or_default(),
+            ..WriteDetail::default()
         };
-        return super::write::init_write(
-            &inv,
-            &args.gather,
-            &outcomes,
-            args.output_dir.as_deref(),
-            args.check,
-            args.diff,
-            output,
-        );
+        let class = by_host.get(n.host.as_str());
+        let bundle = match class.map(|c| Bundle::of(c)) {
+            Some(Ok(b)) => b,
+            Some(Err(r)) => {
+                let f = Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}"));
+                rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
+                continue;
+            }
+            None => {
+                let f = Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host));
+                rows.push(Some(NodeRow::failed(&n.host, f, detail(None))));
+                continue;
+            }
+        };
+        slots.push((rows.len(), detail(class)));
+        rows.push(None);
+        jobs.push(NodeJob {
+            node: n.clone(),
+            target: write_target(n, args.output_dir.as_deref()),
+            call: Write {
+                bundle,
+                check: args.check,
+                diff: args.diff,
+            },
+        });
     }
+    let bar = progress_bar(jobs.len(), output);
+    let reach = resolve(&args.gather.reach, inv, &bar);
+    let outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
+    bar.finish_and_clear();
+    for ((slot, detail), o) in slots.into_iter().zip(outcomes) {
+        rows[slot] = Some(NodeRow::from_outcome(
+            &o,
+            |rep: &WriteReport| {
+                (
+                    rep.changed(),
+                    WriteDetail {
+                        files: rep.files.clone(),
+                        run_id: rep.run_id.clone(),
+                        ..detail
+                    },
+                )
+            },
+            WriteDetail::default,
+        ));
+    }
+    let rows: Vec<NodeRow<WriteDetail>> = rows.into_iter().flatten().collect();
+    finish_write(rows, args, output)
+}
+
+fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
+    let summary = Summary::of(&rows);
+    let not_ok = summary.nodes - summary.ok;
+    let any_changed = summary.changed > 0;
+    let exit_code = if not_ok > 0 {
+        exit::PARTIAL_FAILURE
+    } else if args.check && any_changed {
+        exit::CHANGES_PENDING
+    } else {
+        exit::OK
+    };
+    let verb = if args.check { "would change" } else { "changed" };
+    let msg = format!(
+        "init: {} node(s), {} {verb}, {} failed, {} skipped",
+        summary.nodes, summary.changed, summary.failed, summary.skipped
+    );
+    let envelope = Envelope {
+        command: "init",
+        changed: any_changed && !args.check,
+        failed: not_ok > 0,
+        msg,
+        exit_code,
+        nodes: rows,
+        payload: WritePayload {
+            pending: args.check && any_changed,
+            check: args.check,
+            plan_file: args.plan.as_ref().map(|p| p.display().to_string()),
+            output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
+            summary,
+        },
+    };
+    finish(output, envelope, write_report::render_init)
+}
+
+/// One node's row of `init --collect-only` (and `--dry-run`).
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct CollectDetail {
+    pub transport: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<Deploy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_at: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct CollectPayload {
+    pub dry_run: bool,
+    pub output_dir: Option<String>,
+    pub summary: Summary,
+}
+
+/// `summary.json` beside the snapshots: no timings, so an identical second run leaves it
+/// untouched.
+#[derive(Serialize)]
+struct SummaryFile<'a> {
+    cluster_config: String,
+    nodes: Vec<SummaryNode<'a>>,
+}
+
+#[derive(Serialize)]
+struct SummaryNode<'a> {
+    host: &'a str,
+    status: NodeStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a Failure>,
+}
+
+fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     let out_dir = args
         .output_dir
         .clone()
         .ok_or_else(|| Error::Usage("init --collect-only needs --output-dir DIR (where the snapshots go)".into()))?;
     let started = Instant::now();
-    let outcomes = match &args.gather.from_probes {
-        Some(dir) => from_probes(&inv, dir)?,
-        None => collect(&inv, &args.gather, output)?,
-    };
+    let outcomes: Snapshots = gather(inv, &args.gather, output)?;
     let elapsed = started.elapsed();
-
     let mut rows = Vec::new();
-    let mut summary_nodes = Vec::new();
     for o in &outcomes {
-        let transport = if args.gather.from_probes.is_some() {
-            "files"
-        } else {
-            transport_name(o.transport)
-        };
-        let (status, snapshot, changed, failure, deploy) = match &o.result {
-            Ok((snap, deploy)) => {
-                let path = out_dir.join(&o.host).join("snapshot.json");
-                let changed = crate::apply::atomic::write_if_changed(&path, snap.to_json_pretty().as_bytes(), 0o644)
-                    .map_err(|e| Error::Io {
-                        what: format!("writing {}", path.display()),
-                        source: e,
-                    })?;
-                ("ok", Some(path.display().to_string()), changed, None, Some(*deploy))
-            }
-            Err(f) => {
-                let status = if f.kind == FailureKind::Skipped {
-                    "skipped"
-                } else {
-                    "failed"
-                };
-                (
-                    status,
-                    None,
-                    false,
-                    Some(FailureRow {
-                        kind: f.kind,
-                        message: f.message.clone(),
-                    }),
-                    None,
-                )
-            }
-        };
-        summary_nodes.push(serde_json::json!({"host": o.host, "status": status, "failure": failure.clone()}));
-        rows.push(NodeRow {
-            host: o.host.clone(),
-            transport,
-            status,
+        let mut detail = CollectDetail {
+            transport: o.transport,
             duration_ms: Some(o.duration.as_millis() as u64),
             attempts: (o.attempts > 0).then_some(o.attempts),
-            deploy,
-            snapshot,
-            changed,
-            failure,
-        });
+            deploy: o.deploy,
+            ..CollectDetail::default()
+        };
+        let row = match &o.result {
+            Ok(snap) => {
+                let path = out_dir.join(&o.host).join("snapshot.json");
+                let changed = write_file(&path, &to_json(snap)?)?;
+                detail.snapshot = Some(path.display().to_string());
+                NodeRow::ok(&o.host, changed, detail)
+            }
+            Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
+        };
+        rows.push(row);
     }
-    // summary.json holds no timings, so an identical second run leaves it untouched.
-    let summary_path = out_dir.join("summary.json");
-    let summary_doc = serde_json::to_string_pretty(
-        &serde_json::json!({ "cluster_config": inv.path.display().to_string(), "nodes": summary_nodes }),
-    )
-    .unwrap_or_default()
-        + "\n";
-    let summary_changed = crate::apply::atomic::write_if_changed(&summary_path, summary_doc.as_bytes(), 0o644)
-        .map_err(|e| Error::Io {
-            what: format!("writing {}", summary_path.display()),
-            source: e,
-        })?;
-
-    let failed = rows.iter().filter(|r| r.status == "failed").count();
-    let skipped = rows.iter().filter(|r| r.status == "skipped").count();
-    let ok = rows.len() - failed - skipped;
-    let changed = summary_changed || rows.iter().any(|r| r.changed);
+    let summary_file = SummaryFile {
+        cluster_config: inv.path.display().to_string(),
+        nodes: rows
+            .iter()
+            .map(|r| SummaryNode {
+                host: &r.host,
+                status: r.status,
+                error: r.error.as_ref(),
+            })
+            .collect(),
+    };
+    let summary_changed = write_file(&out_dir.join("summary.json"), &to_json(&summary_file)?)?;
+    let summary = Summary::of(&rows);
     let msg = format!(
-        "collected {ok} of {} nodes ({failed} failed, {skipped} skipped) in {:.1} s into {}",
-        rows.len(),
+        "collected {} of {} nodes ({} failed, {} skipped) in {:.1} s into {}",
+        summary.ok,
+        summary.nodes,
+        summary.failed,
+        summary.skipped,
         elapsed.as_secs_f64(),
         out_dir.display()
     );
-    let exit_code = if failed + skipped > 0 {
-        exit::PARTIAL_FAILURE
-    } else {
-        exit::OK
+    let failed = summary.failed + summary.skipped > 0;
+    let envelope = Envelope {
+        command: "init",
+        changed: summary_changed || summary.changed > 0,
+        failed,
+        msg,
+        exit_code: if failed { exit::PARTIAL_FAILURE } else { exit::OK },
+        nodes: rows,
+        payload: CollectPayload {
+            dry_run: false,
+            output_dir: Some(out_dir.display().to_string()),
+            summary,
+        },
     };
-    let text = match output {
-        OutputFormat::Json => {
-            let report = InitReport {
-                changed,
-                failed: exit_code != exit::OK,
-                msg,
-                dry_run: false,
-                output_dir: Some(out_dir.display().to_string()),
-                summary: Summary {
-                    nodes: rows.len(),
-                    ok,
-                    failed,
-                    skipped,
-                },
-                nodes: &rows,
-            };
-            serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
-        }
-        OutputFormat::Human => render(&rows, &msg),
-    };
-    Ok(Report { text, exit_code })
+    finish(output, envelope, collect_report::render_collect)
 }
 
-fn transport_name(t: TransportKind) -> &'static str {
-    match t {
-        TransportKind::Ssh => "ssh",
-        TransportKind::Local => "local",
-        TransportKind::Simulated => "simulated",
-    }
+fn write_file(path: &Path, text: &str) -> Result<bool, Error> {
+    write_if_changed(path, text.as_bytes(), 0o644).map_err(|e| Error::Io {
+        what: format!("writing {}", path.display()),
+        source: e,
+    })
 }
 
-fn render(rows: &[NodeRow], msg: &str) -> String {
-    let mut t = table(&["Host", "Via", "Status", "Time", "Binary", "Detail"]);
-    for r in rows {
-        let detail = match (&r.failure, &r.snapshot) {
-            (Some(f), _) => format!(
-                "{}: {}",
-                serde_json::to_value(f.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                f.message
-            ),
-            (None, Some(p)) => format!("{p}{}", if r.changed { " (changed)" } else { "" }),
-            _ => String::new(),
-        };
-        let binary = match r.deploy {
-            Some(Deploy::Uploaded) => "uploaded",
-            Some(Deploy::Reused) => "reused",
-            _ => "-",
-        };
-        let time = r
-            .duration_ms
-            .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
-        let status = if r.status == "ok" {
-            "ok".to_string()
-        } else {
-            r.status.to_uppercase()
-        };
-        t.add_row(vec![
-            r.host.clone(),
-            r.transport.to_string(),
-            status,
-            time,
-            binary.to_string(),
-            detail,
-        ]);
-    }
-    format!("{t}\n{msg}\n")
-}
-
-fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Report {
-    let rows: Vec<NodeRow> = inv
+fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
+    let snapshot_path =
+        |host: &str| -> Option<PathBuf> { args.output_dir.as_ref().map(|d| d.join(host).join("snapshot.json")) };
+    let rows: Vec<NodeRow<CollectDetail>> = inv
         .nodes
         .iter()
         .map(|n| NodeRow {
             host: n.host.clone(),
-            transport: if args.gather.from_probes.is_some() {
-                "files"
-            } else {
-                transport_name(n.transport)
-            },
-            status: "would_probe",
-            duration_ms: None,
-            attempts: None,
-            deploy: None,
-            snapshot: args
-                .output_dir
-                .as_ref()
-                .map(|d| d.join(&n.host).join("snapshot.json").display().to_string()),
+            status: NodeStatus::Pending,
             changed: false,
-            failure: None,
+            error: None,
+            detail: CollectDetail {
+                transport: if args.gather.from_probes.is_some() {
+                    "files"
+                } else {
+                    transport_name(n)
+                },
+                snapshot: snapshot_path(&n.host).map(|p| p.display().to_string()),
+                declared_at: Some(n.declared_at.clone()),
+                labels: n.labels.clone(),
+                ..CollectDetail::default()
+            },
         })
         .collect();
     let msg = format!(
@@ -270,154 +321,18 @@ fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Report {
         inv.nodes.len(),
         inv.path.display()
     );
-    let text = match output {
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(&InitReport {
-                changed: false,
-                failed: false,
-                msg,
-                dry_run: true,
-                output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
-                summary: Summary {
-                    nodes: rows.len(),
-                    ok: 0,
-                    failed: 0,
-                    skipped: 0,
-                },
-                nodes: &rows,
-            })
-            .unwrap_or_default()
-                + "\n"
-        }
-        OutputFormat::Human => {
-            let mut t = table(&["Host", "Via", "Declared at", "Labels"]);
-            for (r, n) in rows.iter().zip(&inv.nodes) {
-                let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                t.add_row(vec![
-                    r.host.clone(),
-                    r.transport.to_string(),
-                    n.declared_at.clone(),
-                    labels.join(","),
-                ]);
-            }
-            format!("{t}\n{msg}\n")
-        }
-    };
-    Report {
-        text,
+    let envelope = Envelope {
+        command: "init",
+        changed: false,
+        failed: false,
+        msg,
         exit_code: exit::OK,
-    }
-}
-
-pub(crate) fn collect(
-    inv: &Inventory,
-    args: &crate::cli::GatherArgs,
-    output: OutputFormat,
-) -> Result<Vec<NodeOutcome>, Error> {
-    let binary_path = match &args.remote_binary {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().map_err(|e| Error::Io {
-            what: "finding topo-tune's own binary".into(),
-            source: e,
-        })?,
+        payload: CollectPayload {
+            dry_run: true,
+            output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
+            summary: Summary::of(&rows),
+        },
+        nodes: rows,
     };
-    let needs_binary = inv.nodes.iter().any(|n| n.transport == TransportKind::Ssh);
-    let remote_binary = if needs_binary {
-        LocalBinary::load(&binary_path).map_err(|e| Error::Io {
-            what: format!("reading {}", binary_path.display()),
-            source: e,
-        })?
-    } else {
-        LocalBinary {
-            path: binary_path,
-            bytes: Vec::new(),
-            sha256: "0".repeat(64),
-        }
-    };
-    let forks = args.forks.unwrap_or(inv.ssh.forks);
-    if forks == 0 {
-        return Err(Error::Usage("--forks must be at least 1".into()));
-    }
-    let opts = CollectOptions {
-        forks,
-        connect_timeout: Duration::from_secs(args.connect_timeout.unwrap_or(inv.ssh.connect_timeout_s).max(1)),
-        command_timeout: Duration::from_secs(args.command_timeout.unwrap_or(inv.ssh.command_timeout_s).max(1)),
-        max_fail: args.max_fail,
-        remote_binary: Arc::new(remote_binary),
-        simulated_latency: Duration::from_millis(args.simulate_latency_ms),
-    };
-    let show_progress = output == OutputFormat::Human && std::io::stderr().is_terminal();
-    let bar = if show_progress {
-        indicatif::ProgressBar::new(inv.nodes.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} nodes {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let runtime = super::async_runtime()?;
-    let progress_bar = bar.clone();
-    let progress: transport::Progress = Arc::new(move |o: &NodeOutcome| {
-        progress_bar.inc(1);
-        if o.result.is_err() {
-            progress_bar.set_message(format!("(last failure: {})", o.host));
-        }
-    });
-    let outcomes = runtime.block_on(transport::collect(inv, &opts, progress));
-    bar.finish_and_clear();
-    Ok(outcomes)
-}
-
-/// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
-pub(crate) fn from_probes(inv: &Inventory, dir: &Path) -> Result<Vec<NodeOutcome>, Error> {
-    if !dir.is_dir() {
-        return Err(Error::Io {
-            what: format!("--from-probes {}", dir.display()),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
-        });
-    }
-    Ok(inv
-        .nodes
-        .iter()
-        .map(|n| {
-            let start = Instant::now();
-            let candidates: [PathBuf; 2] = [
-                dir.join(format!("{}.json", n.host)),
-                dir.join(&n.host).join("snapshot.json"),
-            ];
-            let result = match candidates.iter().find(|p| p.is_file()) {
-                None => Err(Failure::new(
-                    FailureKind::ProbeFileMissing,
-                    format!("no {} or {}", candidates[0].display(), candidates[1].display()),
-                )),
-                Some(p) => read_probe_file(p),
-            };
-            NodeOutcome {
-                host: n.host.clone(),
-                transport: n.transport,
-                duration: start.elapsed(),
-                result: result.map(|s| (s, Deploy::NotNeeded)),
-                attempts: 0,
-            }
-        })
-        .collect())
-}
-
-fn read_probe_file(path: &Path) -> Result<NodeSnapshot, Failure> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
-    if meta.len() > transport::ssh::MAX_ANSWER_BYTES {
-        return Err(Failure::new(
-            FailureKind::AnswerTooLarge,
-            format!(
-                "{} is larger than {} MiB",
-                path.display(),
-                transport::ssh::MAX_ANSWER_BYTES >> 20
-            ),
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
-    NodeSnapshot::from_json(&text).map_err(|e| Failure::new(FailureKind::BadAnswer, format!("{}: {e}", path.display())))
+    finish(output, envelope, collect_report::render_dry_run)
 }

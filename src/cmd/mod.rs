@@ -1,12 +1,26 @@
-//! One module per subcommand: validated options in, a typed result out.
+//! One module per subcommand: typed options in, a typed result out, rendered once as a table
+//! (`report/`) and once as the JSON envelope.
 
+pub mod doctor;
+mod gather;
 pub mod init;
-pub mod irq;
+pub mod irq_pin;
+pub mod node;
 pub mod plan;
 pub mod probe;
-pub mod write;
+mod reach;
+pub mod rollback;
 
+use crate::cli::OutputFormat;
 use crate::error::Error;
+use crate::report::envelope::{to_json, Envelope};
+use serde::Serialize;
+
+/// What a command prints on stdout, and its exit code.
+pub struct Done {
+    pub text: String,
+    pub exit_code: i32,
+}
 
 /// The answer of every subcommand that is declared but not built yet.
 pub fn not_implemented(command: &str) -> Error {
@@ -16,13 +30,16 @@ pub fn not_implemented(command: &str) -> Error {
     }
 }
 
-/// The async runtime behind every ssh fan-out (built per command, never at start-up).
-pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Io {
-            what: "starting the async runtime".into(),
-            source: e,
-        })
+/// Render a command's result: the envelope as JSON, or the human table made from it.
+pub(crate) fn finish<P: Serialize, N: Serialize>(
+    output: OutputFormat,
+    envelope: Envelope<P, N>,
+    human: impl FnOnce(&Envelope<P, N>) -> String,
+) -> Result<Done, Error> {
+    let exit_code = envelope.exit_code;
+    let text = match output {
+        OutputFormat::Json => to_json(&envelope)?,
+        OutputFormat::Human => human(&envelope),
+    };
+    Ok(Done { text, exit_code })
 }

@@ -1,22 +1,26 @@
 //! `topo-tune probe`: snapshot one node (live, `--fsroot` tree, or hwloc XML) and print it.
 
+use super::{finish, Done};
 use crate::cli::{OutputFormat, ProbeArgs};
 use crate::error::Error;
+use crate::exit;
 use crate::graph::paths::{path_matrix, PathMatrix};
 use crate::model::NodeSnapshot;
 use crate::probe::{probe, ProbeRequest, Target};
-use crate::report;
+use crate::report::envelope::{Envelope, NoDetail, NodeRow};
+use crate::report::{self};
 use serde::Serialize;
 
-/// The snapshot with its path matrix beside it (`probe --matrix --output json`).
+/// The snapshot, with its path matrix beside it when asked (`--matrix`).
 #[derive(Serialize)]
-struct WithMatrix<'a> {
+pub(crate) struct ProbePayload {
     #[serde(flatten)]
-    snapshot: &'a NodeSnapshot,
-    matrix: PathMatrix,
+    snapshot: NodeSnapshot,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matrix: Option<PathMatrix>,
 }
 
-pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<String, Error> {
+pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<Done, Error> {
     let target = match (&args.from_hwloc_xml, &args.fsroot) {
         (Some(xml), _) => Target::HwlocXml(xml.clone()),
         (None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
@@ -25,20 +29,27 @@ pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<String, Error> {
         target,
         nvml_fixture: args.nvml_fixture.clone(),
     })?;
-    let text = match output {
-        OutputFormat::Json => {
-            let json = if args.matrix {
-                serde_json::to_string_pretty(&WithMatrix {
-                    snapshot: &snapshot,
-                    matrix: path_matrix(&snapshot),
-                })
-            } else {
-                serde_json::to_string_pretty(&snapshot)
-            };
-            json.map_err(|e| Error::Output(e.into()))? + "\n"
-        }
-        OutputFormat::Human if args.matrix => report::matrix::render(&path_matrix(&snapshot)),
-        OutputFormat::Human => report::probe::render(&snapshot),
+    let envelope = Envelope {
+        command: "probe",
+        changed: false,
+        failed: false,
+        msg: format!(
+            "{}: {} GPU(s), {} NIC(s), {} note(s)",
+            snapshot.hostname,
+            snapshot.gpus.len(),
+            snapshot.nics.len(),
+            snapshot.notes.len()
+        ),
+        exit_code: exit::OK,
+        nodes: vec![NodeRow::ok(&snapshot.hostname, false, NoDetail {})],
+        payload: ProbePayload {
+            matrix: args.matrix.then(|| path_matrix(&snapshot)),
+            snapshot,
+        },
     };
-    Ok(text)
+    let matrix = args.matrix;
+    finish(output, envelope, |e| match &e.payload.matrix {
+        Some(m) if matrix => report::matrix::render(m),
+        _ => report::probe::render(&e.payload.snapshot),
+    })
 }

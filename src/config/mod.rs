@@ -4,6 +4,7 @@
 pub mod hostlist;
 pub mod names;
 
+pub use crate::model::fabric::{Fabric, Leaf};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -103,7 +104,7 @@ pub struct Inventory {
     pub fabric: Option<Fabric>,
     pub nccl: BTreeMap<String, String>,
     pub reserved_cpus: Option<crate::model::CpuList>,
-    pub nccl_version: Option<crate::nccl::version::NcclVersion>,
+    pub nccl_version: Option<crate::model::NcclVersion>,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -127,13 +128,6 @@ pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
 pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
 pub const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Fabric {
-    pub racks: BTreeMap<String, Option<String>>,
-    pub leaves: BTreeMap<String, (Option<String>, Option<f64>)>,
-    pub rails: Option<u32>,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSpec {
@@ -176,214 +170,21 @@ impl Inventory {
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
-            let loc = e
-                .location()
-                .map(|l| format!(":{}:{}", l.line(), l.column()))
-                .unwrap_or_default();
-            // saphyr's text: "error: line L column C: <message>\n --> <input>:L:C\n<snippet>".
-            let rendered = e.to_string().replace("<input>", &path.display().to_string());
-            let message = rendered
-                .split_once(": ")
-                .and_then(|(_, rest)| rest.split_once(": "))
-                .map_or(rendered.clone(), |(_, m)| m.to_string());
-            ConfigError::Invalid {
-                at: format!("{}{loc}", path.display()),
-                message,
-            }
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let resolve = |p: &Spanned<String>| -> PathBuf {
-            let pb = PathBuf::from(&p.value);
-            if pb.is_absolute() {
-                pb
-            } else {
-                base.join(pb)
-            }
+        let raw = parse_yaml(path, text)?;
+        let cx = Loader {
+            path,
+            base: path.parent().unwrap_or(Path::new(".")),
         };
-
-        let ssh_user = match &raw.ssh.user {
-            Some(u) => {
-                names::check_user(&u.value).map_err(|m| ConfigError::at(path, &u.referenced, m))?;
-                Some(u.value.clone())
-            }
-            None => None,
-        };
-        let forks = raw.ssh.forks.unwrap_or(DEFAULT_FORKS);
-        if forks == 0 {
-            return Err(ConfigError::Invalid {
-                at: path.display().to_string(),
-                message: "ssh.forks must be at least 1".into(),
-            });
-        }
-        let remote_dir = match &raw.ssh.remote_dir {
-            Some(d) => {
-                check_remote_dir(&d.value).map_err(|m| ConfigError::at(path, &d.referenced, m))?;
-                d.value.clone()
-            }
-            None => DEFAULT_REMOTE_DIR.to_string(),
-        };
-        let ssh = SshSettings {
-            config_file: raw.ssh.config_file.as_ref().map(resolve),
-            known_hosts: raw.ssh.known_hosts.as_ref().map(resolve),
-            identity_file: raw.ssh.identity_file.as_ref().map(resolve),
-            forks,
-            connect_timeout_s: raw.ssh.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_S).max(1),
-            command_timeout_s: raw.ssh.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_S).max(1),
-            sudo: raw.ssh.sudo,
-            remote_dir,
-            control_persist_s: raw.ssh.control_persist.unwrap_or(DEFAULT_CONTROL_PERSIST_S).max(1),
-        };
-
-        let fabric = match raw.fabric {
-            None => None,
-            Some(f) => {
-                let leaves: BTreeMap<String, (Option<String>, Option<f64>)> = f
-                    .leaves
-                    .iter()
-                    .map(|(k, v)| (k.value.clone(), (v.spine.clone(), v.uplink_gbps)))
-                    .collect();
-                let mut racks = BTreeMap::new();
-                let mut rack_list: Vec<_> = f.racks.iter().collect();
-                rack_list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
-                for (name, rack) in rack_list {
-                    names::check_label(&name.value).map_err(|m| ConfigError::at(path, &name.referenced, m))?;
-                    if let Some(leaf) = &rack.leaf {
-                        if !leaves.contains_key(&leaf.value) {
-                            return Err(ConfigError::at(
-                                path,
-                                &leaf.referenced,
-                                format!(
-                                    "rack `{}` hangs off leaf `{}`, which fabric.leaves does not declare",
-                                    name.value, leaf.value
-                                ),
-                            ));
-                        }
-                    }
-                    racks.insert(name.value.clone(), rack.leaf.as_ref().map(|l| l.value.clone()));
-                }
-                Some(Fabric {
-                    racks,
-                    leaves,
-                    rails: f.rails,
-                })
-            }
-        };
-
-        let reserved_cpus = match &raw.reserved_cpus {
-            Some(r) => Some(
-                crate::model::CpuList::parse(&r.value)
-                    .map_err(|e| ConfigError::at(path, &r.referenced, e.to_string()))?,
-            ),
-            None => None,
-        };
-
-        let nccl_version = match &raw.nccl_version {
-            Some(v) => Some(crate::nccl::version::NcclVersion::parse(&v.value).ok_or_else(|| {
-                ConfigError::at(
-                    path,
-                    &v.referenced,
-                    format!("`{}` is not an NCCL version (e.g. 2.28.9)", v.value),
-                )
-            })?),
-            None => None,
-        };
-        // Overrides are checked here, so a bad one names its line before anything happens.
-        for (name, value) in &raw.nccl {
-            let var = crate::nccl::table::validate(name, value, nccl_version).map_err(|r| ConfigError::Invalid {
-                at: format!("{}: nccl.{name}", path.display()),
-                message: r.reason,
-            })?;
-            if var.class == crate::nccl::table::Class::Debug {
-                return Err(ConfigError::Invalid {
-                    at: format!("{}: nccl.{name}", path.display()),
-                    message: "a debugging variable in NCCL's docs: never written globally (a canary may try it)".into(),
-                });
-            }
-        }
+        let ssh = cx.ssh(&raw.ssh)?;
+        let fabric = raw.fabric.as_ref().map(|f| cx.fabric(f)).transpose()?;
+        let reserved_cpus = raw.reserved_cpus.as_ref().map(|r| cx.cpu_list(r)).transpose()?;
+        let nccl_version = raw.nccl_version.as_ref().map(|v| cx.nccl_version(v)).transpose()?;
+        cx.check_overrides(&raw.nccl, nccl_version)?;
+        let ssh_user = raw.ssh.user.as_ref().map(|u| cx.user(u)).transpose()?;
         let mut nodes: Vec<NodeSpec> = Vec::new();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for n in &raw.nodes {
-            let at = |loc: &serde_saphyr::Location| format!("{}:{}:{}", path.display(), loc.line(), loc.column());
-            let hosts = hostlist::expand(&n.host.value)
-                .map_err(|e| ConfigError::at(path, &n.host.referenced, e.to_string()))?;
-            let user = match &n.user {
-                Some(u) => {
-                    names::check_user(&u.value).map_err(|m| ConfigError::at(path, &u.referenced, m))?;
-                    Some(u.value.clone())
-                }
-                None => ssh_user.clone(),
-            };
-            let mut labels = BTreeMap::new();
-            let mut label_list: Vec<_> = n.labels.iter().collect();
-            label_list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
-            for (k, v) in label_list {
-                names::check_label(&k.value).map_err(|m| ConfigError::at(path, &k.referenced, m))?;
-                names::check_label(&v.value).map_err(|m| ConfigError::at(path, &v.referenced, m))?;
-                if let Some(f) = &fabric {
-                    let dangling = match k.value.as_str() {
-                        "rack" if !f.racks.is_empty() => !f.racks.contains_key(&v.value),
-                        "leaf" if !f.leaves.is_empty() => !f.leaves.contains_key(&v.value),
-                        _ => false,
-                    };
-                    if dangling {
-                        return Err(ConfigError::at(
-                            path,
-                            &v.referenced,
-                            format!(
-                                "label {}: {} points nowhere: fabric declares no {} `{}`",
-                                k.value, v.value, k.value, v.value
-                            ),
-                        ));
-                    }
-                }
-                labels.insert(k.value.clone(), v.value.clone());
-            }
-            let transport = match (&n.simulate, n.transport) {
-                (Some(_), None | Some(TransportKind::Simulated)) => TransportKind::Simulated,
-                (Some(s), Some(other)) => {
-                    return Err(ConfigError::at(
-                        path,
-                        &s.referenced,
-                        format!("`simulate:` makes a simulated node; it cannot also use transport {other:?}"),
-                    ));
-                }
-                (None, Some(TransportKind::Simulated)) => {
-                    return Err(ConfigError::at(
-                        path,
-                        &n.host.referenced,
-                        "transport: simulated needs `simulate: <profile or topology file>`",
-                    ));
-                }
-                (None, t) => t.unwrap_or(TransportKind::Ssh),
-            };
-            let simulate = n.simulate.as_ref().map(|s| {
-                if profile_xml(&s.value).is_some() || Path::new(&s.value).is_absolute() {
-                    s.value.clone()
-                } else {
-                    base.join(&s.value).display().to_string()
-                }
-            });
-            for host in hosts {
-                names::check_host(&host).map_err(|m| ConfigError::at(path, &n.host.referenced, m))?;
-                let declared_at = at(&n.host.referenced);
-                if let Some(first) = seen.get(&host) {
-                    return Err(ConfigError::Invalid {
-                        at: declared_at,
-                        message: format!("host `{host}` is listed twice (first at {first})"),
-                    });
-                }
-                seen.insert(host.clone(), declared_at.clone());
-                nodes.push(NodeSpec {
-                    host,
-                    port: n.port.or(raw.ssh.port),
-                    user: user.clone(),
-                    labels: labels.clone(),
-                    transport,
-                    simulate: simulate.clone(),
-                    declared_at,
-                });
-            }
+            cx.node(n, &raw.ssh, ssh_user.as_deref(), fabric.as_ref(), &mut seen, &mut nodes)?;
         }
         if nodes.is_empty() {
             return Err(ConfigError::Invalid {
@@ -400,6 +201,243 @@ impl Inventory {
             nccl_version,
             nodes,
         })
+    }
+}
+
+fn parse_yaml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+    serde_saphyr::from_str(text).map_err(|e| {
+        let loc = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        // saphyr's text: "error: line L column C: <message>\n --> <input>:L:C\n<snippet>".
+        let rendered = e.to_string().replace("<input>", &path.display().to_string());
+        let message = rendered
+            .split_once(": ")
+            .and_then(|(_, rest)| rest.split_once(": "))
+            .map_or(rendered.clone(), |(_, m)| m.to_string());
+        ConfigError::Invalid {
+            at: format!("{}{loc}", path.display()),
+            message,
+        }
+    })
+}
+
+/// Validates one file's sections; every error names `file:line:col`.
+struct Loader<'a> {
+    path: &'a Path,
+    base: &'a Path,
+}
+
+impl Loader<'_> {
+    fn at(&self, loc: &serde_saphyr::Location, message: impl Into<String>) -> ConfigError {
+        ConfigError::at(self.path, loc, message)
+    }
+
+    fn where_(&self, loc: &serde_saphyr::Location) -> String {
+        format!("{}:{}:{}", self.path.display(), loc.line(), loc.column())
+    }
+
+    /// Relative paths are relative to the file's directory.
+    fn resolve(&self, p: &Spanned<String>) -> PathBuf {
+        let pb = PathBuf::from(&p.value);
+        if pb.is_absolute() {
+            pb
+        } else {
+            self.base.join(pb)
+        }
+    }
+
+    fn user(&self, u: &Spanned<String>) -> Result<String, ConfigError> {
+        names::check_user(&u.value).map_err(|m| self.at(&u.referenced, m))?;
+        Ok(u.value.clone())
+    }
+
+    fn ssh(&self, raw: &RawSsh) -> Result<SshSettings, ConfigError> {
+        let forks = raw.forks.unwrap_or(DEFAULT_FORKS);
+        if forks == 0 {
+            return Err(ConfigError::Invalid {
+                at: self.path.display().to_string(),
+                message: "ssh.forks must be at least 1".into(),
+            });
+        }
+        let remote_dir = match &raw.remote_dir {
+            Some(d) => {
+                check_remote_dir(&d.value).map_err(|m| self.at(&d.referenced, m))?;
+                d.value.clone()
+            }
+            None => DEFAULT_REMOTE_DIR.to_string(),
+        };
+        Ok(SshSettings {
+            config_file: raw.config_file.as_ref().map(|p| self.resolve(p)),
+            known_hosts: raw.known_hosts.as_ref().map(|p| self.resolve(p)),
+            identity_file: raw.identity_file.as_ref().map(|p| self.resolve(p)),
+            forks,
+            connect_timeout_s: raw.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_S).max(1),
+            command_timeout_s: raw.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_S).max(1),
+            sudo: raw.sudo,
+            remote_dir,
+            control_persist_s: raw.control_persist.unwrap_or(DEFAULT_CONTROL_PERSIST_S).max(1),
+        })
+    }
+
+    fn fabric(&self, f: &RawFabric) -> Result<Fabric, ConfigError> {
+        let leaves: BTreeMap<String, Leaf> = f
+            .leaves
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.value.clone(),
+                    Leaf {
+                        spine: v.spine.clone(),
+                        uplink_gbps: v.uplink_gbps,
+                    },
+                )
+            })
+            .collect();
+        let mut racks = BTreeMap::new();
+        let mut rack_list: Vec<_> = f.racks.iter().collect();
+        rack_list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
+        for (name, rack) in rack_list {
+            names::check_label(&name.value).map_err(|m| self.at(&name.referenced, m))?;
+            if let Some(leaf) = &rack.leaf {
+                if !leaves.contains_key(&leaf.value) {
+                    return Err(self.at(
+                        &leaf.referenced,
+                        format!(
+                            "rack `{}` hangs off leaf `{}`, which fabric.leaves does not declare",
+                            name.value, leaf.value
+                        ),
+                    ));
+                }
+            }
+            racks.insert(name.value.clone(), rack.leaf.as_ref().map(|l| l.value.clone()));
+        }
+        Ok(Fabric {
+            racks,
+            leaves,
+            rails: f.rails,
+        })
+    }
+
+    fn cpu_list(&self, r: &Spanned<String>) -> Result<crate::model::CpuList, ConfigError> {
+        crate::model::CpuList::parse(&r.value).map_err(|e| self.at(&r.referenced, e.to_string()))
+    }
+
+    fn nccl_version(&self, v: &Spanned<String>) -> Result<crate::model::NcclVersion, ConfigError> {
+        v.value.parse().map_err(|m: String| self.at(&v.referenced, m))
+    }
+
+    /// Overrides are checked at load, so a bad one names its key before anything happens.
+    fn check_overrides(
+        &self,
+        nccl: &BTreeMap<String, String>,
+        version: Option<crate::model::NcclVersion>,
+    ) -> Result<(), ConfigError> {
+        for (name, value) in nccl {
+            let at = || format!("{}: nccl.{name}", self.path.display());
+            let var = crate::nccl::table::validate(name, value, version).map_err(|r| ConfigError::Invalid {
+                at: at(),
+                message: r.reason,
+            })?;
+            if var.class == crate::nccl::table::Class::Debug {
+                return Err(ConfigError::Invalid {
+                    at: at(),
+                    message: "a debugging variable in NCCL's docs: never written globally (a canary may try it)".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn labels(&self, raw: &Labels, fabric: Option<&Fabric>) -> Result<BTreeMap<String, String>, ConfigError> {
+        let mut labels = BTreeMap::new();
+        let mut list: Vec<_> = raw.iter().collect();
+        list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
+        for (k, v) in list {
+            names::check_label(&k.value).map_err(|m| self.at(&k.referenced, m))?;
+            names::check_label(&v.value).map_err(|m| self.at(&v.referenced, m))?;
+            if let Some(f) = fabric {
+                let dangling = match k.value.as_str() {
+                    "rack" if !f.racks.is_empty() => !f.racks.contains_key(&v.value),
+                    "leaf" if !f.leaves.is_empty() => !f.leaves.contains_key(&v.value),
+                    _ => false,
+                };
+                if dangling {
+                    return Err(self.at(
+                        &v.referenced,
+                        format!(
+                            "label {}: {} points nowhere: fabric declares no {} `{}`",
+                            k.value, v.value, k.value, v.value
+                        ),
+                    ));
+                }
+            }
+            labels.insert(k.value.clone(), v.value.clone());
+        }
+        Ok(labels)
+    }
+
+    fn transport(&self, n: &RawNode) -> Result<TransportKind, ConfigError> {
+        match (&n.simulate, n.transport) {
+            (Some(_), None | Some(TransportKind::Simulated)) => Ok(TransportKind::Simulated),
+            (Some(s), Some(other)) => Err(self.at(
+                &s.referenced,
+                format!("`simulate:` makes a simulated node; it cannot also use transport {other:?}"),
+            )),
+            (None, Some(TransportKind::Simulated)) => Err(self.at(
+                &n.host.referenced,
+                "transport: simulated needs `simulate: <profile or topology file>`",
+            )),
+            (None, t) => Ok(t.unwrap_or(TransportKind::Ssh)),
+        }
+    }
+
+    /// One `nodes:` entry, expanded (host ranges) into `out`.
+    fn node(
+        &self,
+        n: &RawNode,
+        ssh: &RawSsh,
+        ssh_user: Option<&str>,
+        fabric: Option<&Fabric>,
+        seen: &mut BTreeMap<String, String>,
+        out: &mut Vec<NodeSpec>,
+    ) -> Result<(), ConfigError> {
+        let hosts = hostlist::expand(&n.host.value).map_err(|e| self.at(&n.host.referenced, e.to_string()))?;
+        let user = match &n.user {
+            Some(u) => Some(self.user(u)?),
+            None => ssh_user.map(str::to_string),
+        };
+        let labels = self.labels(&n.labels, fabric)?;
+        let transport = self.transport(n)?;
+        let simulate = n.simulate.as_ref().map(|s| {
+            if profile_xml(&s.value).is_some() || Path::new(&s.value).is_absolute() {
+                s.value.clone()
+            } else {
+                self.base.join(&s.value).display().to_string()
+            }
+        });
+        let declared_at = self.where_(&n.host.referenced);
+        for host in hosts {
+            names::check_host(&host).map_err(|m| self.at(&n.host.referenced, m))?;
+            if let Some(first) = seen.get(&host) {
+                return Err(ConfigError::Invalid {
+                    at: declared_at,
+                    message: format!("host `{host}` is listed twice (first at {first})"),
+                });
+            }
+            seen.insert(host.clone(), declared_at.clone());
+            out.push(NodeSpec {
+                host,
+                port: n.port.or(ssh.port),
+                user: user.clone(),
+                labels: labels.clone(),
+                transport,
+                simulate: simulate.clone(),
+                declared_at: declared_at.clone(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -12,7 +12,9 @@ use crate::model::plan::NodeClass;
 /// Channels written: NCCL may double them itself when bandwidth allows.
 pub const CHANNELS: usize = 2;
 
-pub fn ring_graph(class: &NodeClass, type_intra: &str) -> String {
+/// The ring of `class` in every channel; `typeintra` is the class's worst-hop path type.
+pub fn ring_graph(class: &NodeClass) -> String {
+    let type_intra = &class.type_intra;
     let per_channel = class.ring.bottleneck_gbps / CHANNELS as f64;
     let speed = format!("{:.1}", per_channel);
     let mut out = String::from("<graphs version=\"1\">\n");
@@ -33,9 +35,9 @@ pub fn ring_graph(class: &NodeClass, type_intra: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::solve::ring::{Method, Ring};
+    use crate::model::ring::{Method, Ring};
 
-    fn class(order: Vec<usize>, bw: f64) -> NodeClass {
+    fn class(order: Vec<usize>, bw: f64, type_intra: &str) -> NodeClass {
         NodeClass {
             name: "class-0".into(),
             hosts: vec!["n1".into()],
@@ -49,7 +51,9 @@ mod tests {
             },
             index_order_bottleneck_gbps: 0.0,
             index_order_cost: 0,
+            type_intra: type_intra.into(),
             reason: String::new(),
+            graph_xml: None,
             graph_file: None,
         }
     }
@@ -57,13 +61,13 @@ mod tests {
     /// The exact bytes fed to NCCL 2.28 on the GPU machine (docs/verification/h200.md).
     #[test]
     fn golden_one_gpu_ring() {
-        let xml = ring_graph(&class(vec![0], 40.0), "NVL");
+        let xml = ring_graph(&class(vec![0], 40.0, "NVL"));
         assert_eq!(xml, include_str!("../../tests/data/golden/nccl-graph-1gpu.xml"));
     }
 
     #[test]
     fn golden_eight_gpu_ring_in_hex() {
-        let xml = ring_graph(&class(vec![0, 1, 5, 6, 2, 3, 7, 4], 48.0), "PIX");
+        let xml = ring_graph(&class(vec![0, 1, 5, 6, 2, 3, 7, 4], 48.0, "PIX"));
         assert_eq!(xml, include_str!("../../tests/data/golden/nccl-graph-8gpu.xml"));
         assert!(xml
             .lines()

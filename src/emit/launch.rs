@@ -2,27 +2,31 @@
 //! `srun --distribution=arbitrary`, and a node-rank map for torchrun.
 
 use crate::model::plan::Plan;
+use std::collections::HashMap;
 
-fn slots(plan: &Plan, host: &str) -> usize {
+/// GPUs per host (1 where the host holds no ring), looked up once per plan.
+fn slots(plan: &Plan) -> HashMap<&str, usize> {
     plan.node_classes
         .iter()
-        .find(|c| c.hosts.iter().any(|h| h == host))
-        .map_or(1, |c| c.gpus.max(1))
+        .flat_map(|c| c.hosts.iter().map(move |h| (h.as_str(), c.gpus.max(1))))
+        .collect()
 }
 
 /// `host slots=N`, one line per node (Open MPI; use with `--map-by slot` or `--map-by seq`).
 pub fn mpi_hostfile(plan: &Plan) -> String {
+    let slots = slots(plan);
     plan.node_order
         .iter()
-        .map(|h| format!("{h} slots={}\n", slots(plan, h)))
+        .map(|h| format!("{h} slots={}\n", slots.get(h.as_str()).copied().unwrap_or(1)))
         .collect()
 }
 
 /// One line per task, in rank order (`SLURM_HOSTFILE=... srun --distribution=arbitrary`).
 pub fn slurm_hostfile(plan: &Plan) -> String {
+    let slots = slots(plan);
     plan.node_order
         .iter()
-        .flat_map(|h| std::iter::repeat_n(format!("{h}\n"), slots(plan, h)))
+        .flat_map(|h| std::iter::repeat_n(format!("{h}\n"), slots.get(h.as_str()).copied().unwrap_or(1)))
         .collect()
 }
 

@@ -1,4 +1,8 @@
-//! Graph views computed from snapshots. Pure: no filesystem, network or clock.
+//! Graph views computed from snapshots: the PCI tree's bridge roles, the path matrix, what a
+//! node's links are worth, and the cluster graph the planner reads. Pure: no filesystem,
+//! network or clock.
 
 pub mod cluster;
+pub mod links;
 pub mod paths;
+pub mod pcitree;

@@ -5,43 +5,11 @@
 //! once); `PXB` several bridges without the host bridge; `PHB` through a host bridge; `NODE`
 //! between host bridges of one NUMA node; `SYS` across the SMP interconnect between NUMA nodes.
 
-use crate::model::pcitree::{upstream_hops, UpstreamHop};
+use super::pcitree::{upstream_hops, UpstreamHop};
 use crate::model::snapshot::{BridgeRole, NodeSnapshot, NvLinkPeer, PciParent, PciPlacement};
-use crate::model::Bdf;
+use crate::model::{Bdf, PathClass};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PathClass {
-    SelfPath,
-    NvLink(u32),
-    Pix,
-    Pxb,
-    Phb,
-    Node,
-    Sys,
-}
-
-impl fmt::Display for PathClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PathClass::SelfPath => f.write_str("X"),
-            PathClass::NvLink(n) => write!(f, "NV{n}"),
-            PathClass::Pix => f.write_str("PIX"),
-            PathClass::Pxb => f.write_str("PXB"),
-            PathClass::Phb => f.write_str("PHB"),
-            PathClass::Node => f.write_str("NODE"),
-            PathClass::Sys => f.write_str("SYS"),
-        }
-    }
-}
-
-impl Serialize for PathClass {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
 
 /// nvidia-smi's legend, word for word.
 pub const LEGEND: &str = "Legend:
@@ -76,11 +44,49 @@ pub struct PathMatrix {
 }
 
 struct Endpoint<'a> {
+    label: String,
+    name: &'a str,
     placement: Option<&'a PciPlacement>,
     gpu: Option<&'a crate::model::Gpu>,
 }
 
+/// The matrix's devices in its order: GPUs by index, then the RDMA NICs.
+fn endpoints(snap: &NodeSnapshot) -> Vec<Endpoint<'_>> {
+    let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
+    gpus.sort_by_key(|g| g.index);
+    let gpus = gpus.into_iter().map(|g| Endpoint {
+        label: format!("GPU{}", g.index),
+        name: &g.name,
+        placement: Some(&g.placement),
+        gpu: Some(g),
+    });
+    let nics = snap.matrix_nics().enumerate().map(|(i, n)| Endpoint {
+        label: format!("NIC{i}"),
+        name: &n.name,
+        placement: n.pci.as_ref(),
+        gpu: None,
+    });
+    gpus.chain(nics).collect()
+}
+
+/// The path matrix with its device columns (labels, affinities, degraded links).
 pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
+    let ends = endpoints(snap);
+    let classes = classes_of(snap, &ends);
+    let devices = ends
+        .into_iter()
+        .map(|e| matrix_device(e.label, e.name.to_string(), e.placement))
+        .collect();
+    PathMatrix { devices, classes }
+}
+
+/// Only the classes (rows and columns as in [`path_matrix`]): what the planner and the rules
+/// need, without formatting a string per device.
+pub fn path_classes(snap: &NodeSnapshot) -> Vec<Vec<PathClass>> {
+    classes_of(snap, &endpoints(snap))
+}
+
+fn classes_of(snap: &NodeSnapshot, endpoints: &[Endpoint]) -> Vec<Vec<PathClass>> {
     let roles: HashMap<Bdf, BridgeRole> = snap.pci.bridges.iter().map(|b| (b.bdf, b.role)).collect();
     let parents: HashMap<Bdf, PciParent> = snap.pci.bridges.iter().map(|b| (b.bdf, b.parent.clone())).collect();
     let host_numa: HashMap<&str, Option<u32>> = snap
@@ -89,29 +95,6 @@ pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
         .iter()
         .map(|h| (h.id.as_str(), h.numa_node))
         .collect();
-
-    let mut devices = Vec::new();
-    let mut endpoints = Vec::new();
-    let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
-    gpus.sort_by_key(|g| g.index);
-    for g in gpus {
-        devices.push(matrix_device(
-            format!("GPU{}", g.index),
-            g.name.clone(),
-            Some(&g.placement),
-        ));
-        endpoints.push(Endpoint {
-            placement: Some(&g.placement),
-            gpu: Some(g),
-        });
-    }
-    for (i, n) in snap.matrix_nics().enumerate() {
-        devices.push(matrix_device(format!("NIC{i}"), n.name.clone(), n.pci.as_ref()));
-        endpoints.push(Endpoint {
-            placement: n.pci.as_ref(),
-            gpu: None,
-        });
-    }
     let hops: Vec<Vec<UpstreamHop>> = endpoints
         .iter()
         .map(|e| {
@@ -147,7 +130,7 @@ pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
             };
         }
     }
-    PathMatrix { devices, classes }
+    classes
 }
 
 fn matrix_device(label: String, name: String, p: Option<&PciPlacement>) -> MatrixDevice {

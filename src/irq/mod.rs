@@ -8,11 +8,13 @@
 
 pub mod doctor;
 pub mod irqbalance;
+pub mod pin;
+pub mod system;
 
 use crate::model::snapshot::{IrqClass, Nic, NodeSnapshot};
 use crate::model::CpuList;
 use crate::probe::fsroot::FsRoot;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// Which CPUs share a physical core.
@@ -48,7 +50,7 @@ pub fn read_cpu_topology(fs: &FsRoot) -> CpuTopology {
     topo
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PinAction {
     /// Will be (or was) written.
@@ -63,7 +65,7 @@ pub enum PinAction {
     Failed,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IrqPin {
     pub nic: String,
     pub irq: u32,
@@ -75,7 +77,7 @@ pub struct IrqPin {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IrqPlan {
     pub reserved: CpuList,
     pub pins: Vec<IrqPin>,
@@ -92,8 +94,10 @@ pub enum IrqError {
     },
     #[error("moving interrupts needs root (or run with --dry-run to see the plan)")]
     NotRoot,
-    #[error("{0}")]
-    Io(String),
+    #[error(transparent)]
+    Probe(#[from] crate::probe::ProbeError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
 }
 
 /// Does the NIC own mlx5 interrupts?
@@ -252,22 +256,7 @@ pub fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
     }
 }
 
-/// Effective user id, from /proc/self/status (no unsafe).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// What `irq-pin` applied last (so `doctor` can tell "undone" from "never pinned").
-pub const STATE_FILE: &str = "/etc/topo-tune/irq-pin.json";
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PinState {
     pub reserved: CpuList,
     pub include_control: bool,
@@ -290,19 +279,9 @@ impl PinState {
     }
 
     pub fn load(fs: &FsRoot) -> Option<PinState> {
-        fs.read(STATE_FILE).and_then(|t| serde_json::from_str(&t).ok())
+        fs.read(crate::model::files::IRQ_STATE)
+            .and_then(|t| serde_json::from_str(&t).ok())
     }
-}
-
-/// Render the boot unit and udev rule from templates/.
-pub fn render_persistence(bin: &str, args: &str) -> (String, String) {
-    let unit = include_str!("../../templates/topo-tune-irq-pin.service")
-        .replace("{{BIN}}", bin)
-        .replace("{{ARGS}}", args);
-    (
-        unit,
-        include_str!("../../templates/99-topo-tune-irq-pin.rules").to_string(),
-    )
 }
 
 #[cfg(test)]

@@ -126,6 +126,13 @@ fn parse_id(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+impl std::str::FromStr for CpuList {
+    type Err = CpuListError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CpuList::parse(s)
+    }
+}
+
 impl fmt::Display for CpuList {
     /// Kernel list form; the empty set prints as an empty string, as the kernel does.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,14 +1,23 @@
-//! Plain data shared by every stage: CPU lists, PCI identities, the NodeSnapshot. No I/O here.
+//! Plain data shared by every stage: CPU lists, PCI identities, the NodeSnapshot, the fabric,
+//! rings, the Plan, NCCL versions and settings, path classes and NCCL's constants. A leaf:
+//! it imports no other module of the crate, and does no I/O.
 
 pub mod cpulist;
+pub mod fabric;
+pub mod files;
+pub mod nccl;
+pub mod path;
 pub mod pci;
+pub mod plan;
+pub mod ring;
 pub mod snapshot;
+pub mod topo_h;
 
 pub use cpulist::CpuList;
+pub use nccl::{NcclVersion, Setting};
+pub use path::PathClass;
 pub use pci::{Bdf, PcieLink};
 pub use snapshot::*;
-pub mod pcitree;
-pub mod plan;
 
 /// Sort key for names with numbers: `gpu10` after `gpu9`, `mlx5_10` after `mlx5_9`.
 pub fn natural_key(s: &str) -> Vec<(String, u64)> {

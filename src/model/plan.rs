@@ -1,16 +1,20 @@
-//! Plan: the decision, as reviewable data (plan.json). Every item carries its reason.
+//! Plan: the decision, as reviewable data (`plan.json`) that `init --plan` applies exactly.
+//! Every item carries its reason. Bump [`PLAN_SCHEMA_VERSION`] on any change an older reader
+//! would misunderstand.
 
-use crate::model::snapshot::Note;
-use crate::solve::cost::Prediction;
-use crate::solve::order::Crossings;
-use crate::solve::ring::Ring;
-use serde::Serialize;
+use super::nccl::{NcclVersion, Setting};
+use super::ring::Ring;
+use super::snapshot::Note;
+use serde::{Deserialize, Serialize};
 
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// Version 2: NCCL settings per node group (`nccl`), graph XML in the plan, `tool_version`.
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub schema_version: u32,
+    /// topo-tune version that made the plan.
+    pub tool_version: String,
     /// All-reduce size the predictions are for, in bytes.
     pub message_bytes: u64,
     /// Hosts in ring order: the order to hand the launcher.
@@ -20,12 +24,15 @@ pub struct Plan {
     pub predicted: Predicted,
     pub crossings: CrossingReport,
     pub node_classes: Vec<NodeClass>,
+    /// What NCCL is told on each node: the settings, with reasons, per group of nodes that
+    /// get identical files.
+    pub nccl: NcclPlan,
     /// Hosts left out of the ring, with the reason.
     pub excluded: Vec<Excluded>,
     pub notes: Vec<Note>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Predicted {
     pub solved: Prediction,
     pub default: Prediction,
@@ -33,15 +40,35 @@ pub struct Predicted {
     pub gain: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Predicted ring all-reduce figures for one node order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub time_us: f64,
+    pub busbw_gbps: f64,
+    pub algbw_gbps: f64,
+    /// The ring's slowest link, GB/s, and what it is.
+    pub bottleneck_gbps: f64,
+    pub bottleneck: String,
+    pub latency_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossingReport {
     pub solved: Crossings,
     pub default: Crossings,
     pub lower_bound: Crossings,
 }
 
+/// Ring edges that change group, per fabric level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crossings {
+    pub spine: usize,
+    pub leaf: usize,
+    pub rack: usize,
+}
+
 /// Hosts with the same GPU link matrix share one intra-node ring.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeClass {
     pub name: String,
     pub hosts: Vec<String>,
@@ -50,14 +77,51 @@ pub struct NodeClass {
     /// The ring NCCL tries first: GPUs in index (PCI) order.
     pub index_order_bottleneck_gbps: f64,
     pub index_order_cost: u32,
+    /// NCCL's path type of the ring's worst hop (`NVL`, `PIX`, …).
+    pub type_intra: String,
     /// Why this ring, in words.
     pub reason: String,
-    /// Per-job NCCL_GRAPH_FILE written for this class (only when the ring beats index order).
+    /// Per-job NCCL_GRAPH_FILE content, only where the ring beats index order.
+    pub graph_xml: Option<String>,
+    /// Where `plan --output-dir` wrote `graph_xml`.
     pub graph_file: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The NCCL side of the plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NcclPlan {
+    pub classes: Vec<NcclClass>,
+    /// Hosts whose settings were refused (an invalid override, a value NCCL would misread).
+    pub refused: Vec<Excluded>,
+}
+
+/// Nodes that get byte-identical NCCL files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcclClass {
+    pub name: String,
+    pub hosts: Vec<String>,
+    /// The NCCL version the files are written for (the node's own, else cluster.yaml's).
+    pub nccl_version: Option<NcclVersion>,
+    pub settings: Vec<Setting>,
+    /// Rules that set nothing, each with why.
+    pub left_out: Vec<String>,
+    /// NCCL topology XML that `NCCL_TOPO_FILE` points at, when a rule asked for one.
+    pub topology_xml: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Excluded {
     pub host: String,
     pub reason: String,
+}
+
+impl Plan {
+    /// Each host's NCCL group.
+    pub fn nccl_by_host(&self) -> std::collections::HashMap<&str, &NcclClass> {
+        self.nccl
+            .classes
+            .iter()
+            .flat_map(|c| c.hosts.iter().map(move |h| (h.as_str(), c)))
+            .collect()
+    }
 }

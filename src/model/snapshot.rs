@@ -27,7 +27,7 @@ pub struct NodeSnapshot {
     pub nics: Vec<Nic>,
     /// NCCL the system loader finds (`ncclGetVersion` of `libnccl.so.2`); `null` when none.
     #[serde(default)]
-    pub nccl_version: Option<crate::nccl::version::NcclVersion>,
+    pub nccl_version: Option<super::nccl::NcclVersion>,
     /// What the probe could not see, had to derive, or found wrong; each with a stable code.
     pub notes: Vec<Note>,
 }
@@ -356,9 +356,16 @@ impl NodeSnapshot {
         serde_json::from_str(text).map_err(SnapshotError::Json)
     }
 
-    pub fn to_json_pretty(&self) -> String {
-        // Serialising plain data with string keys cannot fail.
-        serde_json::to_string_pretty(self).unwrap_or_default()
+    /// Refuse a snapshot whose layout this build does not read (it came from another build).
+    pub fn check_version(&self) -> Result<(), SnapshotError> {
+        if self.schema_version == SCHEMA_VERSION {
+            Ok(())
+        } else {
+            Err(SnapshotError::Version {
+                found: self.schema_version,
+                supported: SCHEMA_VERSION,
+            })
+        }
     }
 
     pub fn gpu_by_bdf(&self, bdf: Bdf) -> Option<&Gpu> {

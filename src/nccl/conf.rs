@@ -4,19 +4,11 @@
 //! the one file NCCL reads, with each key once.
 
 use super::table::{validate, Rejection};
-use super::version::NcclVersion;
+use crate::model::{NcclVersion, Setting};
 use std::collections::BTreeMap;
 
 /// Comment lines are skipped from this version on; before it they define junk variables.
 pub const COMMENTS_SINCE: NcclVersion = NcclVersion(2, 26, 0);
-
-/// One setting with why it is there.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Setting {
-    pub name: String,
-    pub value: String,
-    pub reason: String,
-}
 
 fn comments_allowed(version: Option<NcclVersion>) -> bool {
     version.is_some_and(|v| v >= COMMENTS_SINCE)

@@ -1,7 +1,6 @@
-//! NCCL's configuration surface: versions, the knowledge table and validation, the rules
-//! that derive settings from snapshots, and the config-file dialect. Pure.
+//! NCCL's configuration surface: the knowledge table and validation, the rules that derive
+//! settings from snapshots, and the config-file dialect. Pure.
 
 pub mod conf;
 pub mod rules;
 pub mod table;
-pub mod version;

@@ -2,7 +2,7 @@
 //! and NCCL's own class ("system configuration" or "debugging", env.rst). Data, versioned
 //! with [`TABLE_VERSION`]; sources: research/nccl.md §1–4 (NVIDIA/nccl tags 2.18.1–2.30.7).
 
-use super::version::NcclVersion;
+use crate::model::NcclVersion;
 use serde::Serialize;
 
 /// Bump when an entry changes meaning.

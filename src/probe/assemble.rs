@@ -5,8 +5,8 @@ use super::hwloc::{HwPciDevice, HwlocView, OsDevKind};
 use super::nvml::{parse_bus_id, DriverError, DriverGpu, DriverReport};
 use super::procfs::Interrupts;
 use super::sysfs::{NetdevFacts, PciFacts, RdmaFacts};
+use crate::graph::pcitree::{self, BridgeLink};
 use crate::model::pci::{is_nvidia_gpu, round2, Bdf, Degradation};
-use crate::model::pcitree::{self, BridgeLink};
 use crate::model::snapshot::*;
 use crate::model::{CpuList, PcieLink};
 use std::collections::{BTreeMap, HashMap};
@@ -302,16 +302,9 @@ pub fn numa_affinity(nodes: &[NumaNode], cpus: &CpuList) -> Vec<u32> {
     nodes.iter().filter(|n| n.cpus.intersects(cpus)).map(|n| n.id).collect()
 }
 
-/// One-direction GB/s per NVLink that NCCL assumes for this GPU generation (src/graph/topo.h).
+/// One-direction GB/s per NVLink that NCCL assumes for this GPU generation.
 pub fn nvlink_gbps(cc: Option<(i32, i32)>) -> Option<f64> {
-    Some(match cc? {
-        (6, _) => 18.0,
-        (7, _) | (8, 0) => 20.0,
-        (8, _) => 12.0,
-        (9, _) => 20.6,
-        (10, _) | (12, _) => 40.1,
-        _ => return None,
-    })
+    cc.and_then(|(major, minor)| crate::model::topo_h::nvlink_gbps(major, minor))
 }
 
 fn gpus_from_driver(

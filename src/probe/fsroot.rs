@@ -24,14 +24,6 @@ impl FsRoot {
         FsRoot { root: root.into() }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    pub fn is_live(&self) -> bool {
-        self.root == Path::new("/")
-    }
-
     /// The real path of a kernel path such as `/sys/bus/pci/devices`.
     pub fn path(&self, kernel_path: &str) -> PathBuf {
         self.root.join(kernel_path.trim_start_matches('/'))

@@ -2,7 +2,7 @@
 //! if the loader finds one. (NCCL shipped inside a Python wheel is not on the loader path; then
 //! cluster.yaml's `nccl_version` stands in.)
 
-use crate::nccl::version::NcclVersion;
+use crate::model::NcclVersion;
 
 /// NCCL's version code: `X*10000 + Y*100 + Z` from 2.9 on, `X*1000 + Y*100 + Z` before.
 pub fn decode(code: i32) -> Option<NcclVersion> {

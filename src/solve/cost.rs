@@ -1,116 +1,57 @@
-//! Predicted ring all-reduce time and bus bandwidth for a node order: the α–β ring model with
-//! NCCL's constants (research/peers.md §5, NVIDIA/nccl src/graph/tuning.cc). Pure.
+//! Predicted ring all-reduce time and bus bandwidth for a node order, read off the cluster
+//! graph: the α–β ring model with NCCL's constants (`model::topo_h`). Pure.
 //!
 //! T(S) = lat + S / algBw, algBw = B · nranks / (2(nranks−1)), busbw = (S/T) · 2(nranks−1)/nranks
 //! lat  = base + (nsteps − nInterSteps)·intraLat + nInterSteps·interLat (× 1.4 multi-node)
-//! B    = the slowest link the ring uses: a node's intra-node ring, a node's network, or a
-//!        leaf's uplink shared by every ring edge that leaves (or enters) that leaf.
+//! B    = the slowest link the ring uses: a node's intra-node ring, or any graph link on the
+//!        routes of the ring's edges, divided by the number of ring edges routed over it in
+//!        the same direction (a leaf's uplink shared by every edge that leaves the leaf).
 
-use crate::graph::cluster::{ClusterGraph, LAT_NET_US, LAT_PER_TIER_US};
-use serde::Serialize;
+use crate::graph::cluster::{ClusterGraph, LinkKind, Route};
+use crate::model::plan::Prediction;
+use crate::model::topo_h::{BASE_LAT_US, LAT_NVLINK_US, MULTI_NODE_LAT_FACTOR};
+use petgraph::graph::EdgeIndex;
 use std::collections::HashMap;
 
-/// NCCL Ring/Simple base latency, µs.
-pub const BASE_LAT_US: f64 = 8.4;
-/// NCCL's multi-node Ring/Simple latency factor on SM ≥ 80.
-pub const MULTI_NODE_LAT_FACTOR: f64 = 1.4;
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Prediction {
-    pub time_us: f64,
-    pub busbw_gbps: f64,
-    pub algbw_gbps: f64,
-    /// The ring's slowest link, GB/s, and what it is.
-    pub bottleneck_gbps: f64,
-    pub bottleneck: String,
-    pub latency_us: f64,
+/// The slowest link seen so far and what it is.
+struct Bottleneck {
+    gbps: f64,
+    what: String,
 }
 
-/// Per host: GPUs in the job, intra-node ring bottleneck (GB/s) and hop latency (µs).
-#[derive(Debug, Clone)]
-pub struct HostRing {
-    pub gpus: usize,
-    pub bottleneck_gbps: f64,
-    pub step_latency_us: f64,
-}
-
-pub fn predict(
-    order: &[String],
-    g: &ClusterGraph,
-    rings: &HashMap<String, HostRing>,
-    message_bytes: u64,
-) -> Prediction {
-    let nnodes = order.len();
-    let nranks: usize = order.iter().map(|h| rings.get(h).map_or(0, |r| r.gpus)).sum();
-    let mut bottleneck = (f64::INFINITY, String::from("none"));
-    let mut consider = |gbps: f64, what: String| {
-        if gbps < bottleneck.0 {
-            bottleneck = (gbps, what);
+impl Bottleneck {
+    fn consider(&mut self, gbps: f64, what: impl FnOnce() -> String) {
+        if gbps < self.gbps {
+            self.gbps = gbps;
+            self.what = what();
         }
+    }
+}
+
+/// Ring edges routed over each link, per direction (`true` = up).
+type Loads = HashMap<(EdgeIndex, bool), usize>;
+
+pub fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) -> Prediction {
+    let mut b = Bottleneck {
+        gbps: f64::INFINITY,
+        what: "none".into(),
     };
-    let mut intra_lat: f64 = 0.0;
-    for h in order {
-        if let Some(r) = rings.get(h) {
-            if r.gpus > 1 {
-                consider(r.bottleneck_gbps, format!("intra-node ring on {h}"));
-                intra_lat = intra_lat.max(r.step_latency_us);
-            }
-        }
-    }
-    if intra_lat == 0.0 {
-        intra_lat = crate::graph::cluster::LAT_NVLINK_US;
-    }
+    let (nranks, intra_lat) = intra_node(order, g, &mut b);
+    let nnodes = order.len();
     let mut inter_lat_sum = 0.0;
     if nnodes > 1 {
-        // Uplink load: ring edges leaving (out) and entering (in) each leaf.
-        let leaf = |h: &String| g.placement.get(h).and_then(|p| p.leaf.clone());
-        let spine = |h: &String| g.placement.get(h).and_then(|p| p.spine.clone());
-        let mut out_load: HashMap<String, usize> = HashMap::new();
-        let mut in_load: HashMap<String, usize> = HashMap::new();
-        let edges: Vec<(&String, &String)> = (0..nnodes).map(|k| (&order[k], &order[(k + 1) % nnodes])).collect();
-        for (a, b) in &edges {
-            if let (Some(la), Some(lb)) = (leaf(a), leaf(b)) {
-                if la != lb {
-                    *out_load.entry(la).or_default() += 1;
-                    *in_load.entry(lb).or_default() += 1;
-                }
-            }
-        }
-        for (a, b) in &edges {
-            let net = |h: &String| {
-                g.host_net_gbps
-                    .get(h.as_str())
-                    .copied()
-                    .unwrap_or(crate::graph::cluster::SOCKET_FALLBACK_GBPS)
-            };
-            consider(
-                net(a).min(net(b)),
-                format!("network of {}", if net(a) <= net(b) { a } else { b }),
-            );
-            let mut tiers = 0.0;
-            if let (Some(la), Some(lb)) = (leaf(a), leaf(b)) {
-                if la != lb {
-                    tiers = if spine(a) == spine(b) { 1.0 } else { 2.0 };
-                    for (l, load) in [(&la, out_load.get(&la)), (&lb, in_load.get(&lb))] {
-                        if let (Some(up), Some(&k)) = (g.leaf_uplink_gbps.get(l), load) {
-                            consider(up / k as f64, format!("uplink of {l} shared by {k} ring edge(s)"));
-                        }
-                    }
-                }
-            }
-            inter_lat_sum += LAT_NET_US + tiers * LAT_PER_TIER_US;
+        let routes: Vec<(usize, Route)> = (0..nnodes)
+            .filter_map(|k| g.route(&order[k], &order[(k + 1) % nnodes]).map(|r| (k, r)))
+            .collect();
+        let loads = loads(&routes);
+        for (k, route) in &routes {
+            network(g, &order[*k], &order[(k + 1) % nnodes], &mut b);
+            shared_links(g, route, &loads, &mut b);
+            inter_lat_sum += g.route_latency_us(route);
         }
     }
-    let (b, what) = bottleneck;
-    if nranks < 2 || !b.is_finite() || b <= 0.0 {
-        return Prediction {
-            time_us: 0.0,
-            busbw_gbps: 0.0,
-            algbw_gbps: 0.0,
-            bottleneck_gbps: 0.0,
-            bottleneck: "fewer than 2 ranks: nothing to reduce".into(),
-            latency_us: 0.0,
-        };
+    if nranks < 2 || !b.gbps.is_finite() || b.gbps <= 0.0 {
+        return nothing_to_reduce();
     }
     let nsteps = 2 * (nranks - 1);
     let inter_steps = if nnodes > 1 { 2 * (nnodes - 1) } else { 0 };
@@ -120,16 +61,79 @@ pub fn predict(
     if nnodes > 1 {
         latency_us *= MULTI_NODE_LAT_FACTOR;
     }
-    let algbw = b * nranks as f64 / nsteps as f64;
+    let algbw = b.gbps * nranks as f64 / nsteps as f64;
     let s = message_bytes as f64;
     let time_us = latency_us + s / (1000.0 * algbw);
-    let busbw = s / time_us / 1000.0 * nsteps as f64 / nranks as f64;
     Prediction {
         time_us,
-        busbw_gbps: busbw,
+        busbw_gbps: s / time_us / 1000.0 * nsteps as f64 / nranks as f64,
         algbw_gbps: s / time_us / 1000.0,
-        bottleneck_gbps: b,
-        bottleneck: what,
+        bottleneck_gbps: b.gbps,
+        bottleneck: b.what,
         latency_us,
+    }
+}
+
+/// Ranks in the ring and the intra-node hop latency; every node's ring is a candidate
+/// bottleneck.
+fn intra_node(order: &[String], g: &ClusterGraph, b: &mut Bottleneck) -> (usize, f64) {
+    let mut nranks = 0;
+    let mut lat: f64 = 0.0;
+    for h in order {
+        let Some(f) = g.host(h) else { continue };
+        nranks += f.gpus;
+        if f.gpus > 1 {
+            b.consider(f.ring_gbps, || format!("intra-node ring on {h}"));
+            lat = lat.max(f.hop_latency_us);
+        }
+    }
+    (nranks, if lat == 0.0 { LAT_NVLINK_US } else { lat })
+}
+
+fn loads(routes: &[(usize, Route)]) -> Loads {
+    let mut loads = Loads::new();
+    for (_, r) in routes {
+        for &e in &r.up {
+            *loads.entry((e, true)).or_default() += 1;
+        }
+        for &e in &r.down {
+            *loads.entry((e, false)).or_default() += 1;
+        }
+    }
+    loads
+}
+
+/// Each end's own network: every ring edge leaves one host and enters the next.
+fn network(g: &ClusterGraph, a: &str, b_host: &str, b: &mut Bottleneck) {
+    let net = |h: &str| g.host(h).map_or(f64::INFINITY, |f| f.net_gbps);
+    let (na, nb) = (net(a), net(b_host));
+    let slower = if na <= nb { a } else { b_host };
+    b.consider(na.min(nb), || format!("network of {slower}"));
+}
+
+/// Switch links on the route, each shared by every ring edge routed the same way over it.
+fn shared_links(g: &ClusterGraph, route: &Route, loads: &Loads, b: &mut Bottleneck) {
+    let up = route.up.iter().map(|&e| (e, true));
+    let down = route.down.iter().map(|&e| (e, false));
+    for (e, dir) in up.chain(down) {
+        let link = g.link(e);
+        if link.kind == LinkKind::Network || !link.gbps.is_finite() {
+            continue;
+        }
+        let k = loads.get(&(e, dir)).copied().unwrap_or(1);
+        b.consider(link.gbps / k as f64, || {
+            format!("uplink of {} shared by {k} ring edge(s)", g.below(e).name)
+        });
+    }
+}
+
+fn nothing_to_reduce() -> Prediction {
+    Prediction {
+        time_us: 0.0,
+        busbw_gbps: 0.0,
+        algbw_gbps: 0.0,
+        bottleneck_gbps: 0.0,
+        bottleneck: "fewer than 2 ranks: nothing to reduce".into(),
+        latency_us: 0.0,
     }
 }

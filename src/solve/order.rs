@@ -1,36 +1,17 @@
 //! Inter-node order. NCCL chains nodes in rank order and detects no network topology
-//! (NVIDIA/nccl#1340), so the hostfile order *is* the ring. Sorting nodes by their place in
-//! the fabric (spine, leaf, rack, then hostname) makes the ring cross each switch level
-//! exactly once per group at that level — the lower bound, since a ring visiting g groups
-//! must leave each of them at least once. Nodes the fabric does not place go last. Pure.
+//! (NVIDIA/nccl#1340), so the hostfile order *is* the ring. Walking the cluster graph depth
+//! first (spines, then leaves, racks, hosts, each in natural name order) makes the ring cross
+//! each switch level exactly once per group at that level — the lower bound, since a ring
+//! visiting g groups must leave each of them at least once. Nodes the fabric does not place
+//! hang off the core and go last. Pure.
 
-use crate::graph::cluster::Placement;
-use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use crate::graph::cluster::{ClusterGraph, Level};
+use crate::model::plan::Crossings;
+use std::collections::HashSet;
 
-/// Ring edges that change group, per level.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Crossings {
-    pub spine: usize,
-    pub leaf: usize,
-    pub rack: usize,
-}
-
-pub use crate::model::natural_key;
-
-fn tier(v: &Option<String>) -> (bool, Vec<(String, u64)>) {
-    (v.is_none(), v.as_deref().map(natural_key).unwrap_or_default())
-}
-
-/// The solved order: by spine, leaf, rack, then hostname (natural order).
-pub fn solved_order(hosts: &[String], placement: &HashMap<String, Placement>) -> Vec<String> {
-    let none = Placement::default();
-    let mut v = hosts.to_vec();
-    v.sort_by_cached_key(|h| {
-        let p = placement.get(h).unwrap_or(&none);
-        (tier(&p.spine), tier(&p.leaf), tier(&p.rack), natural_key(h))
-    });
-    v
+/// The solved order: the cluster graph's hosts, depth first.
+pub fn solved_order(g: &ClusterGraph) -> Vec<String> {
+    g.depth_first_hosts()
 }
 
 /// What launchers do by default: hosts in lexicographic order (torchrun's node ranks, a
@@ -41,28 +22,31 @@ pub fn default_order(hosts: &[String]) -> Vec<String> {
     v
 }
 
-pub fn crossings(order: &[String], placement: &HashMap<String, Placement>) -> Crossings {
+const LEVELS: [Level; 3] = [Level::Spine, Level::Leaf, Level::Rack];
+
+/// Ring edges that change group, per level.
+pub fn crossings(order: &[String], g: &ClusterGraph) -> Crossings {
     let n = order.len();
-    let mut c = Crossings::default();
-    if n < 2 {
-        return c;
+    let mut c = [0usize; 3];
+    if n >= 2 {
+        for k in 0..n {
+            let (a, b) = (&order[k], &order[(k + 1) % n]);
+            for (i, level) in LEVELS.iter().enumerate() {
+                c[i] += usize::from(g.group_at(a, *level) != g.group_at(b, *level));
+            }
+        }
     }
-    let none = Placement::default();
-    for k in 0..n {
-        let a = placement.get(&order[k]).unwrap_or(&none);
-        let b = placement.get(&order[(k + 1) % n]).unwrap_or(&none);
-        c.spine += usize::from(a.spine != b.spine);
-        c.leaf += usize::from((&a.spine, &a.leaf) != (&b.spine, &b.leaf));
-        c.rack += usize::from((&a.spine, &a.leaf, &a.rack) != (&b.spine, &b.leaf, &b.rack));
+    Crossings {
+        spine: c[0],
+        leaf: c[1],
+        rack: c[2],
     }
-    c
 }
 
 /// The fewest crossings any ring can have: the number of groups at each level (0 for one).
-pub fn lower_bound(hosts: &[String], placement: &HashMap<String, Placement>) -> Crossings {
-    let none = Placement::default();
-    let count = |f: &dyn Fn(&Placement) -> String| {
-        let groups: HashSet<String> = hosts.iter().map(|h| f(placement.get(h).unwrap_or(&none))).collect();
+pub fn lower_bound(hosts: &[String], g: &ClusterGraph) -> Crossings {
+    let count = |level: Level| {
+        let groups: HashSet<_> = hosts.iter().map(|h| g.group_at(h, level)).collect();
         if groups.len() > 1 {
             groups.len()
         } else {
@@ -70,24 +54,48 @@ pub fn lower_bound(hosts: &[String], placement: &HashMap<String, Placement>) -> 
         }
     };
     Crossings {
-        spine: count(&|p| format!("{:?}", p.spine)),
-        leaf: count(&|p| format!("{:?}/{:?}", p.spine, p.leaf)),
-        rack: count(&|p| format!("{:?}/{:?}/{:?}", p.spine, p.leaf, p.rack)),
+        spine: count(Level::Spine),
+        leaf: count(Level::Leaf),
+        rack: count(Level::Rack),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::cluster::{HostFacts, HostSpec};
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
-    fn placement(rack: usize, racks_per_leaf: usize, leaves_per_spine: usize) -> Placement {
+    fn labels(rack: usize, racks_per_leaf: usize, leaves_per_spine: usize) -> BTreeMap<String, String> {
         let leaf = rack / racks_per_leaf;
-        Placement {
-            spine: Some(format!("spine-{}", leaf / leaves_per_spine)),
-            leaf: Some(format!("leaf-{leaf}")),
-            rack: Some(format!("rack-{rack}")),
+        BTreeMap::from([
+            ("spine".to_string(), format!("spine-{}", leaf / leaves_per_spine)),
+            ("leaf".to_string(), format!("leaf-{leaf}")),
+            ("rack".to_string(), format!("rack-{rack}")),
+        ])
+    }
+
+    fn facts() -> HostFacts {
+        HostFacts {
+            gpus: 8,
+            ring_gbps: 100.0,
+            hop_latency_us: 3.4,
+            net_gbps: 50.0,
         }
+    }
+
+    fn graph(hosts: &[String], labels: &[BTreeMap<String, String>]) -> ClusterGraph {
+        let specs: Vec<HostSpec> = hosts
+            .iter()
+            .zip(labels)
+            .map(|(h, l)| HostSpec {
+                name: h,
+                labels: l,
+                facts: facts(),
+            })
+            .collect();
+        ClusterGraph::build(&specs, None)
     }
 
     proptest! {
@@ -102,9 +110,10 @@ mod tests {
             let mut hosts: Vec<String> = (0..assignment.len()).map(|i| format!("n{:x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed)).collect();
             hosts.sort();
             hosts.dedup();
-            let p: HashMap<String, Placement> = hosts.iter().zip(&assignment).map(|(h, &r)| (h.clone(), placement(r, racks_per_leaf, leaves_per_spine))).collect();
-            let order = solved_order(&hosts, &p);
-            prop_assert_eq!(crossings(&order, &p), lower_bound(&hosts, &p));
+            let l: Vec<_> = assignment.iter().take(hosts.len()).map(|&r| labels(r, racks_per_leaf, leaves_per_spine)).collect();
+            let g = graph(&hosts, &l);
+            let order = solved_order(&g);
+            prop_assert_eq!(crossings(&order, &g), lower_bound(&hosts, &g));
             let mut sorted = order.clone();
             sorted.sort();
             prop_assert_eq!(sorted, hosts.clone(), "every host exactly once");
@@ -114,14 +123,11 @@ mod tests {
     #[test]
     fn interleaved_hostnames_cross_every_time_by_default() {
         let hosts: Vec<String> = (0..16).map(|i| format!("gpu{i:03}")).collect();
-        let p: HashMap<String, Placement> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.clone(), placement(i % 4, 1, 4)))
-            .collect();
-        assert_eq!(crossings(&default_order(&hosts), &p).rack, 16);
-        assert_eq!(crossings(&solved_order(&hosts, &p), &p).rack, 4);
-        assert_eq!(lower_bound(&hosts, &p).rack, 4);
+        let l: Vec<_> = (0..16).map(|i| labels(i % 4, 1, 4)).collect();
+        let g = graph(&hosts, &l);
+        assert_eq!(crossings(&default_order(&hosts), &g).rack, 16);
+        assert_eq!(crossings(&solved_order(&g), &g).rack, 4);
+        assert_eq!(lower_bound(&hosts, &g).rack, 4);
     }
 
     #[test]
@@ -130,10 +136,33 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let mut p = HashMap::new();
-        for h in ["gpu10", "gpu9", "gpu2"] {
-            p.insert(h.to_string(), placement(0, 1, 1));
-        }
-        assert_eq!(solved_order(&hosts, &p), ["gpu2", "gpu9", "gpu10", "lost"]);
+        let l: Vec<_> = hosts
+            .iter()
+            .map(|h| if h == "lost" { BTreeMap::new() } else { labels(0, 1, 1) })
+            .collect();
+        assert_eq!(solved_order(&graph(&hosts, &l)), ["gpu2", "gpu9", "gpu10", "lost"]);
+    }
+
+    #[test]
+    fn a_node_without_a_leaf_is_grouped_by_its_spine() {
+        // (spine-0, no leaf) and (spine-1, no leaf) are different leaf-level groups, as they
+        // are different spines; two unplaced nodes share one group at every level.
+        let hosts: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let l = vec![
+            BTreeMap::from([("spine".to_string(), "spine-0".to_string())]),
+            BTreeMap::from([("spine".to_string(), "spine-1".to_string())]),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        ];
+        let g = graph(&hosts, &l);
+        assert_eq!(
+            crossings(&hosts, &g),
+            Crossings {
+                spine: 3,
+                leaf: 3,
+                rack: 3
+            }
+        );
+        assert_eq!(lower_bound(&hosts, &g).leaf, 3);
     }
 }

@@ -6,65 +6,10 @@
 //! least that fast; the first threshold with a cycle is the optimal bottleneck. Above that, a
 //! greedy tour improved by 2-opt, reported with its gap to an upper bound.
 
-use serde::Serialize;
+pub use crate::model::ring::{LinkMatrix, Method, Ring};
 
 /// Largest GPU count solved exactly (2^16 × 16 states).
 pub const EXACT_MAX: usize = 16;
-
-/// Pairwise link facts between the GPUs of one node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LinkMatrix {
-    /// One-direction GB/s of the path between GPU i and GPU j.
-    pub bw: Vec<Vec<f64>>,
-    /// Hop cost of that path (lower is better: NVLink 1 … SYS 9, NCCL's path ranks).
-    pub cost: Vec<Vec<u32>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Ring {
-    /// GPU indices in ring order (starting at the lowest index).
-    pub order: Vec<usize>,
-    /// Slowest link of the ring, GB/s.
-    pub bottleneck_gbps: f64,
-    /// Sum of hop costs around the ring.
-    pub cost: u32,
-    pub method: Method,
-    /// Upper bound on the bottleneck (heuristic only): `(bound - found) / bound`.
-    pub gap: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Method {
-    Exact,
-    Heuristic,
-}
-
-impl LinkMatrix {
-    pub fn len(&self) -> usize {
-        self.bw.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bw.is_empty()
-    }
-
-    /// (bottleneck, cost) of a cycle in the given order.
-    pub fn score(&self, order: &[usize]) -> (f64, u32) {
-        let n = order.len();
-        if n < 2 {
-            return (f64::INFINITY, 0);
-        }
-        let mut bottleneck = f64::INFINITY;
-        let mut cost = 0;
-        for k in 0..n {
-            let (a, b) = (order[k], order[(k + 1) % n]);
-            bottleneck = bottleneck.min(self.bw[a][b].min(self.bw[b][a]));
-            cost += self.cost[a][b];
-        }
-        (bottleneck, cost)
-    }
-}
 
 /// Is `a` a better (bottleneck, cost) than `b`?
 pub fn better(a: (f64, u32), b: (f64, u32)) -> bool {

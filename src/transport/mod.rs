@@ -1,18 +1,18 @@
-//! Reaching nodes: the per-node transports (ssh, local, simulated) and the bounded fan-out
-//! that probes many nodes in parallel and reports each node's outcome with its reason.
+//! Reaching nodes: where a node's command runs (here, over ssh, or nowhere for a simulated
+//! node), the one bounded fan-out every cluster-wide command uses, and the vocabulary of
+//! per-node failures.
 
+pub(crate) mod fanout;
 pub mod simulated;
-pub mod ssh;
+pub(crate) mod ssh;
 
-use crate::config::{Inventory, NodeSpec, TransportKind};
-use crate::model::NodeSnapshot;
-use serde::Serialize;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::config::NodeSpec;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
-/// Why a node produced no snapshot. Stable snake_case names (they appear in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Why a node produced no answer. Stable snake_case names: they appear in every command's
+/// JSON as `nodes[].error.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// Nothing listens on the ssh port.
@@ -35,13 +35,13 @@ pub enum FailureKind {
     MissingLibrary,
     /// The probe binary cannot run there (architecture).
     WrongPlatform,
-    /// The remote probe exited non-zero.
+    /// The probe on the node failed.
     ProbeFailed,
-    /// The answer is not a topo-tune snapshot.
+    /// The answer is not what the protocol says.
     BadAnswer,
     /// The answer is larger than the limit.
     AnswerTooLarge,
-    /// Copying the probe binary failed or did not verify.
+    /// Copying the binary failed or did not verify.
     DeployFailed,
     /// The simulated node's source could not be read.
     SimulationFailed,
@@ -49,9 +49,37 @@ pub enum FailureKind {
     ProbeFileMissing,
     /// Not tried: the `--max-fail` budget was spent.
     Skipped,
+    /// A simulated node exists only on paper: there is nothing to write or check.
+    Simulated,
+    /// The plan or the rules give this node nothing to write (not probed, a refused setting).
+    NotPlanned,
+    /// Writing or rolling back the node's files failed.
+    WriteFailed,
+    /// The node's own files stop the write (e.g. a foreign nccl.conf line NCCL would misread).
+    InvalidInput,
+    /// No earlier run to roll back.
+    NothingToRollBack,
+    /// Moving interrupts failed or is impossible with the reserved CPUs.
+    IrqFailed,
+    /// The node-side command needs root.
+    NotRoot,
+    /// A bug in topo-tune.
+    Internal,
 }
 
-#[derive(Debug, Clone)]
+impl FailureKind {
+    /// The name used in JSON and tables.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+/// A node's failure: what kind, and a message an operator can act on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
@@ -66,8 +94,8 @@ impl Failure {
     }
 }
 
-/// What happened to the probe binary on a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What happened to the topo-tune binary on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Deploy {
     /// Copied this run (checksum verified).
@@ -78,197 +106,57 @@ pub enum Deploy {
     NotNeeded,
 }
 
+/// Where one node's command runs.
 #[derive(Debug, Clone)]
-pub struct NodeOutcome {
+pub enum Target {
+    /// In this process, with the node's files under `env` (`/` for `transport: local`, or
+    /// `DIR/<host>` for `--output-dir`).
+    Here(NodeEnv),
+    /// On the node, over the operator's ssh.
+    Ssh,
+    /// A simulated node: only its snapshot exists.
+    Paper,
+}
+
+/// What a node-side command reads and writes: its files' root and the machine it describes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeEnv {
+    /// Root of the files written (`/` on a real node).
+    pub write_root: PathBuf,
+    /// Read `/sys` and `/proc` under this directory instead of `/`.
+    pub fsroot: Option<PathBuf>,
+    /// Describe the machine from this hwloc export instead (tests, replays).
+    pub hwloc_xml: Option<PathBuf>,
+}
+
+impl NodeEnv {
+    /// This machine, its real files.
+    pub fn live() -> NodeEnv {
+        NodeEnv {
+            write_root: PathBuf::from("/"),
+            fsroot: None,
+            hwloc_xml: None,
+        }
+    }
+}
+
+/// One node's result and how it was reached.
+#[derive(Debug, Clone)]
+pub struct NodeOutcome<T> {
     pub host: String,
-    pub transport: TransportKind,
-    pub duration: Duration,
-    pub result: Result<(NodeSnapshot, Deploy), Failure>,
+    pub transport: &'static str,
+    pub duration: std::time::Duration,
     /// Connection attempts made (a refused or timed-out connect is retried once).
     pub attempts: u32,
+    pub deploy: Option<Deploy>,
+    pub result: Result<T, Failure>,
 }
 
-/// How to run a collection.
-#[derive(Debug, Clone)]
-pub struct CollectOptions {
-    pub forks: usize,
-    pub connect_timeout: Duration,
-    pub command_timeout: Duration,
-    /// Stop starting new nodes once more than this many have failed.
-    pub max_fail: Option<usize>,
-    /// The binary copied to ssh nodes.
-    pub remote_binary: Arc<ssh::LocalBinary>,
-    /// Extra delay for simulated nodes (benchmarks of the fan-out itself).
-    pub simulated_latency: Duration,
-}
-
-/// Progress callback: called once per finished node, from that node's task.
-pub type Progress = Arc<dyn Fn(&NodeOutcome) + Send + Sync>;
-
-/// Probe every node with at most `forks` in flight. Results come back in inventory order.
-pub async fn collect(inv: &Inventory, opts: &CollectOptions, progress: Progress) -> Vec<NodeOutcome> {
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.forks.max(1)));
-    let failures = Arc::new(AtomicUsize::new(0));
-    let transports = Arc::new(Transports {
-        ssh: SshTransport {
-            settings: inv.ssh.clone(),
-            opts: opts.clone(),
-            control_dir: ssh::ControlDir::create(),
-        },
-        local: LocalTransport,
-        simulated: SimulatedTransport {
-            latency: opts.simulated_latency,
-        },
-    });
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, node) in inv.nodes.iter().cloned().enumerate() {
-        // Take the fork slot here, in inventory order: nodes start in the order listed, and
-        // the --max-fail decision for node i sees every failure of the nodes before it that
-        // have finished. The semaphore is never closed, so acquiring cannot fail.
-        let permit = Arc::clone(&semaphore).acquire_owned().await.ok();
-        let failures = Arc::clone(&failures);
-        let transports = Arc::clone(&transports);
-        let progress = Arc::clone(&progress);
-        let skip = opts.max_fail.is_some_and(|m| failures.load(Ordering::SeqCst) > m);
-        tasks.spawn(async move {
-            let _permit = permit;
-            let start = Instant::now();
-            let outcome = if skip {
-                let r = Err(Failure::new(
-                    FailureKind::Skipped,
-                    "not tried: the --max-fail budget is spent",
-                ));
-                NodeOutcome {
-                    host: node.host.clone(),
-                    transport: node.transport,
-                    duration: start.elapsed(),
-                    result: r,
-                    attempts: 0,
-                }
-            } else {
-                let (result, attempts) = transports.probe(&node).await;
-                if result.is_err() {
-                    failures.fetch_add(1, Ordering::SeqCst);
-                }
-                NodeOutcome {
-                    host: node.host.clone(),
-                    transport: node.transport,
-                    duration: start.elapsed(),
-                    result,
-                    attempts,
-                }
-            };
-            progress(&outcome);
-            (i, outcome)
-        });
-    }
-    let mut out: Vec<Option<NodeOutcome>> = vec![None; inv.nodes.len()];
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok((i, outcome)) => out[i] = Some(outcome),
-            Err(e) => {
-                // A panicking node task is a bug; report it against no node rather than abort.
-                eprintln!("error: internal failure in a node task: {e}");
-            }
-        }
-    }
-    out.into_iter()
-        .zip(&inv.nodes)
-        .map(|(o, n)| {
-            o.unwrap_or_else(|| NodeOutcome {
-                host: n.host.clone(),
-                transport: n.transport,
-                duration: Duration::ZERO,
-                result: Err(Failure::new(
-                    FailureKind::ProbeFailed,
-                    "internal failure while probing this node",
-                )),
-                attempts: 0,
-            })
-        })
-        .collect()
-}
-
-/// What a node answered: its snapshot and what happened to the probe binary, or why not;
-/// plus the connection attempts made.
-pub type Answer = (Result<(NodeSnapshot, Deploy), Failure>, u32);
-
-/// One way of reaching a node and getting its snapshot. The fan-out holds one of each and
-/// picks per node by `transport:` (static dispatch: async trait methods are not object-safe).
-pub trait Transport {
-    fn probe(&self, node: &NodeSpec) -> impl std::future::Future<Output = Answer> + Send;
-}
-
-/// Over the operator's ssh; see [`ssh`].
-pub struct SshTransport {
-    pub settings: crate::config::SshSettings,
-    pub opts: CollectOptions,
-    pub control_dir: Option<ssh::ControlDir>,
-}
-
-impl Transport for SshTransport {
-    async fn probe(&self, node: &NodeSpec) -> Answer {
-        match &self.control_dir {
-            Some(dir) => ssh::probe_node(node, &self.settings, &self.opts, dir).await,
-            None => (
-                Err(Failure::new(
-                    FailureKind::SshFailed,
-                    "could not create a private directory for ssh control sockets",
-                )),
-                0,
-            ),
-        }
-    }
-}
-
-/// This machine, in-process.
-pub struct LocalTransport;
-
-impl Transport for LocalTransport {
-    async fn probe(&self, _node: &NodeSpec) -> Answer {
-        let request = crate::probe::ProbeRequest {
-            target: crate::probe::Target::Machine { fsroot: None },
-            nvml_fixture: None,
-        };
-        let r = tokio::task::spawn_blocking(move || crate::probe::probe(&request))
-            .await
-            .map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
-            .and_then(|r| r.map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string())));
-        (r.map(|s| (s, Deploy::NotNeeded)), 0)
-    }
-}
-
-/// No machine: the node's `simulate:` source, after an optional delay.
-pub struct SimulatedTransport {
-    pub latency: Duration,
-}
-
-impl Transport for SimulatedTransport {
-    async fn probe(&self, node: &NodeSpec) -> Answer {
-        if !self.latency.is_zero() {
-            tokio::time::sleep(self.latency).await;
-        }
-        let node = node.clone();
-        let r = tokio::task::spawn_blocking(move || simulated::snapshot(&node))
-            .await
-            .unwrap_or_else(|e| Err(Failure::new(FailureKind::SimulationFailed, e.to_string())));
-        (r.map(|s| (s, Deploy::NotNeeded)), 0)
-    }
-}
-
-/// The three transports of one run.
-struct Transports {
-    ssh: SshTransport,
-    local: LocalTransport,
-    simulated: SimulatedTransport,
-}
-
-impl Transports {
-    async fn probe(&self, node: &NodeSpec) -> Answer {
-        match node.transport {
-            TransportKind::Ssh => self.ssh.probe(node).await,
-            TransportKind::Local => self.local.probe(node).await,
-            TransportKind::Simulated => self.simulated.probe(node).await,
-        }
+/// The transport's name as JSON and tables show it.
+pub fn transport_name(node: &NodeSpec) -> &'static str {
+    match node.transport {
+        crate::config::TransportKind::Ssh => "ssh",
+        crate::config::TransportKind::Local => "local",
+        crate::config::TransportKind::Simulated => "simulated",
     }
 }

@@ -3,13 +3,11 @@
 //! strictly (unknown or changed: refused). Every remote argument is shell-quoted by the
 //! openssh crate; hostnames, users and paths were validated when cluster.yaml was read.
 
-use super::{CollectOptions, Deploy, Failure, FailureKind};
+use super::{Deploy, Failure, FailureKind};
 use crate::config::{NodeSpec, SshSettings};
-use crate::model::NodeSnapshot;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
-use sha2::{Digest, Sha256};
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,10 +18,19 @@ pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 /// The node-side timeout of a remote command exceeds ours by this much, so ours fires first.
 const REMOTE_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
+/// How to reach nodes over ssh, resolved once per command.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    pub settings: SshSettings,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// The binary copied to nodes (read only when some node uses ssh).
+    pub remote_binary: Arc<LocalBinary>,
+}
+
 /// The binary to deploy, read once: its bytes and SHA-256.
 #[derive(Debug)]
 pub struct LocalBinary {
-    pub path: PathBuf,
     pub bytes: Vec<u8>,
     pub sha256: String,
 }
@@ -31,12 +38,8 @@ pub struct LocalBinary {
 impl LocalBinary {
     pub fn load(path: &Path) -> std::io::Result<Self> {
         let bytes = std::fs::read(path)?;
-        let sha256 = hex(&Sha256::digest(&bytes));
-        Ok(LocalBinary {
-            path: path.to_path_buf(),
-            bytes,
-            sha256,
-        })
+        let sha256 = crate::digest::sha256_hex(&bytes);
+        Ok(LocalBinary { bytes, sha256 })
     }
 
     /// Where it lives on a node: one directory per version and content, so upgrades never
@@ -49,10 +52,6 @@ impl LocalBinary {
             &self.sha256[..16]
         )
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A private directory (mode 0700) for this run's control sockets, removed at the end.
@@ -73,43 +72,26 @@ impl ControlDir {
     }
 }
 
-/// Connect (one retry when the network, not the credentials, failed), deploy, probe.
-pub async fn probe_node(
+/// Deploy the binary and run `topo-tune node KIND` on the node with `request` on its stdin;
+/// its stdout (the node's report) comes back. Connection attempts are counted.
+pub async fn call(
     node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
+    opts: &SshOptions,
     dir: &ControlDir,
-) -> (Result<(NodeSnapshot, Deploy), Failure>, u32) {
-    let (session, attempts) = match connect_with_retry(node, settings, opts, dir).await {
-        Ok(x) => x,
-        Err((f, attempts)) => return (Err(f), attempts),
-    };
-    let result = deploy_and_probe(&session, node, settings, opts).await;
-    // Closing the master ends every remote process of this session, including a hung probe.
-    let _ = timeout(Duration::from_secs(5), session.close()).await;
-    (result, attempts)
-}
-
-/// Deploy the binary and run `topo-tune ARGS` on the node with `stdin`; its stdout comes back.
-/// (`init` uses it for `write-node` and `rollback --node-side`.)
-pub async fn run_tool_on_node(
-    node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
-    dir: &ControlDir,
-    args: &[&str],
-    stdin: Option<&[u8]>,
+    kind: &str,
+    request: &[u8],
 ) -> (Result<(Vec<u8>, Deploy), Failure>, u32) {
-    let (session, attempts) = match connect_with_retry(node, settings, opts, dir).await {
+    let (session, attempts) = match connect_with_retry(node, opts, dir).await {
         Ok(x) => x,
         Err((f, attempts)) => return (Err(f), attempts),
     };
     let result = async {
-        let (path, deploy) = deploy(&session, settings, opts).await?;
-        let out = run_tool(&session, node, settings, opts, &path, args, stdin).await?;
+        let (path, deploy) = deploy(&session, opts).await?;
+        let out = run_tool(&session, node, opts, &path, &["node", kind], Some(request)).await?;
         Ok((out.stdout, deploy))
     }
     .await;
+    // Closing the master ends every remote process of this session, including a hung one.
     let _ = timeout(Duration::from_secs(5), session.close()).await;
     (result, attempts)
 }
@@ -117,14 +99,13 @@ pub async fn run_tool_on_node(
 /// One retry when the network, not the credentials, failed.
 async fn connect_with_retry(
     node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
+    opts: &SshOptions,
     dir: &ControlDir,
 ) -> Result<(Session, u32), (Failure, u32)> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match connect(node, settings, opts, dir).await {
+        match connect(node, opts, dir).await {
             Ok(s) => return Ok((s, attempts)),
             Err(f)
                 if attempts < 2
@@ -140,12 +121,8 @@ async fn connect_with_retry(
     }
 }
 
-async fn connect(
-    node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
-    dir: &ControlDir,
-) -> Result<Session, Failure> {
+async fn connect(node: &NodeSpec, opts: &SshOptions, dir: &ControlDir) -> Result<Session, Failure> {
+    let settings = &opts.settings;
     let mut b = SessionBuilder::default();
     b.known_hosts_check(KnownHosts::Strict)
         .connect_timeout(opts.connect_timeout)
@@ -252,10 +229,10 @@ async fn run(
         if let (Some(data), Some(mut pipe)) = (stdin, child.stdin().take()) {
             pipe.write_all(data)
                 .await
-                .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("sending the probe binary: {e}")))?;
+                .map_err(|e| Failure::new(FailureKind::SshFailed, format!("sending `{program}` its input: {e}")))?;
             pipe.shutdown()
                 .await
-                .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("sending the probe binary: {e}")))?;
+                .map_err(|e| Failure::new(FailureKind::SshFailed, format!("sending `{program}` its input: {e}")))?;
         }
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
@@ -325,9 +302,9 @@ async fn remote_sha256(session: &Session, path: &str, within: Duration) -> Resul
 const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tune.$$" && cat > "$t" && chmod 755 "$t" && mv -f -- "$t" "$1/topo-tune""#;
 
 /// Make sure the binary is on the node (checksum-verified); its path and what was done.
-async fn deploy(session: &Session, settings: &SshSettings, opts: &CollectOptions) -> Result<(String, Deploy), Failure> {
+async fn deploy(session: &Session, opts: &SshOptions) -> Result<(String, Deploy), Failure> {
     let binary = &opts.remote_binary;
-    let dir = binary.remote_dir(&settings.remote_dir);
+    let dir = binary.remote_dir(&opts.settings.remote_dir);
     let path = format!("{dir}/topo-tune");
     let within = opts.command_timeout;
     if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
@@ -365,13 +342,12 @@ async fn deploy(session: &Session, settings: &SshSettings, opts: &CollectOptions
 async fn run_tool(
     session: &Session,
     node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
+    opts: &SshOptions,
     path: &str,
     args: &[&str],
     stdin: Option<&[u8]>,
 ) -> Result<RemoteOutput, Failure> {
-    let out = if settings.sudo {
+    let out = if opts.settings.sudo {
         let mut full = vec!["-n", "--", path];
         full.extend_from_slice(args);
         run(session, "sudo", &full, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
@@ -391,31 +367,6 @@ async fn run_tool(
         return Err(diagnose(out.status, &out.stderr, &node.host));
     }
     Ok(out)
-}
-
-async fn deploy_and_probe(
-    session: &Session,
-    node: &NodeSpec,
-    settings: &SshSettings,
-    opts: &CollectOptions,
-) -> Result<(NodeSnapshot, Deploy), Failure> {
-    let (path, deploy) = deploy(session, settings, opts).await?;
-    let out = run_tool(
-        session,
-        node,
-        settings,
-        opts,
-        &path,
-        &["probe", "--output", "json"],
-        None,
-    )
-    .await?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let snapshot = NodeSnapshot::from_json(&text).map_err(|e| {
-        let start: String = text.trim().chars().take(60).collect();
-        Failure::new(FailureKind::BadAnswer, format!("the answer is not a topo-tune snapshot ({e}); it starts with {start:?} (a login script printing to stdout?)"))
-    })?;
-    Ok((snapshot, deploy))
 }
 
 /// Name the missing piece when the probe cannot start on a node.
@@ -496,7 +447,6 @@ mod tests {
     #[test]
     fn remote_dir_is_per_version_and_content() {
         let b = LocalBinary {
-            path: PathBuf::from("x"),
             bytes: vec![],
             sha256: "0123456789abcdef0123".into(),
         };

@@ -3,7 +3,7 @@
 //! How a node "is" a different machine: every sshd has its own host key, port and
 //! `sshd_config`; its `SetEnv` line sets `TOPO_TUNE_FSROOT` (a fake `/sys` + `/proc` tree) or
 //! `TOPO_TUNE_FROM_HWLOC_XML` (a real machine's hwloc export) for the sessions it starts, and
-//! `topo-tune probe` reads those variables. So the deployed binary really runs over ssh, on a
+//! `topo-tune node` reads those variables. So the deployed binary really runs over ssh, on a
 //! machine description of the test's choosing. Misbehaving nodes get a `ForceCommand`
 //! wrapper (hang, garbage, 100 MB answer) or a wrong key.
 //!
@@ -248,9 +248,9 @@ fn write_wrapper(dir: &Path) -> PathBuf {
 printf '%s\n' "$SSH_ORIGINAL_COMMAND" >> "$TT_LOG"
 case "$TT_MODE:$SSH_ORIGINAL_COMMAND" in
   # The probe binary itself hangs (whatever wraps it, e.g. `timeout`, still applies).
-  hang:*" probe "*) exec /bin/sh -c "$(printf '%s' "$SSH_ORIGINAL_COMMAND" | sed 's# [^ ]*/topo-tune probe.*# sleep 600#')" ;;
-  garbage:*" probe "*) echo "Welcome to gpu-node! Last login: yesterday"; exit 0 ;;
-  huge:*" probe "*) head -c 104857600 /dev/zero | tr '\0' x; exit 0 ;;
+  hang:*"/topo-tune node probe"*) exec /bin/sh -c "$(printf '%s' "$SSH_ORIGINAL_COMMAND" | sed 's# [^ ]*/topo-tune node probe.*# sleep 600#')" ;;
+  garbage:*"/topo-tune node probe"*) echo "Welcome to gpu-node! Last login: yesterday"; exit 0 ;;
+  huge:*"/topo-tune node probe"*) head -c 104857600 /dev/zero | tr '\0' x; exit 0 ;;
 esac
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 "#,

@@ -12,8 +12,8 @@
 //!
 //! Each switch is then counted once, by its upstream port.
 
-use super::pci::Bdf;
-use super::snapshot::{BridgeRole, PciParent, PciSwitch};
+use crate::model::pci::Bdf;
+use crate::model::snapshot::{BridgeRole, PciParent, PciSwitch};
 use std::collections::HashMap;
 
 /// The minimum a bridge needs for role assignment.

@@ -1,4 +1,5 @@
-//! NCCL versions (`2.28.9`), compared numerically.
+//! NCCL-facing plain data: versions (`2.28.9`, compared numerically) and one setting with its
+//! reason. The knowledge of what values are valid lives in `nccl::table`.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -7,6 +8,7 @@ use std::fmt;
 pub struct NcclVersion(pub u32, pub u32, pub u32);
 
 impl NcclVersion {
+    /// `2.28.9`, `v2.27.7-1`, `2.26`: NCCL's release names. Anything else is refused.
     pub fn parse(text: &str) -> Option<Self> {
         let mut it = text
             .trim()
@@ -26,6 +28,13 @@ impl fmt::Display for NcclVersion {
     }
 }
 
+impl std::str::FromStr for NcclVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        NcclVersion::parse(s).ok_or_else(|| format!("`{s}` is not an NCCL version (e.g. 2.28.9)"))
+    }
+}
+
 impl Serialize for NcclVersion {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())
@@ -35,9 +44,16 @@ impl Serialize for NcclVersion {
 impl<'de> Deserialize<'de> for NcclVersion {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        NcclVersion::parse(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("`{s}` is not an NCCL version (e.g. 2.28.9)")))
+        s.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// One NCCL variable with why it is set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Setting {
+    pub name: String,
+    pub value: String,
+    pub reason: String,
 }
 
 #[cfg(test)]

@@ -1,0 +1,98 @@
+//! One snapshot per inventory node: probed where each node lives (ssh, local, simulated), or
+//! read from `--from-probes` files another engine gathered. Shared by `init` and `plan`.
+
+use super::reach::{progress_bar, resolve};
+use crate::cli::{GatherArgs, OutputFormat};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::model::NodeSnapshot;
+use crate::node::{self, calls::Probe, machine_target, NodeJob};
+use crate::transport::ssh::MAX_ANSWER_BYTES;
+use crate::transport::{Deploy, Failure, FailureKind, NodeOutcome};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub(crate) type Snapshots = Vec<NodeOutcome<NodeSnapshot>>;
+
+/// Every node's snapshot, in inventory order.
+pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
+    match &args.from_probes {
+        Some(dir) => from_probes(inv, dir),
+        None => collect(inv, args, output),
+    }
+}
+
+fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
+    let bar = progress_bar(inv.nodes.len(), output);
+    let reach = resolve(&args.reach, inv, &bar);
+    let jobs = inv
+        .nodes
+        .iter()
+        .map(|n| NodeJob {
+            node: n.clone(),
+            target: machine_target(n),
+            call: Probe {},
+        })
+        .collect();
+    let mut outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
+    bar.finish_and_clear();
+    // A snapshot from another build is refused here, where it enters.
+    for o in &mut outcomes {
+        if let Ok(s) = &o.result {
+            if let Err(e) = s.check_version() {
+                o.result = Err(Failure::new(FailureKind::BadAnswer, e.to_string()));
+            }
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
+fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
+    if !dir.is_dir() {
+        return Err(Error::Io {
+            what: format!("--from-probes {}", dir.display()),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        });
+    }
+    Ok(inv
+        .nodes
+        .iter()
+        .map(|n| {
+            let start = Instant::now();
+            let candidates: [PathBuf; 2] = [
+                dir.join(format!("{}.json", n.host)),
+                dir.join(&n.host).join("snapshot.json"),
+            ];
+            let result = match candidates.iter().find(|p| p.is_file()) {
+                None => Err(Failure::new(
+                    FailureKind::ProbeFileMissing,
+                    format!("no {} or {}", candidates[0].display(), candidates[1].display()),
+                )),
+                Some(p) => read_probe_file(p),
+            };
+            NodeOutcome {
+                host: n.host.clone(),
+                transport: "files",
+                duration: start.elapsed(),
+                attempts: 0,
+                deploy: Some(Deploy::NotNeeded),
+                result,
+            }
+        })
+        .collect())
+}
+
+fn read_probe_file(path: &Path) -> Result<NodeSnapshot, Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
+    if meta.len() > MAX_ANSWER_BYTES {
+        return Err(Failure::new(
+            FailureKind::AnswerTooLarge,
+            format!("{} is larger than {} MiB", path.display(), MAX_ANSWER_BYTES >> 20),
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
+    NodeSnapshot::from_json(&text).map_err(|e| Failure::new(FailureKind::BadAnswer, format!("{}: {e}", path.display())))
+}

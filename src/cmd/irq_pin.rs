@@ -1,0 +1,143 @@
+//! `topo-tune irq-pin`: on this machine (or a `--fsroot` tree), or on every node of a cluster
+//! through the node protocol — one result shape either way.
+
+use super::reach::{progress_bar, resolve};
+use super::{finish, Done};
+use crate::cli::{IrqPinArgs, OutputFormat};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::exit;
+use crate::irq::pin::{PinReport, PinRequest};
+use crate::irq::system::{LiveSystem, System, TreeSystem};
+use crate::irq::{IrqPlan, PinAction};
+use crate::model::CpuList;
+use crate::node::{self, calls::IrqPin, machine_target, NodeJob};
+use crate::report::envelope::{Envelope, NodeRow, Summary};
+use crate::report::irq as irq_report;
+use crate::transport::{NodeEnv, NodeOutcome};
+use serde::Serialize;
+use std::path::Path;
+
+/// One node's pins (its `changed` is the row's).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PinDetail {
+    pub msg: String,
+    pub notes: Vec<String>,
+    pub plan: IrqPlan,
+}
+
+impl From<&PinReport> for PinDetail {
+    fn from(r: &PinReport) -> Self {
+        PinDetail {
+            msg: r.msg.clone(),
+            notes: r.notes.clone(),
+            plan: r.plan.clone(),
+        }
+    }
+}
+
+impl PinDetail {
+    fn failed(&self) -> usize {
+        self.plan.pins.iter().filter(|p| p.action == PinAction::Failed).count()
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct PinPayload {
+    pub dry_run: bool,
+    pub summary: Summary,
+}
+
+fn request(args: &IrqPinArgs, reserved: CpuList) -> PinRequest {
+    PinRequest {
+        reserved,
+        include_control: args.include_control,
+        dry_run: args.dry_run,
+        irqbalance: args.irqbalance.into(),
+        install: args.install,
+    }
+}
+
+pub fn run(args: &IrqPinArgs, output: OutputFormat) -> Result<Done, Error> {
+    let rows = match &args.cluster_config {
+        None => vec![here(args)?],
+        Some(cfg) => cluster(args, cfg, output)?,
+    };
+    let summary = Summary::of(&rows);
+    let pins_failed: usize = rows
+        .iter()
+        .filter_map(|r| r.detail.as_ref())
+        .map(PinDetail::failed)
+        .sum();
+    let failed = summary.ok < summary.nodes || pins_failed > 0;
+    let msg = match rows.as_slice() {
+        [one] => one
+            .detail
+            .as_ref()
+            .map_or_else(|| "irq-pin failed".to_string(), |d| d.msg.clone()),
+        _ => format!(
+            "irq-pin: {} node(s), {} changed, {} failed, {} skipped, {pins_failed} interrupt(s) not moved",
+            summary.nodes, summary.changed, summary.failed, summary.skipped
+        ),
+    };
+    let envelope = Envelope {
+        command: "irq-pin",
+        changed: summary.changed > 0,
+        failed,
+        msg,
+        exit_code: if failed { exit::PARTIAL_FAILURE } else { exit::OK },
+        nodes: rows,
+        payload: PinPayload {
+            dry_run: args.dry_run,
+            summary,
+        },
+    };
+    finish(output, envelope, irq_report::render_pin)
+}
+
+/// This machine, or the --fsroot tree: errors are the command's.
+fn here(args: &IrqPinArgs) -> Result<NodeRow<Option<PinDetail>>, Error> {
+    let env = NodeEnv {
+        fsroot: args.fsroot.clone(),
+        ..NodeEnv::live()
+    };
+    let sys: &dyn System = if args.fsroot.is_some() {
+        &TreeSystem
+    } else {
+        &LiveSystem
+    };
+    let call = IrqPin(request(args, args.reserve_cpus.clone().unwrap_or_default()));
+    let report = call.run(&env, sys)?;
+    Ok(NodeRow::ok(
+        &report.hostname,
+        report.changed,
+        Some(PinDetail::from(&report)),
+    ))
+}
+
+/// Every node of the cluster, with its reserved_cpus unless --reserve-cpus is given.
+fn cluster(args: &IrqPinArgs, cfg: &Path, output: OutputFormat) -> Result<Vec<NodeRow<Option<PinDetail>>>, Error> {
+    let inv = Inventory::load(cfg)?;
+    let reserved = args
+        .reserve_cpus
+        .clone()
+        .or_else(|| inv.reserved_cpus.clone())
+        .unwrap_or_default();
+    let jobs = inv
+        .nodes
+        .iter()
+        .map(|n| NodeJob {
+            node: n.clone(),
+            target: machine_target(n),
+            call: IrqPin(request(args, reserved.clone())),
+        })
+        .collect();
+    let bar = progress_bar(inv.nodes.len(), output);
+    let reach = resolve(&args.reach, &inv, &bar);
+    let outcomes: Vec<NodeOutcome<PinReport>> = node::run(&inv, &reach, jobs).map_err(Error::Reach)?;
+    bar.finish_and_clear();
+    Ok(outcomes
+        .iter()
+        .map(|o| NodeRow::from_outcome(o, |r| (r.changed, Some(PinDetail::from(r))), || None))
+        .collect())
+}

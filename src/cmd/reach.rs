@@ -1,0 +1,43 @@
+//! Resolve, once, how a command reaches its nodes: flags over cluster.yaml over defaults,
+//! and the progress bar its fan-out drives.
+
+use crate::cli::{OutputFormat, ReachArgs};
+use crate::config::Inventory;
+use crate::node::Reach;
+use crate::transport::fanout::FanOutOptions;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A progress bar on a terminal (hidden otherwise, and under `--output json`).
+pub(crate) fn progress_bar(len: usize, output: OutputFormat) -> indicatif::ProgressBar {
+    if output != OutputFormat::Human || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} nodes {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub(crate) fn resolve(args: &ReachArgs, inv: &Inventory, bar: &indicatif::ProgressBar) -> Reach {
+    let bar = bar.clone();
+    Reach {
+        fan: FanOutOptions {
+            forks: args.forks.unwrap_or(inv.ssh.forks),
+            max_fail: args.max_fail,
+        },
+        connect_timeout: Duration::from_secs(args.connect_timeout.unwrap_or(inv.ssh.connect_timeout_s)),
+        command_timeout: Duration::from_secs(args.command_timeout.unwrap_or(inv.ssh.command_timeout_s)),
+        remote_binary: args.remote_binary.clone(),
+        simulated_latency: Duration::from_millis(args.simulate_latency_ms),
+        progress: Arc::new(move |host: &str, ok: bool| {
+            bar.inc(1);
+            if !ok {
+                bar.set_message(format!("(last failure: {host})"));
+            }
+        }),
+    }
+}

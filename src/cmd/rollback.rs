@@ -1,0 +1,80 @@
+//! `topo-tune rollback`: on every node, undo the last run `init` recorded there.
+
+use super::init::WriteDetail;
+use super::reach::{progress_bar, resolve};
+use super::{finish, Done};
+use crate::apply::writer::WriteReport;
+use crate::cli::{OutputFormat, RollbackArgs};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::exit;
+use crate::node::{self, calls::Rollback, write_target, NodeJob};
+use crate::report::envelope::{Envelope, NodeRow, Summary};
+use crate::report::write as write_report;
+use crate::transport::transport_name;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub(crate) struct RollbackPayload {
+    pub output_dir: Option<String>,
+    pub summary: Summary,
+}
+
+pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
+    let inv = Inventory::load(&args.cluster_config)?;
+    let jobs = inv
+        .nodes
+        .iter()
+        .map(|n| NodeJob {
+            node: n.clone(),
+            target: write_target(n, args.output_dir.as_deref()),
+            call: Rollback {},
+        })
+        .collect();
+    let bar = progress_bar(inv.nodes.len(), output);
+    let reach = resolve(&args.reach, &inv, &bar);
+    let outcomes = node::run(&inv, &reach, jobs).map_err(Error::Reach)?;
+    bar.finish_and_clear();
+    let rows: Vec<NodeRow<WriteDetail>> = outcomes
+        .iter()
+        .zip(&inv.nodes)
+        .map(|(o, n)| {
+            NodeRow::from_outcome(
+                o,
+                |rep: &WriteReport| {
+                    (
+                        rep.changed(),
+                        WriteDetail {
+                            transport: transport_name(n),
+                            files: rep.files.clone(),
+                            run_id: rep.run_id.clone(),
+                            ..WriteDetail::default()
+                        },
+                    )
+                },
+                || WriteDetail {
+                    transport: transport_name(n),
+                    ..WriteDetail::default()
+                },
+            )
+        })
+        .collect();
+    let summary = Summary::of(&rows);
+    let not_ok = summary.nodes - summary.ok;
+    let envelope = Envelope {
+        command: "rollback",
+        changed: summary.changed > 0,
+        failed: not_ok > 0,
+        msg: format!(
+            "rollback: {} node(s), {} changed, {} failed, {} skipped",
+            summary.nodes, summary.changed, summary.failed, summary.skipped
+        ),
+        exit_code: if not_ok > 0 { exit::PARTIAL_FAILURE } else { exit::OK },
+        nodes: rows,
+        payload: RollbackPayload {
+            output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
+            summary,
+        },
+    };
+    finish(output, envelope, write_report::render_rollback)
+}

@@ -1,0 +1,247 @@
+//! `irq-pin` on one node: plan the pins, apply and verify them, remember them, keep
+//! irqbalance off them, and optionally install boot-time re-pinning.
+
+use super::irqbalance;
+use super::system::System;
+use super::{apply, is_managed, plan, read_cpu_topology, IrqError, IrqPlan, PinAction, PinState};
+use crate::apply::atomic::write_if_changed;
+use crate::model::files::{IRQ_STATE, IRQ_UDEV_RULE, IRQ_UNIT, IRQ_UNIT_NAME};
+use crate::model::{CpuList, NodeSnapshot};
+use crate::probe::fsroot::FsRoot;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IrqbalancePolicy {
+    /// Say that irqbalance will undo the pins; change nothing about it.
+    Warn,
+    /// Add `--banmod=mlx5` to irqbalance's config and restart it (never stops it).
+    Ban,
+}
+
+/// What `irq-pin` is asked to do on a node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinRequest {
+    pub reserved: CpuList,
+    pub include_control: bool,
+    pub dry_run: bool,
+    pub irqbalance: IrqbalancePolicy,
+    pub install: bool,
+}
+
+/// What it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinReport {
+    pub hostname: String,
+    pub changed: bool,
+    pub dry_run: bool,
+    pub msg: String,
+    pub notes: Vec<String>,
+    pub plan: IrqPlan,
+}
+
+/// Pin on the machine under `fs` (its snapshot already taken).
+pub fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
+    let topo = read_cpu_topology(fs);
+    let mut plan = plan(snap, &topo, &req.reserved, req.include_control, &|n| is_managed(fs, n))?;
+    if !req.dry_run && !sys.is_root() && plan.pins.iter().any(|p| p.action == PinAction::Set) {
+        return Err(IrqError::NotRoot);
+    }
+    let mut changed = false;
+    let mut notes = plan.notes.clone();
+    if !req.dry_run {
+        apply(fs, &mut plan);
+        changed |= plan.pins.iter().any(|p| p.action == PinAction::Set);
+        remember(fs, &plan, req.include_control)?;
+    }
+    changed |= keep_irqbalance_off(fs, req, sys, &mut notes)?;
+    if req.install && !req.dry_run {
+        changed |= install(fs, req, sys, &mut notes)?;
+    }
+    let msg = summary(&plan, req.dry_run);
+    Ok(PinReport {
+        hostname: snap.hostname.clone(),
+        changed,
+        dry_run: req.dry_run,
+        msg,
+        notes,
+        plan,
+    })
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> IrqError + '_ {
+    move |source| IrqError::Io {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// Remember what was pinned: `doctor` then tells pins undone from pins never made.
+fn remember(fs: &FsRoot, plan: &IrqPlan, include_control: bool) -> Result<(), IrqError> {
+    let state = serde_json::to_string_pretty(&PinState::of(plan, include_control)).map_err(|e| IrqError::Io {
+        what: format!("serialising {IRQ_STATE}"),
+        source: e.into(),
+    })? + "\n";
+    write_if_changed(&fs.path(IRQ_STATE), state.as_bytes(), 0o644).map_err(io(IRQ_STATE))?;
+    Ok(())
+}
+
+/// irqbalance would move the pins again: ban mlx5 in its config (with `--irqbalance ban`) or
+/// say so.
+fn keep_irqbalance_off(
+    fs: &FsRoot,
+    req: &PinRequest,
+    sys: &dyn System,
+    notes: &mut Vec<String>,
+) -> Result<bool, IrqError> {
+    let ib = irqbalance::status(fs);
+    if !ib.running || ib.bans_mlx5 {
+        return Ok(false);
+    }
+    if req.irqbalance != IrqbalancePolicy::Ban || req.dry_run {
+        notes.push(format!(
+            "irqbalance is running and will move these interrupts again; `--irqbalance ban` adds {} to {} and restarts it",
+            irqbalance::BAN,
+            ib.config
+        ));
+        return Ok(false);
+    }
+    let before = fs.read(&ib.config).unwrap_or_default();
+    if !before.is_empty() {
+        let backup = format!("{}.topo-tune.bak", ib.config);
+        write_if_changed(&fs.path(&backup), before.as_bytes(), 0o644).map_err(io(&ib.config))?;
+    }
+    let changed = write_if_changed(&fs.path(&ib.config), irqbalance::with_ban(&before).as_bytes(), 0o644)
+        .map_err(io(&ib.config))?;
+    let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
+        Some(true) => "restart done".to_string(),
+        Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`".to_string(),
+        None => "not restarted (a --fsroot tree)".to_string(),
+    };
+    notes.push(format!(
+        "irqbalance: {} now bans mlx5 ({}); {restart}",
+        ib.config,
+        irqbalance::BAN
+    ));
+    Ok(changed)
+}
+
+/// The boot unit and udev rule that pin again at boot and on driver reloads.
+fn install(fs: &FsRoot, req: &PinRequest, sys: &dyn System, notes: &mut Vec<String>) -> Result<bool, IrqError> {
+    let bin = sys.own_binary().map_err(io("finding topo-tune's own binary"))?;
+    let mut args = String::new();
+    if !req.reserved.is_empty() {
+        args.push_str(&format!(" --reserve-cpus {}", req.reserved));
+    }
+    if req.include_control {
+        args.push_str(" --include-control");
+    }
+    let unit = include_str!("../../templates/topo-tune-irq-pin.service")
+        .replace("{{BIN}}", &bin.display().to_string())
+        .replace("{{ARGS}}", &args);
+    let rule = include_str!("../../templates/99-topo-tune-irq-pin.rules");
+    let mut changed = false;
+    for (path, text) in [(IRQ_UNIT, unit.as_str()), (IRQ_UDEV_RULE, rule)] {
+        changed |= write_if_changed(&fs.path(path), text.as_bytes(), 0o644).map_err(io(path))?;
+    }
+    let enabled = sys.systemctl(&["daemon-reload"]).and_then(|ok| {
+        if ok {
+            sys.systemctl(&["enable", IRQ_UNIT_NAME])
+        } else {
+            Some(false)
+        }
+    });
+    notes.push(match enabled {
+        Some(true) => format!("installed {IRQ_UNIT_NAME} (enabled)"),
+        Some(false) => format!("installed {IRQ_UNIT_NAME}: enabling FAILED, run `systemctl enable {IRQ_UNIT_NAME}`"),
+        None => "installed the unit and udev rule under the --fsroot tree (not enabled)".into(),
+    });
+    Ok(changed)
+}
+
+fn summary(plan: &IrqPlan, dry_run: bool) -> String {
+    let count = |a: PinAction| plan.pins.iter().filter(|p| p.action == a).count();
+    format!(
+        "{}{} to move, {} already placed, {} unsupported (managed), {} control left alone, {} failed",
+        if dry_run { "dry run: " } else { "" },
+        count(PinAction::Set),
+        count(PinAction::Keep),
+        count(PinAction::Unsupported),
+        count(PinAction::Leave),
+        count(PinAction::Failed),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::irq::system::FakeSystem;
+
+    fn request(irqbalance: IrqbalancePolicy) -> PinRequest {
+        PinRequest {
+            reserved: CpuList::parse("0-3").unwrap(),
+            include_control: false,
+            dry_run: false,
+            irqbalance,
+            install: true,
+        }
+    }
+
+    #[test]
+    fn install_writes_the_unit_and_enables_it_through_systemctl() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FsRoot::new(dir.path());
+        let sys = FakeSystem {
+            root: true,
+            systemctl_ok: true,
+            ..FakeSystem::default()
+        };
+        let mut notes = Vec::new();
+        assert!(install(&fs, &request(IrqbalancePolicy::Warn), &sys, &mut notes).unwrap());
+        let unit = std::fs::read_to_string(fs.path(IRQ_UNIT)).unwrap();
+        assert!(
+            unit.contains("ExecStart=/usr/local/bin/topo-tune irq-pin --reserve-cpus 0-3\n"),
+            "{unit}"
+        );
+        assert_eq!(
+            *sys.calls.lock().unwrap(),
+            ["systemctl daemon-reload", "systemctl enable topo-tune-irq-pin.service"]
+        );
+        assert_eq!(notes, ["installed topo-tune-irq-pin.service (enabled)"]);
+        // Again: same bytes, nothing changed; systemctl is still asked (it is idempotent).
+        assert!(!install(&fs, &request(IrqbalancePolicy::Warn), &sys, &mut notes).unwrap());
+    }
+
+    #[test]
+    fn a_running_irqbalance_is_banned_and_restarted_or_only_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/4242")).unwrap();
+        std::fs::write(dir.path().join("proc/4242/comm"), "irqbalance\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("etc/default")).unwrap();
+        std::fs::write(
+            dir.path().join("etc/default/irqbalance"),
+            "IRQBALANCE_ARGS=\"--policyscript=/x\"\n",
+        )
+        .unwrap();
+        let fs = FsRoot::new(dir.path());
+        let sys = FakeSystem {
+            root: true,
+            systemctl_ok: false,
+            ..FakeSystem::default()
+        };
+        let mut notes = Vec::new();
+        assert!(!keep_irqbalance_off(&fs, &request(IrqbalancePolicy::Warn), &sys, &mut notes).unwrap());
+        assert!(sys.calls.lock().unwrap().is_empty(), "warn changes nothing");
+        assert!(keep_irqbalance_off(&fs, &request(IrqbalancePolicy::Ban), &sys, &mut notes).unwrap());
+        assert_eq!(*sys.calls.lock().unwrap(), ["systemctl try-restart irqbalance"]);
+        assert!(
+            notes[1].ends_with("restart FAILED: run `systemctl try-restart irqbalance`"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fs.path("/etc/default/irqbalance.topo-tune.bak")).unwrap(),
+            "IRQBALANCE_ARGS=\"--policyscript=/x\"\n",
+            "the operator's file is backed up"
+        );
+    }
+}

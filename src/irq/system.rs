@@ -1,0 +1,87 @@
+//! The host side effects of `irq-pin` besides `/proc` and `/etc` files: who we run as,
+//! `systemctl`, and our own path. Behind a trait so tests see exactly what would be run.
+
+use std::path::PathBuf;
+
+pub trait System {
+    /// Whether we run with effective uid 0.
+    fn is_root(&self) -> bool;
+    /// Run `systemctl ARGS`; `None` when this system does not run services (a described tree).
+    fn systemctl(&self, args: &[&str]) -> Option<bool>;
+    /// This binary's path, for the unit's `ExecStart=`.
+    fn own_binary(&self) -> std::io::Result<PathBuf>;
+}
+
+/// The machine we run on.
+pub struct LiveSystem;
+
+impl System for LiveSystem {
+    fn is_root(&self) -> bool {
+        // Effective uid from /proc/self/status (no unsafe).
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("Uid:"))
+                    .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+            })
+            .unwrap_or(false)
+    }
+
+    fn systemctl(&self, args: &[&str]) -> Option<bool> {
+        Some(
+            std::process::Command::new("systemctl")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success()),
+        )
+    }
+
+    fn own_binary(&self) -> std::io::Result<PathBuf> {
+        std::env::current_exe()
+    }
+}
+
+/// A `--fsroot` tree: files are written under it, no service is touched, anyone may write.
+pub struct TreeSystem;
+
+impl System for TreeSystem {
+    fn is_root(&self) -> bool {
+        true
+    }
+
+    fn systemctl(&self, _args: &[&str]) -> Option<bool> {
+        None
+    }
+
+    fn own_binary(&self) -> std::io::Result<PathBuf> {
+        std::env::current_exe()
+    }
+}
+
+/// Records what would be run; answers as configured.
+#[cfg(test)]
+#[derive(Default)]
+pub struct FakeSystem {
+    pub root: bool,
+    pub systemctl_ok: bool,
+    pub calls: std::sync::Mutex<Vec<String>>,
+}
+
+#[cfg(test)]
+impl System for FakeSystem {
+    fn is_root(&self) -> bool {
+        self.root
+    }
+
+    fn systemctl(&self, args: &[&str]) -> Option<bool> {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push(format!("systemctl {}", args.join(" ")));
+        }
+        Some(self.systemctl_ok)
+    }
+
+    fn own_binary(&self) -> std::io::Result<PathBuf> {
+        Ok(PathBuf::from("/usr/local/bin/topo-tune"))
+    }
+}

@@ -1,0 +1,48 @@
+//! The fabric as cluster.yaml declares it (racks on leaves, leaves on spines, rails) and one
+//! node's place in it. Plain data: the graph built from it lives in `graph::cluster`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fabric {
+    /// Rack → the leaf switch it hangs off (when declared).
+    pub racks: BTreeMap<String, Option<String>>,
+    pub leaves: BTreeMap<String, Leaf>,
+    /// Rails per node (rail-optimised fabrics: NIC i of every node on switch plane i).
+    pub rails: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Leaf {
+    pub spine: Option<String>,
+    /// Uplink capacity of the leaf towards its spine, Gb/s (one direction).
+    pub uplink_gbps: Option<f64>,
+}
+
+/// A node's place in the fabric: `[spine, leaf, rack]`, each possibly unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Placement {
+    pub spine: Option<String>,
+    pub leaf: Option<String>,
+    pub rack: Option<String>,
+}
+
+impl Placement {
+    /// Where a node sits: its `rack` label, its leaf (label, else fabric.racks), the leaf's
+    /// spine (label, else fabric.leaves).
+    pub fn of(labels: &BTreeMap<String, String>, fabric: Option<&Fabric>) -> Placement {
+        let rack = labels.get("rack").cloned();
+        let leaf = labels
+            .get("leaf")
+            .cloned()
+            .or_else(|| fabric.and_then(|f| rack.as_ref().and_then(|r| f.racks.get(r).cloned().flatten())));
+        let spine = labels.get("spine").cloned().or_else(|| {
+            fabric.and_then(|f| {
+                leaf.as_ref()
+                    .and_then(|l| f.leaves.get(l).and_then(|x| x.spine.clone()))
+            })
+        });
+        Placement { spine, leaf, rack }
+    }
+}

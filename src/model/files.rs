@@ -1,0 +1,28 @@
+//! Where topo-tune's files live on a node (absolute kernel paths; `--output-dir`, `--fsroot`
+//! and the node-side root put them under another directory). One place, so the writer, the
+//! rules, `doctor` and `rollback` agree.
+
+/// The one file NCCL reads (besides `$NCCL_CONF_FILE` and `~/.nccl.conf`).
+pub const NCCL_CONF: &str = "/etc/nccl.conf";
+/// topo-tune's drop-ins, assembled in lexical order into [`NCCL_CONF`].
+pub const DROPIN_DIR: &str = "/etc/nccl/conf.d";
+pub const DROPIN_NAME: &str = "50-topo-tune.conf";
+pub const DROPIN: &str = "/etc/nccl/conf.d/50-topo-tune.conf";
+/// A `/etc/nccl.conf` topo-tune did not write, kept as the earliest drop-in.
+pub const PRESERVED_NAME: &str = "00-preserved-nccl.conf";
+pub const PRESERVED: &str = "/etc/nccl/conf.d/00-preserved-nccl.conf";
+/// topo-tune's own state and the files only it writes.
+pub const STATE_DIR: &str = "/etc/nccl/topo-tune";
+pub const TOPOLOGY: &str = "/etc/nccl/topo-tune/topology.xml";
+pub const ENV_FILE: &str = "/etc/nccl/topo-tune/nccl.env";
+pub const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
+/// Backups of replaced files, per run, relative to [`STATE_DIR`].
+pub const BACKUPS: &str = "backups";
+/// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).
+pub const IRQ_STATE: &str = "/etc/topo-tune/irq-pin.json";
+/// irqbalance's config, Debian/Ubuntu first, then RHEL.
+pub const IRQBALANCE_CONFIGS: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"];
+/// The boot-time re-pinning that `irq-pin --install` writes.
+pub const IRQ_UNIT: &str = "/etc/systemd/system/topo-tune-irq-pin.service";
+pub const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
+pub const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";

@@ -1,0 +1,185 @@
+//! The calls a node serves: probe, write, rollback, irq-pin, doctor. Each maps its module's
+//! typed errors to a failure kind the controller reports as `nodes[].error`.
+
+use super::Call;
+use crate::apply::writer::{self, Bundle, WriteError, WriteReport};
+use crate::config::NodeSpec;
+use crate::irq::doctor::{self, Check, DoctorRequest};
+use crate::irq::pin::{self, PinReport, PinRequest};
+use crate::irq::system::{LiveSystem, System, TreeSystem};
+use crate::irq::IrqError;
+use crate::model::NodeSnapshot;
+use crate::probe::fsroot::FsRoot;
+use crate::probe::{self, ProbeRequest, Target as ProbeTarget};
+use crate::transport::{simulated, Failure, FailureKind, NodeEnv};
+use serde::{Deserialize, Serialize};
+
+/// Describe the machine: its snapshot.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Probe {}
+
+impl Call for Probe {
+    type Answer = NodeSnapshot;
+    const KIND: &'static str = "probe";
+
+    fn here(&self, env: &NodeEnv) -> Result<NodeSnapshot, Failure> {
+        snapshot(env).map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
+    }
+
+    fn on_paper(&self, node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
+        simulated::snapshot(node)
+    }
+}
+
+/// The machine `env` describes.
+pub fn snapshot(env: &NodeEnv) -> Result<NodeSnapshot, probe::ProbeError> {
+    let target = match &env.hwloc_xml {
+        Some(xml) => ProbeTarget::HwlocXml(xml.clone()),
+        None => ProbeTarget::Machine {
+            fsroot: env.fsroot.clone(),
+        },
+    };
+    probe::probe(&ProbeRequest {
+        target,
+        nvml_fixture: None,
+    })
+}
+
+/// Write (or check) the NCCL files a plan gives this node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Write {
+    pub bundle: Bundle,
+    pub check: bool,
+    pub diff: bool,
+}
+
+fn write_failure(e: WriteError) -> Failure {
+    let kind = match &e {
+        WriteError::Io { .. } => FailureKind::WriteFailed,
+        WriteError::Invalid { .. } => FailureKind::InvalidInput,
+        WriteError::NothingToRollBack(_) => FailureKind::NothingToRollBack,
+    };
+    Failure::new(kind, e.to_string())
+}
+
+fn paper(why: &str) -> Failure {
+    Failure::new(FailureKind::Simulated, why)
+}
+
+impl Call for Write {
+    type Answer = WriteReport;
+    const KIND: &'static str = "write";
+
+    fn here(&self, env: &NodeEnv) -> Result<WriteReport, Failure> {
+        writer::write_bundle(&env.write_root, &self.bundle, self.check, self.diff).map_err(write_failure)
+    }
+
+    fn on_paper(&self, _node: &NodeSpec) -> Result<WriteReport, Failure> {
+        Err(paper(
+            "a simulated node exists only on paper: use --output-dir to see its files",
+        ))
+    }
+}
+
+/// Undo the last recorded write.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Rollback {}
+
+impl Call for Rollback {
+    type Answer = WriteReport;
+    const KIND: &'static str = "rollback";
+
+    fn here(&self, env: &NodeEnv) -> Result<WriteReport, Failure> {
+        writer::rollback(&env.write_root).map_err(write_failure)
+    }
+
+    fn on_paper(&self, _node: &NodeSpec) -> Result<WriteReport, Failure> {
+        Err(paper(
+            "a simulated node exists only on paper: use --output-dir to roll back its files",
+        ))
+    }
+}
+
+fn fs_of(env: &NodeEnv) -> FsRoot {
+    env.fsroot.as_ref().map_or_else(FsRoot::live, FsRoot::new)
+}
+
+/// The live system, or a described tree (no services, no root check).
+fn system_of(env: &NodeEnv) -> &'static dyn System {
+    if env.fsroot.is_some() {
+        &TreeSystem
+    } else {
+        &LiveSystem
+    }
+}
+
+pub fn irq_failure(e: &IrqError) -> Failure {
+    let kind = match e {
+        IrqError::NotRoot => FailureKind::NotRoot,
+        IrqError::Probe(_) => FailureKind::ProbeFailed,
+        IrqError::NoLocalCpus { .. } | IrqError::Io { .. } => FailureKind::IrqFailed,
+    };
+    Failure::new(kind, e.to_string())
+}
+
+/// Pin mlx5 interrupts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IrqPin(pub PinRequest);
+
+impl IrqPin {
+    /// Run on the machine `env` describes, with its side effects through `sys`.
+    pub fn run(&self, env: &NodeEnv, sys: &dyn System) -> Result<PinReport, IrqError> {
+        let fs = fs_of(env);
+        let snap = snapshot(env)?;
+        pin::pin(&fs, &snap, &self.0, sys)
+    }
+}
+
+impl Call for IrqPin {
+    type Answer = PinReport;
+    const KIND: &'static str = "irq-pin";
+
+    fn here(&self, env: &NodeEnv) -> Result<PinReport, Failure> {
+        self.run(env, system_of(env)).map_err(|e| irq_failure(&e))
+    }
+
+    fn on_paper(&self, _node: &NodeSpec) -> Result<PinReport, Failure> {
+        Err(paper("a simulated node has no interrupts to pin"))
+    }
+}
+
+/// Check the host basics.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Doctor(pub DoctorRequest);
+
+/// A node's checks, with the hostname it answered as.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorReport {
+    pub hostname: String,
+    pub checks: Vec<Check>,
+}
+
+impl Doctor {
+    /// Check the machine `env` describes.
+    pub fn run(&self, env: &NodeEnv) -> Result<DoctorReport, probe::ProbeError> {
+        let snap = snapshot(env)?;
+        Ok(DoctorReport {
+            hostname: snap.hostname.clone(),
+            checks: doctor::run(&fs_of(env), &snap, &self.0.reserved),
+        })
+    }
+}
+
+impl Call for Doctor {
+    type Answer = DoctorReport;
+    const KIND: &'static str = "doctor";
+
+    fn here(&self, env: &NodeEnv) -> Result<DoctorReport, Failure> {
+        self.run(env)
+            .map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
+    }
+
+    fn on_paper(&self, _node: &NodeSpec) -> Result<DoctorReport, Failure> {
+        Err(paper("a simulated node has no /proc or /sys to check"))
+    }
+}

@@ -1,0 +1,287 @@
+//! The node protocol. Every command that acts on a node is one typed call: a request in, a
+//! [`NodeReport`] with the call's typed answer (or a typed failure) out. On a node it is
+//! served by the hidden `topo-tune node KIND` (the request as JSON on stdin, the report on
+//! stdout); for local nodes and `--output-dir` the same handler runs in this process; a
+//! simulated node answers from paper. The controller side runs calls on many nodes through
+//! the one fan-out in `transport::fanout`.
+
+pub mod calls;
+
+use crate::config::{Inventory, NodeSpec};
+use crate::transport::fanout::{fan_out, Attempt, FanOutOptions, Job, Progress};
+use crate::transport::ssh::{self, ControlDir, LocalBinary, SshOptions};
+use crate::transport::{transport_name, Deploy, Failure, FailureKind, NodeEnv, NodeOutcome, Target};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Version of the request/report layout; a node answering another version is refused.
+pub const PROTOCOL: u32 = 1;
+
+/// One kind of node-side work.
+pub trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    type Answer: Serialize + DeserializeOwned + Send + 'static;
+    /// The name on the command line (`topo-tune node KIND`).
+    const KIND: &'static str;
+    /// Do it here, on the machine and files `env` describes.
+    fn here(&self, env: &NodeEnv) -> Result<Self::Answer, Failure>;
+    /// A simulated node's answer: by default, there is nothing on paper to act on.
+    fn on_paper(&self, _node: &NodeSpec) -> Result<Self::Answer, Failure> {
+        Err(Failure::new(
+            FailureKind::Simulated,
+            "a simulated node exists only on paper: nothing to act on (use --output-dir to see its files)",
+        ))
+    }
+}
+
+/// What a node answers: its answer or why there is none, with the protocol it speaks.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NodeReport<T> {
+    pub protocol: u32,
+    pub tool_version: String,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    pub ok: Option<T>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+impl<T> NodeReport<T> {
+    fn of(result: Result<T, Failure>) -> Self {
+        let (ok, error) = match result {
+            Ok(a) => (Some(a), None),
+            Err(f) => (None, Some(f)),
+        };
+        NodeReport {
+            protocol: PROTOCOL,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            ok,
+            error,
+        }
+    }
+
+    /// The answer, or the node's failure, or why the report itself is not acceptable.
+    fn into_result(self) -> Result<T, Failure> {
+        if self.protocol != PROTOCOL {
+            return Err(Failure::new(
+                FailureKind::BadAnswer,
+                format!(
+                    "the node runs topo-tune {} (protocol {}); this one speaks protocol {PROTOCOL}: use the same build on both",
+                    self.tool_version, self.protocol
+                ),
+            ));
+        }
+        match (self.ok, self.error) {
+            (Some(a), None) => Ok(a),
+            (None, Some(f)) => Err(f),
+            _ => Err(Failure::new(
+                FailureKind::BadAnswer,
+                "the node's report has neither an answer nor an error",
+            )),
+        }
+    }
+}
+
+/// Serve one request on this node: parse it, run it, print the report. Only input that is
+/// not a request at all fails the command; everything else is in the report.
+pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, String> {
+    match kind {
+        calls::Probe::KIND => serve_one::<calls::Probe>(input, env),
+        calls::Write::KIND => serve_one::<calls::Write>(input, env),
+        calls::Rollback::KIND => serve_one::<calls::Rollback>(input, env),
+        calls::IrqPin::KIND => serve_one::<calls::IrqPin>(input, env),
+        calls::Doctor::KIND => serve_one::<calls::Doctor>(input, env),
+        other => Err(format!(
+            "`{other}` is not a node request (probe, write, rollback, irq-pin, doctor)"
+        )),
+    }
+}
+
+fn serve_one<C: Call>(input: &[u8], env: &NodeEnv) -> Result<String, String> {
+    let call: C = serde_json::from_slice(input).map_err(|e| format!("stdin is not a `{}` request: {e}", C::KIND))?;
+    let report = NodeReport::of(call.here(env));
+    serde_json::to_string(&report)
+        .map(|t| t + "\n")
+        .map_err(|e| format!("cannot serialise the report: {e}"))
+}
+
+/// How a command reaches its nodes, resolved once from the flags and cluster.yaml.
+#[derive(Clone)]
+pub struct Reach {
+    pub fan: FanOutOptions,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// The binary deployed to ssh nodes (default: this one).
+    pub remote_binary: Option<PathBuf>,
+    /// Extra delay per simulated node (benchmarks of the fan-out itself).
+    pub simulated_latency: Duration,
+    pub progress: Progress,
+}
+
+/// One node's call and where it runs.
+pub struct NodeJob<C> {
+    pub node: NodeSpec,
+    pub target: Target,
+    pub call: C,
+}
+
+/// Everything a node task needs, shared by all of them.
+struct Shared {
+    ssh: Option<(SshOptions, ControlDir)>,
+    simulated_latency: Duration,
+}
+
+/// Run each job's call where its target says, at most `reach.fan.forks` at once.
+pub fn run<C: Call>(
+    inv: &Inventory,
+    reach: &Reach,
+    jobs: Vec<NodeJob<C>>,
+) -> Result<Vec<NodeOutcome<C::Answer>>, Failure> {
+    let shared = Arc::new(Shared {
+        ssh: ssh_context(inv, reach, &jobs)?,
+        simulated_latency: reach.simulated_latency,
+    });
+    let jobs: Vec<Job<NodeJob<C>>> = jobs
+        .into_iter()
+        .map(|j| Job {
+            host: j.node.host.clone(),
+            transport: transport_name(&j.node),
+            item: j,
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(FailureKind::Internal, format!("starting the async runtime: {e}")))?;
+    let progress = Arc::clone(&reach.progress);
+    Ok(runtime.block_on(fan_out(jobs, reach.fan, progress, move |job| {
+        let shared = Arc::clone(&shared);
+        async move { run_one(job, &shared).await }
+    })))
+}
+
+/// The ssh options and a private control directory, only when some job goes over ssh.
+fn ssh_context<C>(
+    inv: &Inventory,
+    reach: &Reach,
+    jobs: &[NodeJob<C>],
+) -> Result<Option<(SshOptions, ControlDir)>, Failure> {
+    if !jobs.iter().any(|j| matches!(j.target, Target::Ssh)) {
+        return Ok(None);
+    }
+    let path = match &reach.remote_binary {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| {
+            Failure::new(
+                FailureKind::DeployFailed,
+                format!("finding topo-tune's own binary: {e}"),
+            )
+        })?,
+    };
+    let binary = LocalBinary::load(&path)
+        .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("reading {}: {e}", path.display())))?;
+    let dir = ControlDir::create().ok_or_else(|| {
+        Failure::new(
+            FailureKind::SshFailed,
+            "could not create a private directory for ssh control sockets in /tmp",
+        )
+    })?;
+    Ok(Some((
+        SshOptions {
+            settings: inv.ssh.clone(),
+            connect_timeout: reach.connect_timeout,
+            command_timeout: reach.command_timeout,
+            remote_binary: Arc::new(binary),
+        },
+        dir,
+    )))
+}
+
+async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
+    match job.target {
+        Target::Here(env) => {
+            let call = job.call;
+            let r = tokio::task::spawn_blocking(move || call.here(&env))
+                .await
+                .unwrap_or_else(|e| Err(Failure::new(FailureKind::Internal, e.to_string())));
+            Attempt {
+                result: r,
+                attempts: 0,
+                deploy: Some(Deploy::NotNeeded),
+            }
+        }
+        Target::Paper => {
+            if !shared.simulated_latency.is_zero() {
+                tokio::time::sleep(shared.simulated_latency).await;
+            }
+            let (call, node) = (job.call, job.node);
+            let r = tokio::task::spawn_blocking(move || call.on_paper(&node))
+                .await
+                .unwrap_or_else(|e| Err(Failure::new(FailureKind::Internal, e.to_string())));
+            Attempt {
+                result: r,
+                attempts: 0,
+                deploy: Some(Deploy::NotNeeded),
+            }
+        }
+        Target::Ssh => over_ssh(&job.node, &job.call, shared).await,
+    }
+}
+
+async fn over_ssh<C: Call>(node: &NodeSpec, call: &C, shared: &Shared) -> Attempt<C::Answer> {
+    let Some((opts, dir)) = &shared.ssh else {
+        return Attempt::once(Err(Failure::new(FailureKind::Internal, "no ssh context")));
+    };
+    let request = match serde_json::to_vec(call) {
+        Ok(r) => r,
+        Err(e) => return Attempt::once(Err(Failure::new(FailureKind::Internal, e.to_string()))),
+    };
+    let (result, attempts) = ssh::call(node, opts, dir, C::KIND, &request).await;
+    let (result, deploy) = match result {
+        Ok((out, deploy)) => (parse_report::<C::Answer>(&out), Some(deploy)),
+        Err(f) => (Err(f), None),
+    };
+    Attempt {
+        result,
+        attempts,
+        deploy,
+    }
+}
+
+/// A node's stdout as a report of the expected answer.
+fn parse_report<T: DeserializeOwned>(out: &[u8]) -> Result<T, Failure> {
+    let report: NodeReport<T> = serde_json::from_slice(out).map_err(|e| {
+        let text = String::from_utf8_lossy(out);
+        let start: String = text.trim().chars().take(60).collect();
+        Failure::new(
+            FailureKind::BadAnswer,
+            format!("the answer is not a topo-tune report ({e}); it starts with {start:?} (a login script printing to stdout?)"),
+        )
+    })?;
+    report.into_result()
+}
+
+/// Where a call that writes files runs: under `DIR/<host>` with `--output-dir`, on this
+/// machine for `transport: local`, on the node for ssh, nowhere for a simulated node.
+pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Target {
+    use crate::config::TransportKind;
+    match (output_dir, node.transport) {
+        (Some(d), _) => Target::Here(NodeEnv {
+            write_root: d.join(&node.host),
+            ..NodeEnv::live()
+        }),
+        (None, TransportKind::Local) => Target::Here(NodeEnv::live()),
+        (None, TransportKind::Ssh) => Target::Ssh,
+        (None, TransportKind::Simulated) => Target::Paper,
+    }
+}
+
+/// Where a call that reads the machine runs.
+pub fn machine_target(node: &NodeSpec) -> Target {
+    write_target(node, None)
+}

@@ -1,0 +1,59 @@
+//! Tables of `init --collect-only` and `init --dry-run`.
+
+use super::envelope::{Envelope, NodeStatus};
+use super::{failure_text, table};
+use crate::cmd::init::{CollectDetail, CollectPayload};
+use crate::transport::Deploy;
+
+fn status_text(s: NodeStatus) -> &'static str {
+    match s {
+        NodeStatus::Ok => "ok",
+        NodeStatus::Failed => "FAILED",
+        NodeStatus::Skipped => "SKIPPED",
+        NodeStatus::Pending => "pending",
+    }
+}
+
+pub fn render_collect(e: &Envelope<CollectPayload, CollectDetail>) -> String {
+    let mut t = table(&["Host", "Via", "Status", "Time", "Binary", "Detail"]);
+    for r in &e.nodes {
+        let d = &r.detail;
+        let detail = match (&r.error, &d.snapshot) {
+            (Some(f), _) => failure_text(f),
+            (None, Some(p)) => format!("{p}{}", if r.changed { " (changed)" } else { "" }),
+            _ => String::new(),
+        };
+        let binary = match d.deploy {
+            Some(Deploy::Uploaded) => "uploaded",
+            Some(Deploy::Reused) => "reused",
+            _ => "-",
+        };
+        let time = d
+            .duration_ms
+            .map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0));
+        t.add_row(vec![
+            r.host.clone(),
+            d.transport.to_string(),
+            status_text(r.status).to_string(),
+            time,
+            binary.to_string(),
+            detail,
+        ]);
+    }
+    format!("{t}\n{}\n", e.msg)
+}
+
+pub fn render_dry_run(e: &Envelope<CollectPayload, CollectDetail>) -> String {
+    let mut t = table(&["Host", "Via", "Declared at", "Labels"]);
+    for r in &e.nodes {
+        let d = &r.detail;
+        let labels: Vec<String> = d.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        t.add_row(vec![
+            r.host.clone(),
+            d.transport.to_string(),
+            d.declared_at.clone().unwrap_or_default(),
+            labels.join(","),
+        ]);
+    }
+    format!("{t}\n{}\n", e.msg)
+}

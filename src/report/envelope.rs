@@ -1,0 +1,128 @@
+//! The one JSON contract: every command's `--output json` is an [`Envelope`] — `command`,
+//! `changed`, `failed`, `msg`, `exit_code`, `nodes` (one row per node, a failure read the
+//! same way everywhere: `error: {kind, message}`) — plus the command's own payload at the
+//! top level. Schemas: docs/schema/. Built from typed structs only.
+
+use crate::transport::{Failure, NodeOutcome};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct Envelope<P: Serialize, N: Serialize> {
+    pub command: &'static str,
+    pub changed: bool,
+    pub failed: bool,
+    pub msg: String,
+    pub exit_code: i32,
+    pub nodes: Vec<NodeRow<N>>,
+    #[serde(flatten)]
+    pub payload: P,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    Ok,
+    Failed,
+    /// Not acted on, with the reason in `error` (a simulated node, `--max-fail` spent).
+    Skipped,
+    /// A dry run: would be acted on, was not contacted.
+    Pending,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeRow<N: Serialize> {
+    pub host: String,
+    pub status: NodeStatus,
+    pub changed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+    #[serde(flatten)]
+    pub detail: N,
+}
+
+impl<N: Serialize> NodeRow<N> {
+    pub fn ok(host: &str, changed: bool, detail: N) -> Self {
+        NodeRow {
+            host: host.to_string(),
+            status: NodeStatus::Ok,
+            changed,
+            error: None,
+            detail,
+        }
+    }
+
+    /// A failed (or, for skip-kinds, skipped) node.
+    pub fn failed(host: &str, error: Failure, detail: N) -> Self {
+        use crate::transport::FailureKind;
+        let status = match error.kind {
+            FailureKind::Skipped | FailureKind::Simulated => NodeStatus::Skipped,
+            _ => NodeStatus::Failed,
+        };
+        NodeRow {
+            host: host.to_string(),
+            status,
+            changed: false,
+            error: Some(error),
+            detail,
+        }
+    }
+
+    /// A row from a node's outcome: its answer becomes `detail` (and says whether it changed
+    /// anything), a failure becomes `error` with `detail` from `empty`.
+    pub fn from_outcome<T>(o: &NodeOutcome<T>, ok: impl FnOnce(&T) -> (bool, N), empty: impl FnOnce() -> N) -> Self {
+        match &o.result {
+            Ok(a) => {
+                let (changed, detail) = ok(a);
+                NodeRow::ok(&o.host, changed, detail)
+            }
+            Err(f) => NodeRow::failed(&o.host, f.clone(), empty()),
+        }
+    }
+}
+
+/// Node rows with nothing of their own.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct NoDetail {}
+
+/// The top-level error, in the same envelope (also for usage errors under `--output json`).
+#[derive(Debug, Serialize)]
+pub struct ErrorPayload {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    pub kind: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// Counts of a fan-out, for messages and summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub nodes: usize,
+    pub ok: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub changed: usize,
+}
+
+impl Summary {
+    pub fn of<N: Serialize>(rows: &[NodeRow<N>]) -> Summary {
+        let count = |s: NodeStatus| rows.iter().filter(|r| r.status == s).count();
+        Summary {
+            nodes: rows.len(),
+            ok: count(NodeStatus::Ok),
+            failed: count(NodeStatus::Failed),
+            skipped: count(NodeStatus::Skipped),
+            changed: rows.iter().filter(|r| r.changed).count(),
+        }
+    }
+}
+
+/// Pretty JSON with a final newline; a value that cannot be serialised is an error, never an
+/// empty document.
+pub fn to_json<T: Serialize>(value: &T) -> Result<String, serde_json::Error> {
+    serde_json::to_string_pretty(value).map(|t| t + "\n")
+}

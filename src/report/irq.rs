@@ -1,0 +1,39 @@
+//! The table of `irq-pin`: every interrupt of every node, where it is and where it goes.
+
+use super::envelope::Envelope;
+use super::{failure_text, table};
+use crate::cmd::irq_pin::{PinDetail, PinPayload};
+
+pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
+    let mut t = table(&[
+        "Host", "IRQ", "NIC", "Name", "Class", "Current", "Target", "Action", "Why",
+    ]);
+    let mut notes = String::new();
+    let mut failures = String::new();
+    for r in &e.nodes {
+        if let Some(f) = &r.error {
+            failures.push_str(&format!("{}: FAILED {}\n", r.host, failure_text(f)));
+        }
+        let Some(d) = &r.detail else { continue };
+        for p in &d.plan.pins {
+            t.add_row(vec![
+                r.host.clone(),
+                p.irq.to_string(),
+                p.nic.clone(),
+                p.name.clone().unwrap_or_default(),
+                format!("{:?}", p.class).to_lowercase(),
+                p.current.as_ref().map_or("?".into(), |c| c.to_string()),
+                p.target.as_ref().map_or("-".into(), |c| c.to_string()),
+                format!("{:?}", p.action).to_lowercase(),
+                p.reason.clone(),
+            ]);
+        }
+        for n in &d.notes {
+            notes.push_str(&format!("note: {}: {n}\n", r.host));
+        }
+        if e.nodes.len() > 1 {
+            notes.push_str(&format!("{}: {}\n", r.host, d.msg));
+        }
+    }
+    format!("{t}\n{notes}{failures}{}\n", e.msg)
+}

@@ -1,0 +1,55 @@
+//! Tables of `init` (settings, then files) and `rollback`.
+
+use super::envelope::{Envelope, NodeRow};
+use super::{failure_text, table};
+use crate::cmd::init::{WriteDetail, WritePayload};
+use crate::cmd::rollback::RollbackPayload;
+
+fn files_table(rows: &[NodeRow<WriteDetail>]) -> (String, String) {
+    let mut t = table(&["Host", "Status", "File", "Action", "Why"]);
+    let mut diffs = String::new();
+    for r in rows {
+        if let Some(f) = &r.error {
+            t.add_row(vec![
+                r.host.clone(),
+                "FAILED".into(),
+                "-".into(),
+                "-".into(),
+                failure_text(f),
+            ]);
+        }
+        for f in &r.detail.files {
+            t.add_row(vec![
+                r.host.clone(),
+                "ok".into(),
+                f.path.clone(),
+                format!("{:?}", f.action).to_lowercase(),
+                f.reason.clone(),
+            ]);
+            if let Some(d) = &f.diff {
+                diffs.push_str(&format!("--- {} {}\n{d}", r.host, f.path));
+            }
+        }
+    }
+    (t.to_string(), diffs)
+}
+
+pub fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
+    let mut settings = table(&["Host", "Setting", "Why"]);
+    for r in &e.nodes {
+        for s in &r.detail.settings {
+            settings.add_row(vec![
+                r.host.clone(),
+                format!("{}={}", s.name, s.value),
+                s.reason.clone(),
+            ]);
+        }
+    }
+    let (files, diffs) = files_table(&e.nodes);
+    format!("{settings}\n\n{files}\n{diffs}\n{}\n", e.msg)
+}
+
+pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
+    let (files, _) = files_table(&e.nodes);
+    format!("{files}\n\n{}\n", e.msg)
+}

@@ -1,0 +1,16 @@
+//! The integration tests: one binary (so `common` compiles once), one module per area. They
+//! run the real `topo-tune` binary against fake `/sys` trees, real hwloc XML, hwloc's own
+//! `lstopo`, and real sshd on loopback.
+
+mod common;
+
+mod cli;
+mod from_probes;
+mod inventory;
+mod irq;
+mod nccl_files;
+mod plan;
+mod probe_fsroot;
+mod probe_hwloc_xml;
+mod simulate;
+mod ssh_collect;
