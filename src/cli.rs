@@ -3,9 +3,9 @@
 //! that sets policy can also come from a `TOPO_TUNE_*` environment variable (for Ansible's
 //! `environment:`).
 
+use crate::config::MAX_FORKS;
 use crate::irq::pin::IrqbalancePolicy;
 use crate::model::CpuList;
-use crate::transport::fanout::MAX_FORKS;
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;

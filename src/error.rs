@@ -5,6 +5,7 @@ use crate::apply::writer::WriteError;
 use crate::config::ConfigError;
 use crate::exit;
 use crate::irq::IrqError;
+use crate::node::ServeError;
 use crate::probe::hwloc::HwlocError;
 use crate::probe::nvml::DriverError;
 use crate::probe::ProbeError;
@@ -35,6 +36,8 @@ pub enum Error {
     Io { what: String, source: std::io::Error },
     #[error("serialising the result: {0}")]
     Serialize(#[from] serde_json::Error),
+    #[error(transparent)]
+    Serve(#[from] crate::node::ServeError),
 }
 
 impl Error {
@@ -56,7 +59,8 @@ impl Error {
             Error::Irq(IrqError::Io { .. }) => exit::IO_ERROR,
             Error::Irq(IrqError::NoLocalCpus { .. }) => exit::DATA_ERROR,
             Error::Reach(_) => exit::UNAVAILABLE,
-            Error::Serialize(_) => exit::FAILURE,
+            Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,
+            Error::Serve(_) => exit::USAGE,
         }
     }
 
@@ -73,7 +77,8 @@ impl Error {
             Error::PlanFile { .. } => "plan_file",
             Error::Reach(_) => "reach",
             Error::Output(_) | Error::Io { .. } => "io",
-            Error::Serialize(_) => "internal",
+            Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => "internal",
+            Error::Serve(_) => "usage",
         }
     }
 

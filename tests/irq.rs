@@ -237,6 +237,7 @@ fn across_the_cluster_over_ssh() {
         )
     };
     let (code, doc) = run(&["doctor"]);
+    crate::common::assert_schema("doctor", &doc);
     assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
     assert_eq!(
         check(&doc, "mlx5-irq-placement")["status"],
@@ -248,6 +249,7 @@ fn across_the_cluster_over_ssh() {
         .unwrap()
         .contains("no /proc"));
     let (code, doc) = run(&["irq-pin"]);
+    crate::common::assert_schema("irq-pin", &doc);
     assert_eq!(
         code,
         Some(topo_tune::exit::PARTIAL_FAILURE),

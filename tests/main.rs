@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod cli;
 mod from_probes;
 mod inventory;
@@ -12,5 +13,7 @@ mod nccl_files;
 mod plan;
 mod probe_fsroot;
 mod probe_hwloc_xml;
+mod schema;
 mod simulate;
 mod ssh_collect;
+mod tables;

@@ -425,3 +425,104 @@ fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
         "created by topo-tune, so removed by rollback"
     );
 }
+
+/// Every file under `root` (relative path → content), the manifest and backups aside (they
+/// name the run).
+fn tree(root: &Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                if !rel.contains("manifest.json") && !rel.contains("/backups/") {
+                    out.insert(rel, std::fs::read_to_string(&p).unwrap());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `topo-tune --output json init --plan PLAN --output-dir OUT` on the cluster.
+fn init_from_plan(c: &Cluster, plan: &Path, out: &Path) -> (Option<i32>, Value, String) {
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--cluster-config"])
+        .arg(&c.cfg)
+        .arg("--plan")
+        .arg(plan)
+        .arg("--output-dir")
+        .arg(out)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn init_applies_a_reviewed_plan_exactly() {
+    let c = cluster("");
+    let plan_dir = c.dir.path().join("plan");
+    let o = topo_tune()
+        .args(["--output", "json", "plan", "--cluster-config"])
+        .arg(&c.cfg)
+        .arg("--from-probes")
+        .arg(&c.probes)
+        .arg("--output-dir")
+        .arg(&plan_dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let plan_json = plan_dir.join("plan.json");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_json).unwrap()).unwrap();
+    assert_eq!(plan["schema_version"], 2);
+    let hosts: Vec<&str> = plan["nccl"]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()))
+        .collect();
+    assert_eq!(hosts, ["gpu1", "vm1"], "every node's NCCL settings are in the plan");
+
+    // Applied from the plan (no probes at all) and derived afresh: the same files.
+    let from_plan = c.dir.path().join("from-plan");
+    let (code, _, err) = init_from_plan(&c, &plan_json, &from_plan);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, _) = init(&c, &[], &[]);
+    assert_eq!(code, Some(0));
+    let (a, b) = (tree(&from_plan), tree(&c.out));
+    assert!(a.keys().any(|k| k.ends_with("etc/nccl.conf")));
+    assert_eq!(a, b, "init --plan writes exactly what init derives");
+
+    // An edited plan takes effect as written: the reviewed change set is what lands.
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&plan_json).unwrap()).unwrap();
+    doc["nccl"]["classes"][0]["settings"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "NCCL_IB_TIMEOUT", "value": "22", "reason": "reviewed by hand"}));
+    std::fs::write(&plan_json, doc.to_string()).unwrap();
+    let (code, _, _) = init_from_plan(&c, &plan_json, &from_plan);
+    assert_eq!(code, Some(0));
+    let host = doc["nccl"]["classes"][0]["hosts"][0].as_str().unwrap().to_string();
+    let conf = std::fs::read_to_string(from_plan.join(&host).join("etc/nccl.conf")).unwrap();
+    assert!(conf.contains("NCCL_IB_TIMEOUT=22\n"), "{conf}");
+
+    // A plan made for another cluster, or by another schema, is refused before anything runs.
+    let before = tree(&from_plan);
+    doc["nccl"]["classes"][0]["hosts"][0] = "stranger".into();
+    std::fs::write(&plan_json, doc.to_string()).unwrap();
+    let (code, err, _) = init_from_plan(&c, &plan_json, &from_plan);
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(err["error"]["kind"], "plan_file");
+    assert!(err["msg"].as_str().unwrap().contains("`stranger`"), "{err}");
+    doc["nccl"]["classes"][0]["hosts"][0] = host.as_str().into();
+    doc["schema_version"] = 1.into();
+    std::fs::write(&plan_json, doc.to_string()).unwrap();
+    let (code, _, stderr) = init_from_plan(&c, &plan_json, &from_plan);
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR));
+    assert!(stderr.contains("schema_version 1"), "{stderr}");
+    assert_eq!(tree(&from_plan), before, "nothing was written");
+}

@@ -265,3 +265,79 @@ fn degenerate_clusters_plan_or_say_why() {
         .unwrap();
     assert_eq!(out.status.code(), Some(topo_tune::exit::USAGE));
 }
+
+/// Every real topology the project carries, one simulated node each, as docs/plan.md shows them.
+const REAL_MACHINES: &[&str] = &[
+    "profiles/aws-p4d.xml",
+    "profiles/aws-p5en.xml",
+    "profiles/aws-p6-b200.xml",
+    "profiles/nccl/aws-p4d-24xl-topo.xml",
+    "tests/data/nccl/aws-p4de-24xl-topo.xml",
+    "tests/data/nccl/aws-p5.48xl-topo.xml",
+    "tests/data/nccl/aws-g5.48xl-topo.xml",
+    "tests/data/nccl/azure-ndv2-topo.xml",
+    "profiles/nccl/azure-ndv4-topo.xml",
+    "profiles/nccl/azure-ndv5-topo.xml",
+];
+
+/// One row of the table: what `plan` says about one machine.
+fn real_machine_row(file: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("cluster.yaml");
+    let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(&cfg, format!("nodes:\n  - host: node\n    simulate: {path}\n")).unwrap();
+    let out = topo_tune()
+        .args(["--output", "json", "plan", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["code"].as_str())
+        .filter(|c| ["assumed-nvswitch", "nvlink-unknown"].contains(c))
+        .collect();
+    match doc["node_classes"].as_array().unwrap().first() {
+        None => format!(
+            "| `{file}` | 0 | — | — | — | excluded: {} |\n",
+            doc["excluded"][0]["reason"].as_str().unwrap()
+        ),
+        Some(c) => {
+            let ring: Vec<String> = c["ring"]["order"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g.to_string())
+                .collect();
+            format!(
+                "| `{file}` | {} | {} | {:.1} | {} | {} |\n",
+                c["gpus"],
+                ring.join(" "),
+                c["ring"]["bottleneck_gbps"].as_f64().unwrap(),
+                c["type_intra"].as_str().unwrap(),
+                codes.join(", ")
+            )
+        }
+    }
+}
+
+#[test]
+fn the_real_machines_table_of_plan_md() {
+    let mut table =
+        String::from("| file | GPUs | ring | bottleneck GB/s | worst hop | assumption |\n|---|---|---|---|---|---|\n");
+    for f in REAL_MACHINES {
+        table.push_str(&real_machine_row(f));
+    }
+    let doc = std::fs::read_to_string(format!("{}/docs/plan.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let shown = doc
+        .split("<!-- real-machines:begin -->\n")
+        .nth(1)
+        .and_then(|b| b.split("<!-- real-machines:end -->").next())
+        .expect("docs/plan.md marks its table of real machines");
+    assert_eq!(
+        shown, table,
+        "docs/plan.md's table of real machines differs from what plan says now"
+    );
+}

@@ -79,6 +79,7 @@ fn profiles_by_name_and_bad_sources() {
     assert_eq!((s.hostname.as_str(), s.gpus.len()), ("b200-01", 8));
     assert!(from_source("no-such-profile", "x")
         .unwrap_err()
+        .message
         .contains("no-such-profile"));
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.xml");
@@ -89,6 +90,7 @@ fn profiles_by_name_and_bad_sources() {
     .unwrap();
     assert!(from_source(bad.to_str().unwrap(), "x")
         .unwrap_err()
+        .message
         .contains("not a PCI bus id"));
     std::fs::write(&bad, "<system version=\"1\"><cpu").unwrap();
     assert!(from_source(bad.to_str().unwrap(), "x").is_err());

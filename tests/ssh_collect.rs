@@ -161,6 +161,7 @@ fn each_failure_is_reported_per_node_while_the_others_finish() {
     let (code, doc) = init_json(&cfg, out.path(), &[]);
     let took = start.elapsed();
     assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE, "{doc:#}");
+    crate::common::assert_schema("init", &doc);
     assert_eq!(doc["failed"], true);
     assert_eq!(
         (doc["summary"]["ok"].as_u64(), doc["summary"]["failed"].as_u64()),

@@ -1,38 +1,17 @@
 //! `topo-tune doctor`: the checks on this machine (or a `--fsroot` tree), or on every node of
 //! a cluster through the node protocol.
 
-use super::reach::{progress_bar, resolve};
+use super::reach::{machine_jobs, on_nodes, reserved_cpus};
 use super::{finish, Done};
 use crate::cli::{DoctorArgs, OutputFormat};
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
-use crate::irq::doctor::{Check, DoctorRequest, Status};
-use crate::node::calls::{Doctor, DoctorReport};
-use crate::node::{self, machine_target, NodeJob};
-use crate::report::doctor as doctor_report;
+use crate::irq::doctor::{DoctorRequest, Status};
+use crate::node::calls::Doctor;
+use crate::report::doctor::{self as doctor_report, DoctorDetail, DoctorPayload};
 use crate::report::envelope::{Envelope, NodeRow, NodeStatus, Summary};
 use crate::transport::NodeEnv;
-use serde::Serialize;
-
-/// One node's checks.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct DoctorDetail {
-    pub checks: Vec<Check>,
-}
-
-impl From<&DoctorReport> for DoctorDetail {
-    fn from(r: &DoctorReport) -> Self {
-        DoctorDetail {
-            checks: r.checks.clone(),
-        }
-    }
-}
-
-#[derive(Serialize)]
-pub(crate) struct DoctorPayload {
-    pub summary: Summary,
-}
 
 pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
     let rows = match &args.cluster_config {
@@ -85,26 +64,13 @@ fn cluster(
     output: OutputFormat,
 ) -> Result<Vec<NodeRow<Option<DoctorDetail>>>, Error> {
     let inv = Inventory::load(cfg)?;
-    let reserved = args
-        .reserve_cpus
-        .clone()
-        .or_else(|| inv.reserved_cpus.clone())
-        .unwrap_or_default();
-    let jobs = inv
-        .nodes
-        .iter()
-        .map(|n| NodeJob {
-            node: n.clone(),
-            target: machine_target(n),
-            call: Doctor(DoctorRequest {
-                reserved: reserved.clone(),
-            }),
+    let reserved = reserved_cpus(args.reserve_cpus.as_ref(), &inv);
+    let jobs = machine_jobs(&inv, |_| {
+        Doctor(DoctorRequest {
+            reserved: reserved.clone(),
         })
-        .collect();
-    let bar = progress_bar(inv.nodes.len(), output);
-    let reach = resolve(&args.reach, &inv, &bar);
-    let outcomes = node::run(&inv, &reach, jobs).map_err(Error::Reach)?;
-    bar.finish_and_clear();
+    });
+    let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;
     Ok(outcomes
         .iter()
         .map(|o| NodeRow::from_outcome(o, |r| (false, Some(DoctorDetail::from(r))), || None))

@@ -1,12 +1,12 @@
 //! One snapshot per inventory node: probed where each node lives (ssh, local, simulated), or
 //! read from `--from-probes` files another engine gathered. Shared by `init` and `plan`.
 
-use super::reach::{progress_bar, resolve};
+use super::reach::{machine_jobs, on_nodes};
 use crate::cli::{GatherArgs, OutputFormat};
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::model::NodeSnapshot;
-use crate::node::{self, calls::Probe, machine_target, NodeJob};
+use crate::node::calls::Probe;
 use crate::transport::ssh::MAX_ANSWER_BYTES;
 use crate::transport::{Deploy, Failure, FailureKind, NodeOutcome};
 use std::path::{Path, PathBuf};
@@ -23,19 +23,7 @@ pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -
 }
 
 fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
-    let bar = progress_bar(inv.nodes.len(), output);
-    let reach = resolve(&args.reach, inv, &bar);
-    let jobs = inv
-        .nodes
-        .iter()
-        .map(|n| NodeJob {
-            node: n.clone(),
-            target: machine_target(n),
-            call: Probe {},
-        })
-        .collect();
-    let mut outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
-    bar.finish_and_clear();
+    let mut outcomes = on_nodes(inv, &args.reach, output, machine_jobs(inv, |_| Probe {}))?;
     // A snapshot from another build is refused here, where it enters.
     for o in &mut outcomes {
         if let Ok(s) = &o.result {

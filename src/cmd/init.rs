@@ -4,22 +4,21 @@
 
 use super::gather::{gather, Snapshots};
 use super::plan::{build_plan, read_plan};
-use super::reach::{progress_bar, resolve};
+use super::reach::on_nodes;
 use super::{finish, Done};
 use crate::apply::atomic::write_if_changed;
-use crate::apply::writer::{Bundle, FileReport, WriteReport};
+use crate::apply::writer::Bundle;
 use crate::cli::{InitArgs, OutputFormat};
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
 use crate::model::plan::Plan;
-use crate::model::Setting;
-use crate::node::{self, calls::Write, write_target, NodeJob};
+use crate::node::{calls::Write, write_target, NodeJob};
+use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{to_json, Envelope, NodeRow, NodeStatus, Summary};
-use crate::report::{collect as collect_report, write as write_report};
-use crate::transport::{transport_name, Deploy, Failure, FailureKind};
+use crate::report::write::{self as write_report, WriteDetail, WritePayload};
+use crate::transport::{transport_name, Failure, FailureKind};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -39,32 +38,6 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
         }
     };
     write_plan(&inv, args, &plan, output)
-}
-
-/// One node's row of `init`: what it was told and what changed.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct WriteDetail {
-    pub transport: &'static str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub settings: Vec<Setting>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub left_out: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<FileReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct WritePayload {
-    /// `--check`: something would change.
-    pub pending: bool,
-    pub check: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan_file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_dir: Option<String>,
-    pub summary: Summary,
 }
 
 /// Why a node gets no files from this plan.
@@ -118,25 +91,21 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
             },
         });
     }
-    let bar = progress_bar(jobs.len(), output);
-    let reach = resolve(&args.gather.reach, inv, &bar);
-    let outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
-    bar.finish_and_clear();
+    let outcomes = on_nodes(inv, &args.gather.reach, output, jobs)?;
     for ((slot, detail), o) in slots.into_iter().zip(outcomes) {
-        rows[slot] = Some(NodeRow::from_outcome(
-            &o,
-            |rep: &WriteReport| {
-                (
-                    rep.changed(),
-                    WriteDetail {
-                        files: rep.files.clone(),
-                        run_id: rep.run_id.clone(),
-                        ..detail
-                    },
-                )
-            },
-            WriteDetail::default,
-        ));
+        // A failed node keeps what it was to be told; an answer adds what changed.
+        rows[slot] = Some(match &o.result {
+            Ok(rep) => NodeRow::ok(
+                &o.host,
+                rep.changed(),
+                WriteDetail {
+                    files: rep.files.clone(),
+                    run_id: rep.run_id.clone(),
+                    ..detail
+                },
+            ),
+            Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
+        });
     }
     let rows: Vec<NodeRow<WriteDetail>> = rows.into_iter().flatten().collect();
     finish_write(rows, args, output)
@@ -174,31 +143,6 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: Output
         },
     };
     finish(output, envelope, write_report::render_init)
-}
-
-/// One node's row of `init --collect-only` (and `--dry-run`).
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct CollectDetail {
-    pub transport: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attempts: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub deploy: Option<Deploy>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub declared_at: Option<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct CollectPayload {
-    pub dry_run: bool,
-    pub output_dir: Option<String>,
-    pub summary: Summary,
 }
 
 /// `summary.json` beside the snapshots: no timings, so an identical second run leaves it

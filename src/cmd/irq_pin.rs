@@ -1,7 +1,7 @@
 //! `topo-tune irq-pin`: on this machine (or a `--fsroot` tree), or on every node of a cluster
 //! through the node protocol — one result shape either way.
 
-use super::reach::{progress_bar, resolve};
+use super::reach::{machine_jobs, on_nodes, reserved_cpus};
 use super::{finish, Done};
 use crate::cli::{IrqPinArgs, OutputFormat};
 use crate::config::Inventory;
@@ -9,44 +9,12 @@ use crate::error::Error;
 use crate::exit;
 use crate::irq::pin::{PinReport, PinRequest};
 use crate::irq::system::{LiveSystem, System, TreeSystem};
-use crate::irq::{IrqPlan, PinAction};
 use crate::model::CpuList;
-use crate::node::{self, calls::IrqPin, machine_target, NodeJob};
+use crate::node::calls::IrqPin;
 use crate::report::envelope::{Envelope, NodeRow, Summary};
-use crate::report::irq as irq_report;
+use crate::report::irq::{self as irq_report, PinDetail, PinPayload};
 use crate::transport::{NodeEnv, NodeOutcome};
-use serde::Serialize;
 use std::path::Path;
-
-/// One node's pins (its `changed` is the row's).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct PinDetail {
-    pub msg: String,
-    pub notes: Vec<String>,
-    pub plan: IrqPlan,
-}
-
-impl From<&PinReport> for PinDetail {
-    fn from(r: &PinReport) -> Self {
-        PinDetail {
-            msg: r.msg.clone(),
-            notes: r.notes.clone(),
-            plan: r.plan.clone(),
-        }
-    }
-}
-
-impl PinDetail {
-    fn failed(&self) -> usize {
-        self.plan.pins.iter().filter(|p| p.action == PinAction::Failed).count()
-    }
-}
-
-#[derive(Serialize)]
-pub(crate) struct PinPayload {
-    pub dry_run: bool,
-    pub summary: Summary,
-}
 
 fn request(args: &IrqPinArgs, reserved: CpuList) -> PinRequest {
     PinRequest {
@@ -118,24 +86,9 @@ fn here(args: &IrqPinArgs) -> Result<NodeRow<Option<PinDetail>>, Error> {
 /// Every node of the cluster, with its reserved_cpus unless --reserve-cpus is given.
 fn cluster(args: &IrqPinArgs, cfg: &Path, output: OutputFormat) -> Result<Vec<NodeRow<Option<PinDetail>>>, Error> {
     let inv = Inventory::load(cfg)?;
-    let reserved = args
-        .reserve_cpus
-        .clone()
-        .or_else(|| inv.reserved_cpus.clone())
-        .unwrap_or_default();
-    let jobs = inv
-        .nodes
-        .iter()
-        .map(|n| NodeJob {
-            node: n.clone(),
-            target: machine_target(n),
-            call: IrqPin(request(args, reserved.clone())),
-        })
-        .collect();
-    let bar = progress_bar(inv.nodes.len(), output);
-    let reach = resolve(&args.reach, &inv, &bar);
-    let outcomes: Vec<NodeOutcome<PinReport>> = node::run(&inv, &reach, jobs).map_err(Error::Reach)?;
-    bar.finish_and_clear();
+    let reserved = reserved_cpus(args.reserve_cpus.as_ref(), &inv);
+    let jobs = machine_jobs(&inv, |_| IrqPin(request(args, reserved.clone())));
+    let outcomes: Vec<NodeOutcome<PinReport>> = on_nodes(&inv, &args.reach, output, jobs)?;
     Ok(outcomes
         .iter()
         .map(|o| NodeRow::from_outcome(o, |r| (r.changed, Some(PinDetail::from(r))), || None))

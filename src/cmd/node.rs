@@ -29,7 +29,7 @@ pub fn run(args: &NodeArgs) -> Result<Done, Error> {
         fsroot: args.fsroot.clone(),
         hwloc_xml: args.from_hwloc_xml.clone(),
     };
-    let text = crate::node::serve(&args.kind, &input, &env).map_err(Error::Usage)?;
+    let text = crate::node::serve(&args.kind, &input, &env)?;
     Ok(Done {
         text,
         exit_code: exit::OK,

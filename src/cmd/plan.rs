@@ -11,9 +11,8 @@ use crate::error::Error;
 use crate::exit;
 use crate::model::plan::{Excluded, Plan, PLAN_SCHEMA_VERSION};
 use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
-use crate::report::plan as plan_report;
+use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
-use serde::Serialize;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::Path;
@@ -102,13 +101,6 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
         )));
     }
     Ok(plan)
-}
-
-#[derive(Serialize)]
-pub(crate) struct PlanPayload {
-    #[serde(flatten)]
-    pub plan: Plan,
-    pub output_dir: Option<String>,
 }
 
 pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {

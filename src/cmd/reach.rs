@@ -2,9 +2,11 @@
 //! and the progress bar its fan-out drives.
 
 use crate::cli::{OutputFormat, ReachArgs};
-use crate::config::Inventory;
-use crate::node::Reach;
+use crate::config::{Inventory, NodeSpec};
+use crate::error::Error;
+use crate::node::{self, machine_target, Call, NodeJob, Reach};
 use crate::transport::fanout::FanOutOptions;
+use crate::transport::NodeOutcome;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,4 +42,36 @@ pub(crate) fn resolve(args: &ReachArgs, inv: &Inventory, bar: &indicatif::Progre
             }
         }),
     }
+}
+
+/// Run each job's call where its node lives, with a progress bar on a terminal.
+pub(crate) fn on_nodes<C: Call>(
+    inv: &Inventory,
+    args: &ReachArgs,
+    output: OutputFormat,
+    jobs: Vec<NodeJob<C>>,
+) -> Result<Vec<NodeOutcome<C::Answer>>, Error> {
+    let bar = progress_bar(jobs.len(), output);
+    let reach = resolve(args, inv, &bar);
+    let outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
+    bar.finish_and_clear();
+    Ok(outcomes)
+}
+
+/// One call per inventory node, on the machine itself (ssh, here, or paper).
+pub(crate) fn machine_jobs<C>(inv: &Inventory, call: impl Fn(&NodeSpec) -> C) -> Vec<NodeJob<C>> {
+    inv.nodes
+        .iter()
+        .map(|n| NodeJob {
+            node: n.clone(),
+            target: machine_target(n),
+            call: call(n),
+        })
+        .collect()
+}
+
+/// The training CPUs interrupts stay off: `--reserve-cpus`, else cluster.yaml's
+/// `reserved_cpus`, else none.
+pub(crate) fn reserved_cpus(flag: Option<&crate::model::CpuList>, inv: &Inventory) -> crate::model::CpuList {
+    flag.or(inv.reserved_cpus.as_ref()).cloned().unwrap_or_default()
 }

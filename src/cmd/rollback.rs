@@ -1,24 +1,16 @@
 //! `topo-tune rollback`: on every node, undo the last run `init` recorded there.
 
-use super::init::WriteDetail;
-use super::reach::{progress_bar, resolve};
+use super::reach::on_nodes;
 use super::{finish, Done};
 use crate::apply::writer::WriteReport;
 use crate::cli::{OutputFormat, RollbackArgs};
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
-use crate::node::{self, calls::Rollback, write_target, NodeJob};
+use crate::node::{calls::Rollback, write_target, NodeJob};
 use crate::report::envelope::{Envelope, NodeRow, Summary};
-use crate::report::write as write_report;
+use crate::report::write::{self as write_report, RollbackPayload, WriteDetail};
 use crate::transport::transport_name;
-use serde::Serialize;
-
-#[derive(Serialize)]
-pub(crate) struct RollbackPayload {
-    pub output_dir: Option<String>,
-    pub summary: Summary,
-}
 
 pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.cluster_config)?;
@@ -31,10 +23,7 @@ pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
             call: Rollback {},
         })
         .collect();
-    let bar = progress_bar(inv.nodes.len(), output);
-    let reach = resolve(&args.reach, &inv, &bar);
-    let outcomes = node::run(&inv, &reach, jobs).map_err(Error::Reach)?;
-    bar.finish_and_clear();
+    let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;
     let rows: Vec<NodeRow<WriteDetail>> = outcomes
         .iter()
         .zip(&inv.nodes)

@@ -124,6 +124,9 @@ pub struct SshSettings {
 }
 
 pub const DEFAULT_FORKS: usize = 64;
+/// The most nodes in flight at once (`--forks`, `ssh.forks`): beyond this, ssh masters and
+/// file descriptors run out before the speed-up grows.
+pub const MAX_FORKS: usize = 1024;
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
 pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
@@ -255,10 +258,10 @@ impl Loader<'_> {
 
     fn ssh(&self, raw: &RawSsh) -> Result<SshSettings, ConfigError> {
         let forks = raw.forks.unwrap_or(DEFAULT_FORKS);
-        if forks == 0 {
+        if !(1..=MAX_FORKS).contains(&forks) {
             return Err(ConfigError::Invalid {
                 at: self.path.display().to_string(),
-                message: "ssh.forks must be at least 1".into(),
+                message: format!("ssh.forks must be 1 to {MAX_FORKS} (got {forks})"),
             });
         }
         let remote_dir = match &raw.remote_dir {

@@ -51,10 +51,14 @@ pub fn assumes_nvswitch(snap: &NodeSnapshot) -> bool {
 
 /// Bandwidth and hop cost between every pair of GPUs of a node (GPUs in index order).
 pub fn gpu_link_matrix(snap: &NodeSnapshot) -> LinkMatrix {
+    gpu_link_matrix_with(snap, path_classes(snap))
+}
+
+/// The same, from the node's path classes computed once (`graph::paths::path_classes`).
+pub fn gpu_link_matrix_with(snap: &NodeSnapshot, mut classes: Vec<Vec<PathClass>>) -> LinkMatrix {
     let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
     gpus.sort_by_key(|g| g.index);
     let n = gpus.len();
-    let mut classes = path_classes(snap);
     if assumes_nvswitch(snap) {
         let links = gpus
             .iter()
@@ -78,7 +82,8 @@ pub fn gpu_link_matrix(snap: &NodeSnapshot) -> LinkMatrix {
             .as_ref()
             .and_then(|l| l.iter().find_map(|x| x.bandwidth_gbps))
             .or_else(|| nvswitch_links(&gpus[i].placement.pci_id).map(|(_, gb)| gb))
-            .unwrap_or(20.0);
+            .or(topo_h::nvlink_gbps(8, 0))
+            .unwrap_or_default();
         for j in 0..n {
             if i == j {
                 continue;

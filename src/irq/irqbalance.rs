@@ -4,7 +4,7 @@
 
 use crate::probe::fsroot::FsRoot;
 
-pub const CONFIG_FILES: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"];
+use crate::model::files::IRQBALANCE_CONFIGS as CONFIG_FILES;
 pub const BAN: &str = "--banmod=mlx5";
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -36,8 +36,13 @@ struct RdmaNic<'a> {
 }
 
 impl<'a> Facts<'a> {
-    pub fn new(snap: &'a NodeSnapshot, rails: Option<u32>, version: Option<NcclVersion>) -> Self {
-        let classes = path_classes(snap);
+    /// `classes`: the node's path classes (`graph::paths::path_classes`).
+    pub fn new(
+        snap: &'a NodeSnapshot,
+        classes: &[Vec<PathClass>],
+        rails: Option<u32>,
+        version: Option<NcclVersion>,
+    ) -> Self {
         let mut gpu_index: Vec<u32> = snap.gpus.iter().map(|g| g.index).collect();
         gpu_index.sort_unstable();
         let gpus = gpu_index.len();
@@ -310,14 +315,19 @@ pub fn derive(
     version: Option<NcclVersion>,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Derived, Rejection> {
-    let facts = Facts::new(snap, rails, version);
+    derive_from(&Facts::new(snap, &path_classes(snap), rails, version), overrides)
+}
+
+/// [`derive`] on facts already gathered.
+pub fn derive_from(facts: &Facts, overrides: &BTreeMap<String, String>) -> Result<Derived, Rejection> {
+    let version = facts.version;
     let mut d = Derived {
         settings: Vec::new(),
         wants_topology_file: false,
         left_out: Vec::new(),
     };
     for (_, rule) in RULES {
-        let o = rule(&facts);
+        let o = rule(facts);
         d.settings.extend(o.settings);
         d.left_out.extend(o.left_out);
         d.wants_topology_file |= o.wants_topology_file;

@@ -87,27 +87,39 @@ impl<T> NodeReport<T> {
     }
 }
 
+/// Why `topo-tune node` could not even produce a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("`{0}` is not a node request (probe, write, rollback, irq-pin, doctor)")]
+    UnknownKind(String),
+    #[error("stdin is not a `{kind}` request: {source}")]
+    BadRequest {
+        kind: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("cannot serialise the report: {0}")]
+    Report(serde_json::Error),
+}
+
 /// Serve one request on this node: parse it, run it, print the report. Only input that is
 /// not a request at all fails the command; everything else is in the report.
-pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, String> {
+pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, ServeError> {
     match kind {
         calls::Probe::KIND => serve_one::<calls::Probe>(input, env),
         calls::Write::KIND => serve_one::<calls::Write>(input, env),
         calls::Rollback::KIND => serve_one::<calls::Rollback>(input, env),
         calls::IrqPin::KIND => serve_one::<calls::IrqPin>(input, env),
         calls::Doctor::KIND => serve_one::<calls::Doctor>(input, env),
-        other => Err(format!(
-            "`{other}` is not a node request (probe, write, rollback, irq-pin, doctor)"
-        )),
+        other => Err(ServeError::UnknownKind(other.to_string())),
     }
 }
 
-fn serve_one<C: Call>(input: &[u8], env: &NodeEnv) -> Result<String, String> {
-    let call: C = serde_json::from_slice(input).map_err(|e| format!("stdin is not a `{}` request: {e}", C::KIND))?;
+fn serve_one<C: Call>(input: &[u8], env: &NodeEnv) -> Result<String, ServeError> {
+    let call: C = serde_json::from_slice(input).map_err(|source| ServeError::BadRequest { kind: C::KIND, source })?;
     let report = NodeReport::of(call.here(env));
     serde_json::to_string(&report)
         .map(|t| t + "\n")
-        .map_err(|e| format!("cannot serialise the report: {e}"))
+        .map_err(ServeError::Report)
 }
 
 /// How a command reaches its nodes, resolved once from the flags and cluster.yaml.
@@ -204,32 +216,26 @@ fn ssh_context<C>(
 
 async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
     match job.target {
-        Target::Here(env) => {
-            let call = job.call;
-            let r = tokio::task::spawn_blocking(move || call.here(&env))
-                .await
-                .unwrap_or_else(|e| Err(Failure::new(FailureKind::Internal, e.to_string())));
-            Attempt {
-                result: r,
-                attempts: 0,
-                deploy: Some(Deploy::NotNeeded),
-            }
-        }
+        Target::Here(env) => blocking(move || job.call.here(&env)).await,
         Target::Paper => {
             if !shared.simulated_latency.is_zero() {
                 tokio::time::sleep(shared.simulated_latency).await;
             }
-            let (call, node) = (job.call, job.node);
-            let r = tokio::task::spawn_blocking(move || call.on_paper(&node))
-                .await
-                .unwrap_or_else(|e| Err(Failure::new(FailureKind::Internal, e.to_string())));
-            Attempt {
-                result: r,
-                attempts: 0,
-                deploy: Some(Deploy::NotNeeded),
-            }
+            blocking(move || job.call.on_paper(&job.node)).await
         }
         Target::Ssh => over_ssh(&job.node, &job.call, shared).await,
+    }
+}
+
+/// Work in this process, off the async threads (it reads files and may take a while).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Failure> + Send + 'static) -> Attempt<T> {
+    let result = tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(Failure::new(FailureKind::Internal, e.to_string())));
+    Attempt {
+        result,
+        attempts: 0,
+        deploy: Some(Deploy::NotNeeded),
     }
 }
 

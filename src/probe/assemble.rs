@@ -36,8 +36,129 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
     let mut notes = Vec::new();
     let view = &g.view;
     let sys = g.sys.as_ref();
+    let place = |d: &HwPciDevice| placement(view, sys, d);
+    let mut gpus = gpus_of(&g, &place, &mut notes);
+    gpus.sort_by_key(|g| g.index);
+    if gpus.is_empty() {
+        notes.push(Note::info(
+            "no-gpu",
+            "no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302)",
+        ));
+    }
+    let nics = match sys {
+        Some(s) => nics_from_sysfs(view, s, &place, &mut notes),
+        None => nics_from_hwloc(view, &place),
+    };
+    let pci = pci_topology(view, sys, &gpus, &nics, &mut notes);
+    if let Some(s) = sys {
+        numa_unknown_note(s, &gpus, &nics, &mut notes);
+    }
+    degraded_notes(&gpus, &nics, &mut notes);
+    if let Some(Some(Err(e))) = sys.map(|s| s.interrupts.as_ref()) {
+        notes.push(Note::warn(
+            "interrupts-unreadable",
+            format!("/proc/interrupts could not be read, IRQ names and counts are unknown: {e}"),
+        ));
+    }
+    NodeSnapshot {
+        schema_version: SCHEMA_VERSION,
+        hostname: g.hostname.clone(),
+        source: g.source.clone(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine: MachineInfo {
+            product: view.product.clone(),
+            architecture: view.architecture.clone(),
+            kernel: g.kernel.clone(),
+            cpu_model: view.cpu_model.clone(),
+            nvidia_driver: g.driver.as_ref().ok().and_then(|r| r.driver_version.clone()),
+        },
+        cpu: CpuSummary {
+            packages: view.packages,
+            cores: view.cores,
+            pus: view.pus,
+            cpus: view.cpus.clone(),
+        },
+        numa_nodes: view.numa_nodes.clone(),
+        pci,
+        gpus,
+        nics,
+        nccl_version: None,
+        notes,
+    }
+}
 
-    // PCI bridges, their roles and the switches.
+/// Where a PCI function hangs and what is local to it (sysfs over hwloc where both say).
+fn placement(view: &HwlocView, sys: Option<&SysView>, d: &HwPciDevice) -> PciPlacement {
+    let facts = sys.and_then(|s| s.pci.get(&d.bdf));
+    let cpu_affinity = facts
+        .and_then(|f| f.local_cpus.clone())
+        .unwrap_or_else(|| d.locality.cpus.clone());
+    PciPlacement {
+        bdf: d.bdf,
+        pci_id: format!("{:04x}:{:04x}", d.vendor, d.device),
+        class: format!("0x{:04x}{:02x}", d.class_id, 0),
+        parent: d.parent.clone(),
+        host_bridge: d.host_bridge.clone(),
+        numa_node: match (sys, facts) {
+            (Some(_), Some(f)) => f.numa_node,
+            _ => d.locality.numa_node(),
+        },
+        numa_affinity: numa_affinity(&view.numa_nodes, &cpu_affinity),
+        cpu_affinity,
+        pcie: link_of(facts, d.link_gbps),
+    }
+}
+
+/// The GPUs: from the driver when it answered, else from PCI (NVLink then unknown).
+fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &mut Vec<Note>) -> Vec<Gpu> {
+    let pci_gpus: Vec<&HwPciDevice> = g
+        .view
+        .devices
+        .iter()
+        .filter(|d| is_nvidia_gpu(d.vendor, d.class_id))
+        .collect();
+    let err = match &g.driver {
+        Ok(report) => return gpus_from_driver(report, &pci_gpus, place, &g.view.numa_nodes, notes),
+        Err(err) => err,
+    };
+    if !pci_gpus.is_empty() {
+        let why = if g.driver_queried {
+            err.to_string()
+        } else {
+            "the machine is described by files, so NVML was not asked".to_string()
+        };
+        notes.push(Note::info(
+            "nvlink-unknown",
+            format!("GPUs listed from PCI; NVLink unknown: {why}"),
+        ));
+    }
+    pci_gpus
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Gpu {
+            index: i as u32,
+            name: d.name.clone().map_or_else(
+                || format!("NVIDIA GPU {:04x}:{:04x}", d.vendor, d.device),
+                |n| format!("NVIDIA {n}"),
+            ),
+            uuid: None,
+            placement: place(d),
+            compute_capability: None,
+            nvlinks: None,
+            source: GpuSource::Pci,
+        })
+        .collect()
+}
+
+/// Bridges with their roles, switches, host bridges, NVSwitches, and whether switches are
+/// visible at all (a GPU or NIC straight under a host bridge hides whatever is between).
+fn pci_topology(
+    view: &HwlocView,
+    sys: Option<&SysView>,
+    gpus: &[Gpu],
+    nics: &[Nic],
+    notes: &mut Vec<Note>,
+) -> PciTopology {
     let links: Vec<BridgeLink> = view
         .bridges
         .iter()
@@ -48,7 +169,7 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
         })
         .collect();
     let (roles, switches) = pcitree::classify(&links);
-    let bridges: Vec<PciBridge> = view
+    let bridges = view
         .bridges
         .iter()
         .map(|b| PciBridge {
@@ -62,7 +183,7 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
             link: link_of(sys.and_then(|s| s.pci.get(&b.bdf)), b.link_gbps),
         })
         .collect();
-    let host_bridges: Vec<HostBridge> = view
+    let host_bridges = view
         .host_bridges
         .iter()
         .map(|h| HostBridge {
@@ -74,88 +195,12 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
             cpus: h.locality.cpus.clone(),
         })
         .collect();
-
-    let placement = |d: &HwPciDevice| -> PciPlacement {
-        let facts = sys.and_then(|s| s.pci.get(&d.bdf));
-        let cpu_affinity = facts
-            .and_then(|f| f.local_cpus.clone())
-            .unwrap_or_else(|| d.locality.cpus.clone());
-        PciPlacement {
-            bdf: d.bdf,
-            pci_id: format!("{:04x}:{:04x}", d.vendor, d.device),
-            class: format!("0x{:04x}{:02x}", d.class_id, 0),
-            parent: d.parent.clone(),
-            host_bridge: d.host_bridge.clone(),
-            numa_node: match (sys, facts) {
-                (Some(_), Some(f)) => f.numa_node,
-                _ => d.locality.numa_node(),
-            },
-            numa_affinity: numa_affinity(&view.numa_nodes, &cpu_affinity),
-            cpu_affinity,
-            pcie: link_of(facts, d.link_gbps),
-        }
-    };
-
-    // GPUs.
-    let pci_gpus: Vec<&HwPciDevice> = view
-        .devices
-        .iter()
-        .filter(|d| is_nvidia_gpu(d.vendor, d.class_id))
-        .collect();
-    let mut gpus = match &g.driver {
-        Ok(report) => gpus_from_driver(report, &pci_gpus, &placement, &view.numa_nodes, &mut notes),
-        Err(err) => {
-            if !pci_gpus.is_empty() {
-                let why = if g.driver_queried {
-                    err.to_string()
-                } else {
-                    "the machine is described by files, so NVML was not asked".to_string()
-                };
-                notes.push(Note::info(
-                    "nvlink-unknown",
-                    format!("GPUs listed from PCI; NVLink unknown: {why}"),
-                ));
-            }
-            pci_gpus
-                .iter()
-                .enumerate()
-                .map(|(i, d)| Gpu {
-                    index: i as u32,
-                    name: d.name.clone().map_or_else(
-                        || format!("NVIDIA GPU {:04x}:{:04x}", d.vendor, d.device),
-                        |n| format!("NVIDIA {n}"),
-                    ),
-                    uuid: None,
-                    placement: placement(d),
-                    compute_capability: None,
-                    nvlinks: None,
-                    source: GpuSource::Pci,
-                })
-                .collect()
-        }
-    };
-    gpus.sort_by_key(|g| g.index);
-    if gpus.is_empty() {
-        notes.push(Note::info(
-            "no-gpu",
-            "no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302)",
-        ));
-    }
-
-    // NICs.
-    let nics = match sys {
-        Some(s) => nics_from_sysfs(view, s, &placement, &mut notes),
-        None => nics_from_hwloc(view, &placement),
-    };
-
-    // Switch visibility: a GPU or NIC straight under a host bridge hides whatever is between.
-    let exposed: Vec<String> = nccl_devices(&gpus, &nics)
+    let exposed: Vec<String> = nccl_devices(gpus, nics)
         .into_iter()
         .filter(|(_, p)| matches!(p.parent, PciParent::HostBridge(_)))
         .map(|(label, p)| format!("{label} ({})", p.bdf))
         .collect();
-    let switches_visible = exposed.is_empty();
-    if !switches_visible {
+    if !exposed.is_empty() {
         notes.push(Note::info(
             "switches-not-visible",
             format!(
@@ -164,103 +209,66 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
             ),
         ));
     }
-
-    // Unknown NUMA, as the firmware left it.
-    if let Some(s) = sys {
-        let unknown: Vec<String> = gpus
+    PciTopology {
+        host_bridges,
+        bridges,
+        switches,
+        switches_visible: exposed.is_empty(),
+        nvswitches: view
+            .devices
             .iter()
-            .filter(|g| s.pci.get(&g.placement.bdf).is_some_and(|f| f.numa_unknown))
-            .map(|g| format!("GPU{}", g.index))
-            .chain(
-                nics.iter()
-                    .filter(|n| {
-                        n.pci
-                            .as_ref()
-                            .and_then(|p| s.pci.get(&p.bdf))
-                            .is_some_and(|f| f.numa_unknown)
-                    })
-                    .map(|n| n.name.clone()),
-            )
-            .collect();
-        if !unknown.is_empty() {
-            notes.push(Note::info(
-                "numa-unknown",
-                format!(
-                    "numa_node is -1 (unknown) for {}: the firmware gives no NUMA proximity (typical of VMs); NUMA affinity is derived from CPU affinity, as nvidia-smi does",
-                    list_some(&unknown)
-                ),
-            ));
-        }
+            .filter(|d| {
+                d.vendor == crate::model::pci::VENDOR_NVIDIA && d.class_id == crate::model::pci::class::NVSWITCH
+            })
+            .map(|d| d.bdf)
+            .collect(),
     }
+}
 
-    // Degraded links.
-    for (label, p) in nccl_devices(&gpus, &nics) {
-        if let Some(d) = p.pcie.degradation() {
-            let is_gpu = label.starts_with("GPU");
-            let what = match d {
-                Degradation::Width => "width",
-                Degradation::Speed => "speed",
-                Degradation::WidthAndSpeed => "width and speed",
-            };
-            let mut msg = format!(
-                "{label} ({}) PCIe link runs at {}: {what} below maximum",
-                p.bdf,
-                p.pcie.describe()
-            );
-            if is_gpu && d == Degradation::Speed {
-                msg.push_str(" (GPUs lower the link speed when idle: check again under load)");
-                notes.push(Note::info("pcie-degraded", msg));
-            } else {
-                notes.push(Note::warn("pcie-degraded", msg));
-            }
-        }
-    }
-
-    if let Some(Some(Err(e))) = sys.map(|s| s.interrupts.as_ref()) {
-        notes.push(Note::warn(
-            "interrupts-unreadable",
-            format!("/proc/interrupts could not be read, IRQ names and counts are unknown: {e}"),
+/// Unknown NUMA, as the firmware left it.
+fn numa_unknown_note(s: &SysView, gpus: &[Gpu], nics: &[Nic], notes: &mut Vec<Note>) {
+    let unknown_numa = |bdf: &Bdf| s.pci.get(bdf).is_some_and(|f| f.numa_unknown);
+    let unknown: Vec<String> = gpus
+        .iter()
+        .filter(|g| unknown_numa(&g.placement.bdf))
+        .map(|g| format!("GPU{}", g.index))
+        .chain(
+            nics.iter()
+                .filter(|n| n.pci.as_ref().is_some_and(|p| unknown_numa(&p.bdf)))
+                .map(|n| n.name.clone()),
+        )
+        .collect();
+    if !unknown.is_empty() {
+        notes.push(Note::info(
+            "numa-unknown",
+            format!(
+                "numa_node is -1 (unknown) for {}: the firmware gives no NUMA proximity (typical of VMs); NUMA affinity is derived from CPU affinity, as nvidia-smi does",
+                list_some(&unknown)
+            ),
         ));
     }
+}
 
-    let machine = MachineInfo {
-        product: view.product.clone(),
-        architecture: view.architecture.clone(),
-        kernel: g.kernel.clone(),
-        cpu_model: view.cpu_model.clone(),
-        nvidia_driver: g.driver.as_ref().ok().and_then(|r| r.driver_version.clone()),
-    };
-    NodeSnapshot {
-        schema_version: SCHEMA_VERSION,
-        hostname: g.hostname.clone(),
-        source: g.source.clone(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        machine,
-        cpu: CpuSummary {
-            packages: view.packages,
-            cores: view.cores,
-            pus: view.pus,
-            cpus: view.cpus.clone(),
-        },
-        numa_nodes: view.numa_nodes.clone(),
-        pci: PciTopology {
-            host_bridges,
-            bridges,
-            switches,
-            switches_visible,
-            nvswitches: view
-                .devices
-                .iter()
-                .filter(|d| {
-                    d.vendor == crate::model::pci::VENDOR_NVIDIA && d.class_id == crate::model::pci::class::NVSWITCH
-                })
-                .map(|d| d.bdf)
-                .collect(),
-        },
-        gpus,
-        nics,
-        nccl_version: None,
-        notes,
+/// Links running below their maximum (a GPU's speed drop at idle is only info).
+fn degraded_notes(gpus: &[Gpu], nics: &[Nic], notes: &mut Vec<Note>) {
+    for (label, p) in nccl_devices(gpus, nics) {
+        let Some(d) = p.pcie.degradation() else { continue };
+        let what = match d {
+            Degradation::Width => "width",
+            Degradation::Speed => "speed",
+            Degradation::WidthAndSpeed => "width and speed",
+        };
+        let mut msg = format!(
+            "{label} ({}) PCIe link runs at {}: {what} below maximum",
+            p.bdf,
+            p.pcie.describe()
+        );
+        if label.starts_with("GPU") && d == Degradation::Speed {
+            msg.push_str(" (GPUs lower the link speed when idle: check again under load)");
+            notes.push(Note::info("pcie-degraded", msg));
+        } else {
+            notes.push(Note::warn("pcie-degraded", msg));
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use hwlocality::Topology;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// hwloc reads `HWLOC_FSROOT` from the environment; serialise every change of it.
-static HWLOC_ENV: Mutex<()> = Mutex::new(());
+/// One hwloc import at a time: libxml2's global state is not ours to race on.
+static HWLOC_IMPORT: Mutex<()> = Mutex::new(());
 
 #[derive(Debug, thiserror::Error)]
 pub enum HwlocError {
@@ -112,27 +112,45 @@ pub enum OsDevKind {
 
 /// Discover the running machine, or the tree under `fsroot` when given.
 pub fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
-    let _guard = HWLOC_ENV.lock().unwrap_or_else(|e| e.into_inner());
     let topology = match fsroot {
-        Some(root) => {
-            std::env::set_var("HWLOC_FSROOT", root);
-            // The x86 backend reads CPUID of the machine we run on, which would leak into a
-            // description of another machine.
-            let built = builder()
-                .and_then(|b| {
-                    b.without_component("x86")
-                        .map_err(|e| HwlocError::Discovery(e.to_string()))
-                })
-                .and_then(|b| b.build().map_err(|e| HwlocError::Discovery(e.to_string())));
-            std::env::remove_var("HWLOC_FSROOT");
-            built?
-        }
-        None => {
-            std::env::remove_var("HWLOC_FSROOT");
-            builder()?.build().map_err(|e| HwlocError::Discovery(e.to_string()))?
-        }
+        // The x86 backend reads CPUID of the machine we run on, which would leak into a
+        // description of another machine.
+        Some(root) => with_fsroot(root, || {
+            builder()?
+                .without_component("x86")
+                .map_err(|e| HwlocError::Discovery(e.to_string()))?
+                .build()
+                .map_err(|e| HwlocError::Discovery(e.to_string()))
+        })??,
+        None => builder()?.build().map_err(|e| HwlocError::Discovery(e.to_string()))?,
     };
     Ok(view(&topology))
+}
+
+/// hwloc 2 takes a fake root only from `HWLOC_FSROOT` (no API sets it). Changing the
+/// environment races with any thread reading it, so it is done only while this process runs
+/// one thread: the command line's main thread, before any runtime or child thread starts.
+/// Every caller is there (`probe`, local `irq-pin`/`doctor`, the node side); a caller from
+/// a threaded context gets an error instead of a data race.
+fn with_fsroot<T>(root: &Path, f: impl FnOnce() -> T) -> Result<T, HwlocError> {
+    if threads_in_process() != Some(1) {
+        return Err(HwlocError::Discovery(
+            "a --fsroot tree can only be read before other threads start (internal error: please report it)".into(),
+        ));
+    }
+    std::env::set_var("HWLOC_FSROOT", root);
+    let out = f();
+    std::env::remove_var("HWLOC_FSROOT");
+    Ok(out)
+}
+
+/// `Threads:` of /proc/self/status.
+fn threads_in_process() -> Option<u32> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// Load an hwloc XML export (v2 format, as `lstopo file.xml` writes it).
@@ -153,7 +171,7 @@ pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> 
     if !text.contains("<topology") {
         return Err(bad("no <topology> element: not an hwloc XML export".into()));
     }
-    let _guard = HWLOC_ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = HWLOC_IMPORT.lock().unwrap_or_else(|e| e.into_inner());
     let topology = builder()?
         .from_xml(text)
         .map_err(|e| {
@@ -271,9 +289,28 @@ fn parent_of(obj: &TopologyObject) -> (PciParent, String) {
 
 fn view(topology: &Topology) -> HwlocView {
     let root = topology.root_object();
-    let package_model = topology
-        .objects_with_type(ObjectType::Package)
-        .find_map(|p| info(p, "CPUModel"));
+    let (host_bridges, bridges) = bridges_of(topology);
+    let count = |t: ObjectType| topology.objects_with_type(t).count() as u32;
+    HwlocView {
+        hostname: info(root, "HostName"),
+        product: info(root, "DMIProductName"),
+        architecture: info(root, "Architecture"),
+        kernel: info(root, "OSRelease"),
+        cpu_model: topology
+            .objects_with_type(ObjectType::Package)
+            .find_map(|p| info(p, "CPUModel")),
+        packages: count(ObjectType::Package),
+        cores: count(ObjectType::Core),
+        pus: count(ObjectType::PU),
+        cpus: cpulist_of(root),
+        numa_nodes: numa_nodes_of(topology),
+        host_bridges,
+        bridges,
+        devices: devices_of(topology),
+    }
+}
+
+fn numa_nodes_of(topology: &Topology) -> Vec<NumaNode> {
     let mut numa_nodes: Vec<NumaNode> = topology
         .objects_with_type(ObjectType::NUMANode)
         .filter_map(|n| {
@@ -290,7 +327,11 @@ fn view(topology: &Topology) -> HwlocView {
         })
         .collect();
     numa_nodes.sort_by_key(|n| n.id);
+    numa_nodes
+}
 
+/// Host bridges (root complexes) and PCI-to-PCI bridges, each sorted.
+fn bridges_of(topology: &Topology) -> (Vec<HwHostBridge>, Vec<HwBridge>) {
     let mut host_bridges = Vec::new();
     let mut bridges = Vec::new();
     for b in topology.objects_with_type(ObjectType::Bridge) {
@@ -328,38 +369,16 @@ fn view(topology: &Topology) -> HwlocView {
     }
     host_bridges.sort_by_key(|h| (h.domain, h.first_bus));
     bridges.sort_by_key(|b| b.bdf);
+    (host_bridges, bridges)
+}
 
+/// PCI functions with their OS devices (netdevs, RDMA devices), sorted by bus id.
+fn devices_of(topology: &Topology) -> Vec<HwPciDevice> {
     let mut devices: Vec<HwPciDevice> = topology
         .pci_devices()
         .filter_map(|d| {
             let (bdf, vendor, device, class_id, revision, link_gbps) = bdf_of(d)?;
             let (parent, host_bridge) = parent_of(d);
-            let os_devices = d
-                .io_children()
-                .filter(|c| c.object_type() == ObjectType::OSDevice)
-                .filter_map(|c| {
-                    let name = c.name()?.to_str().ok()?.to_string();
-                    let kind = match c.attributes() {
-                        Some(ObjectAttributes::OSDevice(o)) => match o.device_type() {
-                            OSDeviceType::Network => OsDevKind::Network,
-                            OSDeviceType::OpenFabrics => OsDevKind::OpenFabrics,
-                            _ => OsDevKind::Other,
-                        },
-                        _ => OsDevKind::Other,
-                    };
-                    let infos = c
-                        .infos()
-                        .iter()
-                        .filter_map(|i| {
-                            Some((
-                                i.name().to_str().ok()?.to_string(),
-                                i.value().to_str().ok()?.to_string(),
-                            ))
-                        })
-                        .collect();
-                    Some(HwOsDevice { name, kind, infos })
-                })
-                .collect();
             Some(HwPciDevice {
                 bdf,
                 parent,
@@ -371,26 +390,56 @@ fn view(topology: &Topology) -> HwlocView {
                 link_gbps,
                 name: info(d, "PCIDevice"),
                 locality: locality_of(d),
-                os_devices,
+                os_devices: os_devices_of(d),
             })
         })
         .collect();
     devices.sort_by_key(|d| d.bdf);
+    devices
+}
 
-    let count = |t: ObjectType| topology.objects_with_type(t).count() as u32;
-    HwlocView {
-        hostname: info(root, "HostName"),
-        product: info(root, "DMIProductName"),
-        architecture: info(root, "Architecture"),
-        kernel: info(root, "OSRelease"),
-        cpu_model: package_model,
-        packages: count(ObjectType::Package),
-        cores: count(ObjectType::Core),
-        pus: count(ObjectType::PU),
-        cpus: cpulist_of(root),
-        numa_nodes,
-        host_bridges,
-        bridges,
-        devices,
+fn os_devices_of(d: &TopologyObject) -> Vec<HwOsDevice> {
+    d.io_children()
+        .filter(|c| c.object_type() == ObjectType::OSDevice)
+        .filter_map(|c| {
+            let name = c.name()?.to_str().ok()?.to_string();
+            let kind = match c.attributes() {
+                Some(ObjectAttributes::OSDevice(o)) => match o.device_type() {
+                    OSDeviceType::Network => OsDevKind::Network,
+                    OSDeviceType::OpenFabrics => OsDevKind::OpenFabrics,
+                    _ => OsDevKind::Other,
+                },
+                _ => OsDevKind::Other,
+            };
+            let infos = c
+                .infos()
+                .iter()
+                .filter_map(|i| {
+                    Some((
+                        i.name().to_str().ok()?.to_string(),
+                        i.value().to_str().ok()?.to_string(),
+                    ))
+                })
+                .collect();
+            Some(HwOsDevice { name, kind, infos })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fsroot_is_never_set_while_other_threads_run() {
+        // The test harness runs this on a worker thread: the process has several.
+        assert!(threads_in_process().unwrap_or(0) > 1);
+        let dir = tempfile::tempdir().unwrap();
+        let err = discover(Some(dir.path())).unwrap_err();
+        assert!(err.to_string().contains("before other threads start"), "{err}");
+        assert!(
+            std::env::var_os("HWLOC_FSROOT").is_none(),
+            "the environment was not touched"
+        );
     }
 }

@@ -22,6 +22,15 @@ pub fn looks_like_nccl_topology(text: &str) -> bool {
     text.contains("<system") && !text.contains("<topology")
 }
 
+/// What the `<cpu>` elements hold, before it becomes a snapshot.
+#[derive(Default)]
+struct Parsed {
+    numa_nodes: Vec<NumaNode>,
+    host_bridges: Vec<HostBridge>,
+    bridges: Vec<(Bdf, PciParent, String, PcieLink)>,
+    devices: Vec<Dev>,
+}
+
 pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<NodeSnapshot, NcclTopoError> {
     let bad = |reason: String| NcclTopoError {
         path: origin.display().to_string(),
@@ -35,72 +44,107 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
             system.tag_name().name()
         )));
     }
-    let mut numa_nodes = Vec::new();
-    let mut host_bridges = Vec::new();
-    let mut bridges: Vec<(Bdf, PciParent, String, PcieLink)> = Vec::new();
-    let mut devices: Vec<Dev> = Vec::new();
+    let mut parsed = Parsed::default();
     for cpu in system.children().filter(|n| n.has_tag_name("cpu")) {
-        let numaid: i64 = cpu
-            .attribute("numaid")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| bad("<cpu> without a numeric numaid".into()))?;
-        let numa = u32::try_from(numaid).ok();
-        let cpus = cpu
-            .attribute("affinity")
-            .map(|a| CpuList::parse_mask(a).map_err(|e| bad(e.to_string())))
-            .transpose()?
-            .unwrap_or_default();
-        if let Some(id) = numa {
-            numa_nodes.push(NumaNode {
-                id,
+        read_cpu(&cpu, &mut parsed).map_err(bad)?;
+    }
+    parsed.numa_nodes.sort_by_key(|n| n.id);
+    let (gpus, nics) = gpus_and_nics(&parsed);
+    let pci = pci_topology(&parsed, &gpus, &nics);
+    let notes = notes(&gpus, &pci);
+    let all_cpus = parsed
+        .numa_nodes
+        .iter()
+        .fold(CpuList::new(), |acc, n| acc.union(&n.cpus));
+    Ok(NodeSnapshot {
+        schema_version: SCHEMA_VERSION,
+        hostname: hostname.to_string(),
+        source: SnapshotSource {
+            kind: SourceKind::NcclTopo,
+            path: Some(origin.display().to_string()),
+        },
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        machine: MachineInfo::default(),
+        cpu: CpuSummary {
+            packages: parsed.numa_nodes.len() as u32,
+            cores: 0,
+            pus: all_cpus.len() as u32,
+            cpus: all_cpus,
+        },
+        numa_nodes: parsed.numa_nodes,
+        pci,
+        gpus,
+        nics,
+        nccl_version: None,
+        notes,
+    })
+}
+
+/// One `<cpu>`: its NUMA node, and each top-level `<pci>` as its own root complex.
+fn read_cpu(cpu: &roxmltree::Node, out: &mut Parsed) -> Result<(), String> {
+    let numaid: i64 = cpu
+        .attribute("numaid")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "<cpu> without a numeric numaid".to_string())?;
+    let numa = u32::try_from(numaid).ok();
+    let cpus = cpu
+        .attribute("affinity")
+        .map(|a| CpuList::parse_mask(a).map_err(|e| e.to_string()))
+        .transpose()?
+        .unwrap_or_default();
+    if let Some(id) = numa {
+        out.numa_nodes.push(NumaNode {
+            id,
+            cpus: cpus.clone(),
+            memory_bytes: None,
+        });
+    }
+    for top in cpu.children().filter(|n| n.has_tag_name("pci")) {
+        let bdf = busid(&top)?;
+        // One root complex per top-level `<pci>`; bus ids like Azure's `ffff:ff:01.0` repeat
+        // across CPUs, so the CPU is part of the name.
+        let hb = format!("root-{bdf}@cpu{numaid}");
+        if !out.host_bridges.iter().any(|h: &HostBridge| h.id == hb) {
+            out.host_bridges.push(HostBridge {
+                id: hb.clone(),
+                domain: bdf.domain,
+                first_bus: bdf.bus,
+                last_bus: bdf.bus,
+                numa_node: numa,
                 cpus: cpus.clone(),
-                memory_bytes: None,
             });
         }
-        for top in cpu.children().filter(|n| n.has_tag_name("pci")) {
-            let bdf = busid(&top).map_err(bad)?;
-            // One root complex per top-level `<pci>`; bus ids like Azure's `ffff:ff:01.0` repeat
-            // across CPUs, so the CPU is part of the name.
-            let hb = format!("root-{bdf}@cpu{numaid}");
-            if !host_bridges.iter().any(|h: &HostBridge| h.id == hb) {
-                host_bridges.push(HostBridge {
-                    id: hb.clone(),
-                    domain: bdf.domain,
-                    first_bus: bdf.bus,
-                    last_bus: bdf.bus,
-                    numa_node: numa,
-                    cpus: cpus.clone(),
-                });
-            }
-            walk(
-                &top,
-                PciParent::HostBridge(hb.clone()),
-                &hb,
-                numa,
-                &cpus,
-                &mut bridges,
-                &mut devices,
-            )
-            .map_err(bad)?;
-        }
+        walk(
+            &top,
+            PciParent::HostBridge(hb.clone()),
+            &hb,
+            numa,
+            &cpus,
+            &mut out.bridges,
+            &mut out.devices,
+        )?;
     }
-    numa_nodes.sort_by_key(|n| n.id);
-    // NCCL folds each switch's upstream and downstream ports into one `<pci>`: every bridge
-    // node there is a switch (research/irq.md §4.2, step 2).
+    Ok(())
+}
+
+/// NCCL folds each switch's upstream and downstream ports into one `<pci>`: every bridge
+/// node there is a switch (research/irq.md §4.2, step 2).
+fn pci_topology(p: &Parsed, gpus: &[Gpu], nics: &[Nic]) -> PciTopology {
+    let bridges = &p.bridges;
     let switches: Vec<PciSwitch> = bridges
         .iter()
-        .map(|(b, p, id, _)| PciSwitch {
+        .map(|(b, parent, id, _)| PciSwitch {
             upstream: *b,
             downstream_ports: Vec::new(),
-            host_bridge: host_of(p, &bridges),
+            host_bridge: host_of(parent, bridges),
             pci_id: id.clone(),
         })
         .collect();
     let pci_bridges = bridges
         .iter()
-        .map(|(b, p, id, link)| PciBridge {
+        .map(|(b, parent, id, link)| PciBridge {
             bdf: *b,
-            parent: p.clone(),
+            parent: parent.clone(),
             role: BridgeRole::SwitchUpstream,
             vendor_id: id.split(':').next().unwrap_or("").to_string(),
             device_id: id.split(':').nth(1).unwrap_or("").to_string(),
@@ -109,17 +153,53 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
             link: link.clone(),
         })
         .collect();
+    let exposed = gpus
+        .iter()
+        .map(|g| &g.placement)
+        .chain(nics.iter().filter_map(|n| n.pci.as_ref()))
+        .any(|p| matches!(p.parent, PciParent::HostBridge(_)));
+    PciTopology {
+        host_bridges: p.host_bridges.clone(),
+        bridges: pci_bridges,
+        switches,
+        switches_visible: !exposed,
+        nvswitches: Vec::new(),
+    }
+}
 
+fn notes(gpus: &[Gpu], pci: &PciTopology) -> Vec<Note> {
+    let mut notes = vec![Note::info(
+        "nvlink-unknown",
+        "snapshot made from an NCCL topology file: names, UUIDs and IRQs are unknown",
+    )];
+    if !pci.switches_visible {
+        notes.push(Note::info(
+            "switches-not-visible",
+            "switches not visible: some GPUs or NICs sit straight under a CPU in the NCCL topology file",
+        ));
+    }
+    if gpus.is_empty() {
+        notes.push(Note::info(
+            "no-gpu",
+            "the NCCL topology file lists no GPU (class 0x03xxxx)",
+        ));
+    }
+    notes
+}
+
+/// GPUs (class 0x03xxxx, with their NVLinks) and NICs (class 0x02xxxx) of the file.
+fn gpus_and_nics(p: &Parsed) -> (Vec<Gpu>, Vec<Nic>) {
     let mut gpus = Vec::new();
     let mut nics = Vec::new();
-    let gpu_bdfs: Vec<Bdf> = devices
+    let gpu_bdfs: Vec<Bdf> = p
+        .devices
         .iter()
         .filter(|d| d.class >> 16 == 0x03)
         .map(|d| d.placement.bdf)
         .collect();
-    for d in &devices {
+    for d in &p.devices {
         let mut placement = d.placement.clone();
-        placement.numa_affinity = numa_affinity(&numa_nodes, &placement.cpu_affinity);
+        placement.numa_affinity = numa_affinity(&p.numa_nodes, &placement.cpu_affinity);
         match d.class >> 16 {
             0x03 => {
                 let nvlinks = (!d.nvlinks.is_empty()).then(|| {
@@ -175,56 +255,7 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
         }
     }
     gpus.sort_by_key(|g| g.index);
-    let mut notes = vec![Note::info(
-        "nvlink-unknown",
-        "snapshot made from an NCCL topology file: names, UUIDs and IRQs are unknown",
-    )];
-    let exposed = gpus
-        .iter()
-        .map(|g| &g.placement)
-        .chain(nics.iter().filter_map(|n| n.pci.as_ref()))
-        .any(|p| matches!(p.parent, PciParent::HostBridge(_)));
-    if exposed {
-        notes.push(Note::info(
-            "switches-not-visible",
-            "switches not visible: some GPUs or NICs sit straight under a CPU in the NCCL topology file",
-        ));
-    }
-    if gpus.is_empty() {
-        notes.push(Note::info(
-            "no-gpu",
-            "the NCCL topology file lists no GPU (class 0x03xxxx)",
-        ));
-    }
-    let all_cpus = numa_nodes.iter().fold(CpuList::new(), |acc, n| acc.union(&n.cpus));
-    Ok(NodeSnapshot {
-        schema_version: SCHEMA_VERSION,
-        hostname: hostname.to_string(),
-        source: SnapshotSource {
-            kind: SourceKind::NcclTopo,
-            path: Some(origin.display().to_string()),
-        },
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        machine: MachineInfo::default(),
-        cpu: CpuSummary {
-            packages: numa_nodes.len() as u32,
-            cores: 0,
-            pus: all_cpus.len() as u32,
-            cpus: all_cpus,
-        },
-        numa_nodes,
-        pci: PciTopology {
-            host_bridges,
-            bridges: pci_bridges,
-            switches,
-            switches_visible: !exposed,
-            nvswitches: Vec::new(),
-        },
-        gpus,
-        nics,
-        nccl_version: None,
-        notes,
-    })
+    (gpus, nics)
 }
 
 fn host_of(parent: &PciParent, bridges: &[(Bdf, PciParent, String, PcieLink)]) -> String {

@@ -1,9 +1,11 @@
 //! Tables of `init --collect-only` and `init --dry-run`.
 
+use super::envelope::Summary;
 use super::envelope::{Envelope, NodeStatus};
 use super::{failure_text, table};
-use crate::cmd::init::{CollectDetail, CollectPayload};
 use crate::transport::Deploy;
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 fn status_text(s: NodeStatus) -> &'static str {
     match s {
@@ -56,4 +58,29 @@ pub fn render_dry_run(e: &Envelope<CollectPayload, CollectDetail>) -> String {
         ]);
     }
     format!("{t}\n{}\n", e.msg)
+}
+
+/// One node's row of `init --collect-only` (and `--dry-run`).
+#[derive(Debug, Default, Serialize)]
+pub struct CollectDetail {
+    pub transport: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<Deploy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_at: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CollectPayload {
+    pub dry_run: bool,
+    pub output_dir: Option<String>,
+    pub summary: Summary,
 }

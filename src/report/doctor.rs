@@ -1,9 +1,12 @@
 //! The table of `doctor`: one row per check and node, with the fix.
 
 use super::envelope::Envelope;
+use super::envelope::Summary;
 use super::{failure_text, table};
-use crate::cmd::doctor::{DoctorDetail, DoctorPayload};
+use crate::irq::doctor::Check;
 use crate::irq::doctor::Status;
+use crate::node::calls::DoctorReport;
+use serde::Serialize;
 
 pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
     let mut t = table(&["Host", "Check", "Status", "Detail", "Fix"]);
@@ -35,4 +38,23 @@ pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
         }
     }
     format!("{t}\n{}\n", e.msg)
+}
+
+/// One node's checks.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorDetail {
+    pub checks: Vec<Check>,
+}
+
+impl From<&DoctorReport> for DoctorDetail {
+    fn from(r: &DoctorReport) -> Self {
+        DoctorDetail {
+            checks: r.checks.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct DoctorPayload {
+    pub summary: Summary,
 }

@@ -1,8 +1,11 @@
 //! The table of `irq-pin`: every interrupt of every node, where it is and where it goes.
 
 use super::envelope::Envelope;
+use super::envelope::Summary;
 use super::{failure_text, table};
-use crate::cmd::irq_pin::{PinDetail, PinPayload};
+use crate::irq::pin::PinReport;
+use crate::irq::{IrqPlan, PinAction};
+use serde::Serialize;
 
 pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
     let mut t = table(&[
@@ -36,4 +39,34 @@ pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
         }
     }
     format!("{t}\n{notes}{failures}{}\n", e.msg)
+}
+
+/// One node's pins (its `changed` is the row's).
+#[derive(Debug, Clone, Serialize)]
+pub struct PinDetail {
+    pub msg: String,
+    pub notes: Vec<String>,
+    pub plan: IrqPlan,
+}
+
+impl From<&PinReport> for PinDetail {
+    fn from(r: &PinReport) -> Self {
+        PinDetail {
+            msg: r.msg.clone(),
+            notes: r.notes.clone(),
+            plan: r.plan.clone(),
+        }
+    }
+}
+
+impl PinDetail {
+    pub fn failed(&self) -> usize {
+        self.plan.pins.iter().filter(|p| p.action == PinAction::Failed).count()
+    }
+}
+
+#[derive(Serialize)]
+pub struct PinPayload {
+    pub dry_run: bool,
+    pub summary: Summary,
 }

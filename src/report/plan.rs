@@ -3,9 +3,9 @@
 
 use super::envelope::{Envelope, NoDetail};
 use super::table;
-use crate::cmd::plan::PlanPayload;
 use crate::model::plan::Plan;
 use crate::model::ring::Method;
+use serde::Serialize;
 use std::fmt::Write as _;
 
 fn human_bytes(b: u64) -> String {
@@ -131,4 +131,11 @@ fn classes(out: &mut String, p: &Plan) {
     for r in &p.nccl.refused {
         let _ = writeln!(out, "refused {}: {}", r.host, r.reason);
     }
+}
+
+#[derive(Serialize)]
+pub struct PlanPayload {
+    #[serde(flatten)]
+    pub plan: Plan,
+    pub output_dir: Option<String>,
 }

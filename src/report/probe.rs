@@ -44,6 +44,13 @@ pub fn render(s: &NodeSnapshot) -> String {
         }
     );
 
+    gpus(&mut out, s);
+    nics(&mut out, s);
+    notes(&mut out, s);
+    out
+}
+
+fn gpus(out: &mut String, s: &NodeSnapshot) {
     let _ = writeln!(out, "\nGPUs ({})", s.gpus.len());
     if !s.gpus.is_empty() {
         let mut t = table(&["#", "Name", "Bus id", "NUMA", "CPU affinity", "PCIe", "NVLink"]);
@@ -76,7 +83,9 @@ pub fn render(s: &NodeSnapshot) -> String {
         }
         let _ = writeln!(out, "{t}");
     }
+}
 
+fn nics(out: &mut String, s: &NodeSnapshot) {
     // An hwloc export carries no interrupts: say unknown rather than zero.
     let irqs_known = s.source.kind != crate::model::SourceKind::HwlocXml;
     let _ = writeln!(out, "\nNICs ({})", s.nics.len());
@@ -137,7 +146,9 @@ pub fn render(s: &NodeSnapshot) -> String {
         }
         let _ = writeln!(out, "{t}");
     }
+}
 
+fn notes(out: &mut String, s: &NodeSnapshot) {
     if !s.notes.is_empty() {
         let _ = writeln!(out, "\nNotes");
         for note in &s.notes {
@@ -148,7 +159,6 @@ pub fn render(s: &NodeSnapshot) -> String {
             let _ = writeln!(out, "  {level:<4} {}: {}", note.code, note.message);
         }
     }
-    out
 }
 
 /// `0`, or `? (affinity 0)` when the firmware gives no node and the affinity is derived from CPUs.

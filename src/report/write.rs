@@ -1,9 +1,11 @@
 //! Tables of `init` (settings, then files) and `rollback`.
 
+use super::envelope::Summary;
 use super::envelope::{Envelope, NodeRow};
 use super::{failure_text, table};
-use crate::cmd::init::{WriteDetail, WritePayload};
-use crate::cmd::rollback::RollbackPayload;
+use crate::apply::writer::FileReport;
+use crate::model::Setting;
+use serde::Serialize;
 
 fn files_table(rows: &[NodeRow<WriteDetail>]) -> (String, String) {
     let mut t = table(&["Host", "Status", "File", "Action", "Why"]);
@@ -52,4 +54,36 @@ pub fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
 pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
     let (files, _) = files_table(&e.nodes);
     format!("{files}\n\n{}\n", e.msg)
+}
+
+/// One node's row of `init`: what it was told and what changed.
+#[derive(Debug, Default, Serialize)]
+pub struct WriteDetail {
+    pub transport: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<Setting>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WritePayload {
+    /// `--check`: something would change.
+    pub pending: bool,
+    pub check: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<String>,
+    pub summary: Summary,
+}
+
+#[derive(Serialize)]
+pub struct RollbackPayload {
+    pub output_dir: Option<String>,
+    pub summary: Summary,
 }

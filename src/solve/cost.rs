@@ -137,3 +137,127 @@ fn nothing_to_reduce() -> Prediction {
         latency_us: 0.0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::cluster::{HostFacts, HostSpec};
+    use crate::model::fabric::{Fabric, Leaf};
+    use std::collections::BTreeMap;
+
+    fn facts(ring_gbps: f64, net_gbps: f64) -> HostFacts {
+        HostFacts {
+            gpus: 8,
+            ring_gbps,
+            hop_latency_us: LAT_NVLINK_US,
+            net_gbps,
+        }
+    }
+
+    /// Hosts `h0..hN` with labels from `rack_of`, each with the same facts.
+    fn cluster(racks: &[&str], fabric: Option<&Fabric>, f: &HostFacts) -> (Vec<String>, ClusterGraph) {
+        let hosts: Vec<String> = (0..racks.len()).map(|i| format!("h{i}")).collect();
+        let labels: Vec<BTreeMap<String, String>> = racks
+            .iter()
+            .map(|r| BTreeMap::from([("rack".to_string(), r.to_string())]))
+            .collect();
+        let specs: Vec<HostSpec> = hosts
+            .iter()
+            .zip(&labels)
+            .map(|(h, l)| HostSpec {
+                name: h,
+                labels: l,
+                facts: f.clone(),
+            })
+            .collect();
+        let g = ClusterGraph::build(&specs, fabric);
+        (hosts, g)
+    }
+
+    fn fabric(uplink_gbps: f64) -> Fabric {
+        Fabric {
+            racks: BTreeMap::from([
+                ("r0".to_string(), Some("leaf-0".to_string())),
+                ("r1".to_string(), Some("leaf-1".to_string())),
+            ]),
+            leaves: BTreeMap::from([
+                (
+                    "leaf-0".to_string(),
+                    Leaf {
+                        spine: Some("s0".into()),
+                        uplink_gbps: Some(uplink_gbps),
+                    },
+                ),
+                (
+                    "leaf-1".to_string(),
+                    Leaf {
+                        spine: Some("s1".into()),
+                        uplink_gbps: Some(uplink_gbps),
+                    },
+                ),
+            ]),
+            rails: None,
+        }
+    }
+
+    #[test]
+    fn two_nodes_under_one_leaf_by_hand() {
+        let (hosts, g) = cluster(&["r0", "r0"], Some(&fabric(3200.0)), &facts(100.0, 50.0));
+        let p = predict(&hosts, &g, 1 << 30);
+        // 16 ranks, 30 steps, 2 of them between nodes; no switch tier inside one leaf.
+        let latency = (BASE_LAT_US + 28.0 * LAT_NVLINK_US + 2.0 * 14.0) * MULTI_NODE_LAT_FACTOR;
+        assert!((p.latency_us - latency).abs() < 1e-9, "{}", p.latency_us);
+        assert_eq!(p.bottleneck, "network of h0");
+        assert_eq!(p.bottleneck_gbps, 50.0);
+        let algbw = 50.0 * 16.0 / 30.0;
+        let time = latency + (1u64 << 30) as f64 / (1000.0 * algbw);
+        assert!((p.time_us - time).abs() < 1e-6);
+        assert!((p.busbw_gbps - (1u64 << 30) as f64 / time / 1000.0 * 30.0 / 16.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn routes_through_two_spines_cost_two_tiers() {
+        let f = facts(100.0, 50.0);
+        let (same, g1) = cluster(&["r0", "r0"], Some(&fabric(3200.0)), &f);
+        let (split, g2) = cluster(&["r0", "r1"], Some(&fabric(3200.0)), &f);
+        let extra = predict(&split, &g2, 1 << 30).latency_us - predict(&same, &g1, 1 << 30).latency_us;
+        // Two inter-node steps, each 2 tiers (leaf→spine→core and back down) more, × 1.4.
+        assert!((extra - 2.0 * 2.0 * MULTI_NODE_LAT_FACTOR).abs() < 1e-9, "{extra}");
+    }
+
+    #[test]
+    fn a_shared_uplink_divides_by_the_ring_edges_over_it() {
+        // h0 r0, h1 r1, h2 r0, h3 r1: in this order every ring edge crosses, 2 each way per
+        // leaf; 800 Gb/s = 100 GB/s shared by 2 = 50 < the nodes' 60 GB/s networks.
+        let f = facts(400.0, 60.0);
+        let (hosts, g) = cluster(&["r0", "r1", "r0", "r1"], Some(&fabric(800.0)), &f);
+        let p = predict(&hosts, &g, 1 << 30);
+        assert_eq!(p.bottleneck, "uplink of leaf-0 shared by 2 ring edge(s)");
+        assert_eq!(p.bottleneck_gbps, 50.0);
+        // Grouped by leaf, each uplink carries one edge each way: the networks bound it.
+        let grouped = ["h0", "h2", "h1", "h3"].map(String::from);
+        let q = predict(&grouped, &g, 1 << 30);
+        assert_eq!(q.bottleneck, "network of h0");
+        assert!(q.busbw_gbps > p.busbw_gbps);
+    }
+
+    #[test]
+    fn the_slowest_intra_node_ring_can_be_the_bottleneck() {
+        let (hosts, g) = cluster(&["r0", "r0"], None, &facts(10.0, 50.0));
+        let p = predict(&hosts, &g, 1 << 30);
+        assert_eq!(p.bottleneck, "intra-node ring on h0");
+        assert_eq!(p.bottleneck_gbps, 10.0);
+    }
+
+    #[test]
+    fn one_gpu_alone_has_nothing_to_reduce() {
+        let one = HostFacts {
+            gpus: 1,
+            ..facts(0.0, 50.0)
+        };
+        let (hosts, g) = cluster(&["r0"], None, &one);
+        let p = predict(&hosts, &g, 1 << 30);
+        assert_eq!(p.busbw_gbps, 0.0);
+        assert!(p.bottleneck.contains("fewer than 2 ranks"));
+    }
+}

@@ -6,14 +6,16 @@ use super::order::{crossings, default_order, lower_bound, solved_order};
 use super::ring::{self, better};
 use crate::emit;
 use crate::graph::cluster::{ClusterGraph, HostFacts, HostSpec};
-use crate::graph::links::{assumes_nvswitch, gpu_link_matrix, host_net_gbps};
+use crate::graph::links::{assumes_nvswitch, gpu_link_matrix_with, host_net_gbps};
+use crate::graph::paths::path_classes;
 use crate::model::fabric::{Fabric, Placement};
 use crate::model::plan::*;
 use crate::model::ring::LinkMatrix;
 use crate::model::snapshot::{NicKind, NodeSnapshot, Note};
 use crate::model::topo_h::{NcclPath, LAT_NVLINK_US, LAT_PCI_US};
 use crate::model::{NcclVersion, Setting};
-use crate::nccl::rules::derive;
+use crate::nccl::rules::{derive_from, Derived, Facts};
+use crate::nccl::table::Rejection;
 use std::collections::{BTreeMap, HashMap};
 
 /// One node as the planner sees it.
@@ -38,10 +40,23 @@ pub struct PlanInput<'a> {
     pub nccl: &'a NcclPolicy,
 }
 
+/// What one node's paths give: its GPU link matrix (none without GPUs) and NCCL's settings.
+fn per_node(n: &PlanNode, input: &PlanInput) -> (Option<LinkMatrix>, Result<Derived, Rejection>) {
+    let classes = path_classes(n.snapshot);
+    // The node's own NCCL when the probe found one, else cluster.yaml's.
+    let version = n.snapshot.nccl_version.or(input.nccl.cluster_version);
+    let rails = input.fabric.and_then(|f| f.rails);
+    let derived = derive_from(&Facts::new(n.snapshot, &classes, rails, version), &input.nccl.overrides);
+    let matrix = (!n.snapshot.gpus.is_empty()).then(|| gpu_link_matrix_with(n.snapshot, classes));
+    (matrix, derived)
+}
+
 pub fn plan(input: &PlanInput) -> Plan {
+    let (matrices, derived): (Vec<Option<LinkMatrix>>, Vec<Result<Derived, Rejection>>) =
+        input.nodes.iter().map(|n| per_node(n, input)).unzip();
     let (usable, excluded): (Vec<&PlanNode>, Vec<&PlanNode>) =
         input.nodes.iter().partition(|n| !n.snapshot.gpus.is_empty());
-    let matrices: Vec<LinkMatrix> = usable.iter().map(|n| gpu_link_matrix(n.snapshot)).collect();
+    let matrices: Vec<LinkMatrix> = matrices.into_iter().flatten().collect();
     let (node_classes, facts) = ring_classes(&usable, &matrices);
     let specs: Vec<HostSpec> = usable
         .iter()
@@ -80,7 +95,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             gain,
         },
         node_classes,
-        nccl: nccl_plan(input),
+        nccl: nccl_plan(input, derived),
         excluded: excluded
             .iter()
             .map(|n| Excluded {
@@ -93,21 +108,17 @@ pub fn plan(input: &PlanInput) -> Plan {
 }
 
 /// A matrix as a map key (bandwidths to 0.1 GB/s).
-fn signature(m: &LinkMatrix) -> String {
-    let mut s = String::new();
-    for (row_b, row_c) in m.bw.iter().zip(&m.cost) {
-        for (b, c) in row_b.iter().zip(row_c) {
-            s.push_str(&format!("{:.1}/{c},", b));
-        }
-        s.push(';');
-    }
-    s
+fn signature(m: &LinkMatrix) -> Vec<(i64, u32)> {
+    m.bw.iter()
+        .zip(&m.cost)
+        .flat_map(|(row_b, row_c)| row_b.iter().zip(row_c).map(|(b, c)| ((b * 10.0).round() as i64, *c)))
+        .collect()
 }
 
 /// One ring per distinct GPU link matrix; each host's facts for the cluster graph.
 fn ring_classes(usable: &[&PlanNode], matrices: &[LinkMatrix]) -> (Vec<NodeClass>, Vec<HostFacts>) {
     let mut groups: Vec<(&LinkMatrix, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<Vec<(i64, u32)>, usize> = HashMap::new();
     for (i, m) in matrices.iter().enumerate() {
         let g = *index.entry(signature(m)).or_insert_with(|| {
             groups.push((m, Vec::new()));
@@ -244,14 +255,12 @@ struct NcclKey {
 
 /// Every node's NCCL settings (GPU-less nodes included: they run NCCL's bootstrap too),
 /// grouped by identical files.
-fn nccl_plan(input: &PlanInput) -> NcclPlan {
-    let rails = input.fabric.and_then(|f| f.rails);
+fn nccl_plan(input: &PlanInput, derived: Vec<Result<Derived, Rejection>>) -> NcclPlan {
     let mut out = NcclPlan::default();
     let mut index: HashMap<NcclKey, usize> = HashMap::new();
-    for n in input.nodes {
-        // The node's own NCCL when the probe found one, else cluster.yaml's.
+    for (n, derived) in input.nodes.iter().zip(derived) {
         let version = n.snapshot.nccl_version.or(input.nccl.cluster_version);
-        let derived = match derive(n.snapshot, rails, version, &input.nccl.overrides) {
+        let derived = match derived {
             Ok(d) => d,
             Err(r) => {
                 out.refused.push(Excluded {
@@ -283,4 +292,125 @@ fn nccl_plan(input: &PlanInput) -> NcclPlan {
         out.classes[c].hosts.push(n.host.clone());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ring::LinkMatrix;
+
+    fn snapshot(name: &str) -> NodeSnapshot {
+        let text = match name {
+            "p5en" => include_str!("../../tests/data/snapshots/aws-p5en.json"),
+            _ => include_str!("../../tests/data/snapshots/aws-p4d.json"),
+        };
+        NodeSnapshot::from_json(text).unwrap()
+    }
+
+    #[test]
+    fn typeintra_names_the_worst_hop_not_the_average() {
+        // Seven NVLink hops chain 0..7, the eighth (7→0) crosses sockets: the ring's worst
+        // link is SYS, although the average hop cost (16/8 = 2) would read PIX.
+        let n = 8;
+        let mut bw = vec![vec![10.0; n]; n];
+        let mut cost = vec![vec![NcclPath::Sys.rank(); n]; n];
+        for i in 0..n - 1 {
+            for (a, b) in [(i, i + 1), (i + 1, i)] {
+                bw[a][b] = 100.0;
+                cost[a][b] = NcclPath::Nvl.rank();
+            }
+        }
+        for (i, row) in cost.iter_mut().enumerate() {
+            row[i] = 0;
+        }
+        let class = node_class(0, &LinkMatrix { bw, cost }, vec!["h".into()]);
+        assert_eq!(class.ring.cost, 16);
+        assert_eq!(class.type_intra, "SYS");
+        assert!(class.graph_xml.is_none(), "index order is this ring: nothing to write");
+    }
+
+    #[test]
+    fn identical_nodes_share_one_ring_and_one_nccl_class() {
+        let (a, b) = (snapshot("p5en"), snapshot("p5en"));
+        let mut c = snapshot("p5en");
+        c.nccl_version = Some(NcclVersion(2, 20, 5));
+        let d = snapshot("p4d");
+        let nodes: Vec<PlanNode> = [("n1", &a), ("n2", &b), ("n3", &c), ("n4", &d)]
+            .iter()
+            .map(|(h, s)| PlanNode {
+                host: h.to_string(),
+                labels: BTreeMap::new(),
+                snapshot: s,
+            })
+            .collect();
+        let policy = NcclPolicy {
+            cluster_version: Some(NcclVersion(2, 28, 9)),
+            overrides: BTreeMap::from([("NCCL_IB_TIMEOUT".to_string(), "22".to_string())]),
+        };
+        let p = plan(&PlanInput {
+            nodes: &nodes,
+            fabric: None,
+            message_bytes: 1 << 30,
+            nccl: &policy,
+        });
+        let ring_hosts: Vec<&Vec<String>> = p.node_classes.iter().map(|c| &c.hosts).collect();
+        assert_eq!(ring_hosts, [&vec!["n1", "n2", "n3"], &vec!["n4"]]);
+        // The node's own NCCL (n3: 2.20.5) beats cluster.yaml's: its files differ.
+        let nccl_hosts: Vec<&Vec<String>> = p.nccl.classes.iter().map(|c| &c.hosts).collect();
+        assert_eq!(nccl_hosts, [&vec!["n1", "n2"], &vec!["n3"], &vec!["n4"]]);
+        assert_eq!(p.nccl.classes[0].nccl_version, Some(NcclVersion(2, 28, 9)));
+        assert_eq!(p.nccl.classes[1].nccl_version, Some(NcclVersion(2, 20, 5)));
+        for c in &p.nccl.classes {
+            let timeout = c.settings.iter().find(|s| s.name == "NCCL_IB_TIMEOUT").unwrap();
+            assert_eq!(
+                (timeout.value.as_str(), timeout.reason.as_str()),
+                ("22", "cluster.yaml `nccl:` override")
+            );
+        }
+        // EFA on p5en: no NCCL_IB_HCA, and the plan says why.
+        assert!(p.nccl.classes[0].settings.iter().all(|s| s.name != "NCCL_IB_HCA"));
+        assert!(p.nccl.classes[0].left_out.iter().any(|w| w.contains("EFA")));
+        assert_eq!(p.node_order, ["n1", "n2", "n3", "n4"]);
+    }
+
+    #[test]
+    fn a_refused_override_names_the_hosts_and_writes_nothing_for_them() {
+        let a = snapshot("p4d");
+        let nodes = [PlanNode {
+            host: "n1".into(),
+            labels: BTreeMap::new(),
+            snapshot: &a,
+        }];
+        let policy = NcclPolicy {
+            cluster_version: Some(NcclVersion(2, 28, 9)),
+            overrides: BTreeMap::from([("NCCL_ALGO".to_string(), "Ring".to_string())]),
+        };
+        let p = plan(&PlanInput {
+            nodes: &nodes,
+            fabric: None,
+            message_bytes: 1 << 30,
+            nccl: &policy,
+        });
+        assert!(p.nccl.classes.is_empty());
+        assert_eq!(p.nccl.refused[0].host, "n1");
+        assert!(p.nccl.refused[0].reason.contains("debugging variable"));
+    }
+
+    #[test]
+    fn a_plan_reads_back_as_it_was_written() {
+        let a = snapshot("p5en");
+        let nodes = [PlanNode {
+            host: "n1".into(),
+            labels: BTreeMap::new(),
+            snapshot: &a,
+        }];
+        let p = plan(&PlanInput {
+            nodes: &nodes,
+            fabric: None,
+            message_bytes: 1 << 30,
+            nccl: &NcclPolicy::default(),
+        });
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+    }
 }

@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The most nodes in flight at once: beyond this, ssh masters and file descriptors run out
-/// before the speed-up grows.
-pub const MAX_FORKS: usize = 1024;
+pub use crate::config::MAX_FORKS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FanOutOptions {

@@ -12,22 +12,23 @@ pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
         .simulate
         .as_deref()
         .ok_or_else(|| Failure::new(FailureKind::SimulationFailed, "no `simulate:` source"))?;
-    from_source(source, &node.host).map_err(|m| Failure::new(FailureKind::SimulationFailed, m))
+    from_source(source, &node.host)
 }
 
 /// A snapshot named `hostname` from a profile name or a topology file path.
-pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, String> {
+pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, Failure> {
+    let failed = |m: String| Failure::new(FailureKind::SimulationFailed, m);
     let (text, origin) = match profile_xml(source) {
         Some(text) => (text.to_string(), format!("profile:{source}")),
         None => (
-            std::fs::read_to_string(source).map_err(|e| format!("simulate: {source}: {e}"))?,
+            std::fs::read_to_string(source).map_err(|e| failed(format!("simulate: {source}: {e}")))?,
             source.to_string(),
         ),
     };
     let mut snap = if nccl_topo::looks_like_nccl_topology(&text) {
-        nccl_topo::snapshot_from_text(&text, Path::new(&origin), hostname).map_err(|e| e.to_string())?
+        nccl_topo::snapshot_from_text(&text, Path::new(&origin), hostname).map_err(|e| failed(e.to_string()))?
     } else {
-        let view = hwloc::from_xml_text(&text, &origin).map_err(|e| e.to_string())?;
+        let view = hwloc::from_xml_text(&text, &origin).map_err(|e| failed(e.to_string()))?;
         crate::probe::snapshot_from_hwloc_view(view, &origin)
     };
     snap.hostname = hostname.to_string();

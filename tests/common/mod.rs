@@ -32,3 +32,34 @@ pub fn probe_json(args: &[&str]) -> NodeSnapshot {
     );
     NodeSnapshot::from_json(&String::from_utf8(out.stdout).unwrap()).unwrap()
 }
+
+/// Validate a command's JSON output against its schema in docs/schema/ (`probe`, `init`,
+/// `plan`, `rollback`, `irq-pin`, `doctor`, `error`); panics with every violation.
+pub fn assert_schema(name: &str, doc: &serde_json::Value) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    let load = |file: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+    };
+    let mut registry = jsonschema::Registry::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let file = e.file_name().to_string_lossy().to_string();
+        let schema = load(&file);
+        let id = schema["$id"].as_str().unwrap().to_string();
+        registry = registry.add(id, schema).unwrap();
+    }
+    let registry = registry.prepare().unwrap();
+    let schema = load(&format!("{name}.schema.json"));
+    let validator = jsonschema::options()
+        .with_registry(&registry)
+        .build(&schema)
+        .unwrap_or_else(|e| panic!("{name}.schema.json: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name} output violates its schema:\n{}\n{doc:#}",
+        errors.join("\n")
+    );
+}

@@ -120,47 +120,7 @@ impl SshCluster {
                 hk = nd.join("hostkey").display(),
                 nd = nd.display(),
             );
-            match node {
-                // Reads from the fake tree; writes (init's write phase) land in `<tree>/written`.
-                Node::Fsroot(p) => writeln!(
-                    cfg,
-                    "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written",
-                    p.display(),
-                    p.display()
-                )
-                .unwrap(),
-                Node::HwlocXml(p) => writeln!(cfg, "SetEnv TOPO_TUNE_FROM_HWLOC_XML={}", p.display()).unwrap(),
-                Node::HangingProbe => writeln!(
-                    cfg,
-                    "SetEnv TT_MODE=hang TT_LOG={}/commands.log\nForceCommand {}",
-                    nd.display(),
-                    wrapper.display()
-                )
-                .unwrap(),
-                Node::GarbageAnswer => writeln!(
-                    cfg,
-                    "SetEnv TT_MODE=garbage TT_LOG={}/commands.log\nForceCommand {}",
-                    nd.display(),
-                    wrapper.display()
-                )
-                .unwrap(),
-                Node::HugeAnswer => writeln!(
-                    cfg,
-                    "SetEnv TT_MODE=huge TT_LOG={}/commands.log\nForceCommand {}",
-                    nd.display(),
-                    wrapper.display()
-                )
-                .unwrap(),
-                // Records every command it is asked to run: proves that nothing was sent.
-                Node::ChangedHostKey | Node::UnknownHostKey | Node::WrongClientKey => writeln!(
-                    cfg,
-                    "SetEnv TT_MODE=pass TT_LOG={}/commands.log\nForceCommand {}",
-                    nd.display(),
-                    wrapper.display()
-                )
-                .unwrap(),
-                Node::ClosedPort => {}
-            }
+            cfg.push_str(&presentation(node, &nd, &wrapper));
             fs::write(nd.join("sshd_config"), cfg).unwrap();
             if !matches!(node, Node::ClosedPort) {
                 let child = Command::new(sshd_path())
@@ -221,6 +181,32 @@ impl Drop for SshCluster {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// The sshd_config lines that make a node present a machine, or misbehave.
+fn presentation(node: &Node, nd: &Path, wrapper: &Path) -> String {
+    let force = |mode: &str| {
+        format!(
+            "SetEnv TT_MODE={mode} TT_LOG={}/commands.log\nForceCommand {}\n",
+            nd.display(),
+            wrapper.display()
+        )
+    };
+    match node {
+        // Reads from the fake tree; writes (init's write phase) land in `<tree>/written`.
+        Node::Fsroot(p) => format!(
+            "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written\n",
+            p.display(),
+            p.display()
+        ),
+        Node::HwlocXml(p) => format!("SetEnv TOPO_TUNE_FROM_HWLOC_XML={}\n", p.display()),
+        Node::HangingProbe => force("hang"),
+        Node::GarbageAnswer => force("garbage"),
+        Node::HugeAnswer => force("huge"),
+        // Records every command it is asked to run: proves that nothing was sent.
+        Node::ChangedHostKey | Node::UnknownHostKey | Node::WrongClientKey => force("pass"),
+        Node::ClosedPort => String::new(),
     }
 }
 
