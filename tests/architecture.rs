@@ -178,7 +178,10 @@ fn the_documented_graph_is_the_real_one() {
         .and_then(|b| b.split("```\n<!-- imports:end -->").next())
         .expect("docs/architecture.md holds the import graph between <!-- imports:begin/end -->");
     let real = rendered(&deps);
-    assert!(block == real, "docs/architecture.md shows another import graph; the real one is:\n{real}");
+    assert!(
+        block == real,
+        "docs/architecture.md shows another import graph; the real one is:\n{real}"
+    );
 }
 
 #[test]
