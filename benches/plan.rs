@@ -67,6 +67,7 @@ fn cluster(c: &mut Criterion) {
             host: h.clone(),
             labels: BTreeMap::from([("rack".to_string(), format!("rack-{}", i % racks))]),
             snapshot: s,
+            hints: Default::default(),
         })
         .collect();
     let fabric = Fabric {

@@ -59,13 +59,24 @@ pub struct ProbeArgs {
         long,
         value_name = "DIR",
         env = "TOPO_TUNE_FSROOT",
-        conflicts_with = "from_hwloc_xml"
+        conflicts_with_all = ["from_hwloc_xml", "from_nccl_topo"]
     )]
     pub fsroot: Option<PathBuf>,
 
-    /// Build the snapshot from an hwloc XML export (`lstopo --whole-io --of xml FILE`).
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FROM_HWLOC_XML")]
+    /// Build the snapshot from an hwloc XML export (`lstopo --whole-io --of xml FILE`); an
+    /// NCCL topology file given here is recognised by its root element and read as such.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TOPO_TUNE_FROM_HWLOC_XML",
+        conflicts_with = "from_nccl_topo"
+    )]
     pub from_hwloc_xml: Option<PathBuf>,
+
+    /// Build the snapshot from an NCCL topology file (the `NCCL_TOPO_FILE` /
+    /// `NCCL_TOPO_DUMP_FILE` format): see what topo-tune reads from it.
+    #[arg(long, value_name = "FILE")]
+    pub from_nccl_topo: Option<PathBuf>,
 
     /// Print the GPU/NIC path matrix (`nvidia-smi topo -m` classes) instead of the summary;
     /// with `--output json`, add it to the snapshot as `matrix`.

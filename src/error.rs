@@ -107,6 +107,7 @@ fn probe_code(p: &ProbeError) -> i32 {
         ProbeError::Hwloc(HwlocError::Discovery(_)) => exit::UNAVAILABLE,
         ProbeError::Driver(DriverError::Fixture { .. }) => exit::DATA_ERROR,
         ProbeError::Driver(_) => exit::UNAVAILABLE,
+        ProbeError::NcclTopo(_) | ProbeError::NotATopology { .. } => exit::DATA_ERROR,
     }
 }
 
@@ -120,6 +121,12 @@ fn probe_hint(p: &ProbeError) -> Option<String> {
         }
         ProbeError::Hwloc(HwlocError::Discovery(_)) => {
             Some("topo-tune needs libhwloc 2.x (Debian/Ubuntu: libhwloc15; RHEL: hwloc-libs)".into())
+        }
+        ProbeError::NotATopology { .. } => Some(
+            "give an hwloc export (`lstopo --whole-io --of xml node.xml`) or an NCCL topology file (`NCCL_TOPO_DUMP_FILE=node.xml`)".into(),
+        ),
+        ProbeError::NcclTopo(_) => {
+            Some("see docs/probe.md for what topo-tune reads from an NCCL topology file".into())
         }
         _ => None,
     }

@@ -104,6 +104,7 @@ fn vm_with_unknown_numa_gets_a_topology_file() {
         host: "vm".into(),
         labels: BTreeMap::new(),
         snapshot: &s,
+        hints: Default::default(),
     }];
     let p = plan(&PlanInput {
         nodes: &nodes,

@@ -33,6 +33,18 @@ fn probe_and_plan_validate() {
     machines::irq_box(tree.path(), Mlx5Naming::Modern);
     let (_, doc) = run(&["probe", "--fsroot", s(tree.path())]);
     assert_schema("probe", &doc);
+    // An NCCL topology file: what it does not say is null (cores, a GPU's pci id).
+    let nccl = format!(
+        "{}/tests/data/nccl-shapes/gpu-without-vendor.xml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, doc) = run(&["probe", "--from-nccl-topo", &nccl]);
+    assert_eq!(code, Some(0), "{doc}");
+    assert!(
+        doc["cpu"]["cores"].is_null() && doc["gpus"][0]["placement"]["pci_id"].is_null(),
+        "{doc}"
+    );
+    assert_schema("probe", &doc);
 
     let out = tempfile::tempdir().unwrap();
     let (code, doc) = run(&["plan", "--cluster-config", &example(), "--output-dir", s(out.path())]);

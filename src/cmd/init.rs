@@ -9,10 +9,11 @@ use super::{finish, Done};
 use crate::apply::atomic::write_if_changed;
 use crate::apply::writer::Bundle;
 use crate::cli::{InitArgs, OutputFormat};
-use crate::config::Inventory;
+use crate::config::{Inventory, NodeSpec};
 use crate::error::Error;
 use crate::exit;
-use crate::model::plan::Plan;
+use crate::model::plan::{NcclClass, Plan};
+use crate::nccl::guard::{self, Violation};
 use crate::node::{calls::Write, write_target, NodeJob};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{to_json, Envelope, NodeRow, NodeStatus, Summary};
@@ -59,13 +60,23 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
     let mut jobs = Vec::new();
     let mut slots = Vec::new();
     for n in &inv.nodes {
-        let detail = |class: Option<&&crate::model::plan::NcclClass>| WriteDetail {
+        let detail = |class: Option<&&NcclClass>| WriteDetail {
             transport: transport_name(n),
             settings: class.map(|c| c.settings.clone()).unwrap_or_default(),
             left_out: class.map(|c| c.left_out.clone()).unwrap_or_default(),
             ..WriteDetail::default()
         };
         let class = by_host.get(n.host.as_str());
+        // A plan may have been edited since it was made: the guard runs again on what would
+        // be written, with this inventory's stated facts.
+        if let Some(Err(v)) = class.map(|c| guard_class(inv, n, c)) {
+            let f = Failure::new(
+                FailureKind::NotPlanned,
+                format!("refused by the never-slower guard: {v}"),
+            );
+            rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
+            continue;
+        }
         let bundle = match class.map(|c| Bundle::of(c)) {
             Some(Ok(b)) => b,
             Some(Err(r)) => {
@@ -109,6 +120,17 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
     }
     let rows: Vec<NodeRow<WriteDetail>> = rows.into_iter().flatten().collect();
     finish_write(rows, args, output)
+}
+
+/// The never-slower guard on one node's class of the plan.
+fn guard_class(inv: &Inventory, node: &NodeSpec, class: &NcclClass) -> Result<(), Violation> {
+    guard::check(
+        &class.settings,
+        &class.gpu_ports,
+        &node.hints.non_gpu_nics,
+        inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
+        class.topology_xml.as_deref(),
+    )
 }
 
 fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {

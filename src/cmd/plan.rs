@@ -31,6 +31,7 @@ pub(crate) fn build_plan(inv: &Inventory, snapshots: &Snapshots, message_bytes: 
                 host: o.host.clone(),
                 labels: spec.labels.clone(),
                 snapshot: snap,
+                hints: spec.hints.clone(),
             }),
             Err(f) => {
                 failed.push(Excluded {

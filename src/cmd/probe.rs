@@ -1,4 +1,5 @@
-//! `topo-tune probe`: snapshot one node (live, `--fsroot` tree, or hwloc XML) and print it.
+//! `topo-tune probe`: snapshot one node (live, `--fsroot` tree, hwloc XML or NCCL topology
+//! file) and print it.
 
 use super::{finish, Done};
 use crate::cli::{OutputFormat, ProbeArgs};
@@ -21,9 +22,10 @@ pub(crate) struct ProbePayload {
 }
 
 pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<Done, Error> {
-    let target = match (&args.from_hwloc_xml, &args.fsroot) {
-        (Some(xml), _) => Target::HwlocXml(xml.clone()),
-        (None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
+    let target = match (&args.from_hwloc_xml, &args.from_nccl_topo, &args.fsroot) {
+        (Some(xml), _, _) => Target::HwlocXml(xml.clone()),
+        (None, Some(xml), _) => Target::NcclTopo(xml.clone()),
+        (None, None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
     };
     let snapshot = probe(&ProbeRequest {
         target,

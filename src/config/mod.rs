@@ -4,7 +4,7 @@
 pub mod hostlist;
 pub mod names;
 
-pub use crate::model::fabric::{Fabric, Leaf};
+pub use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +28,9 @@ struct RawConfig {
     /// NCCL version on the nodes (what the files are validated for), e.g. "2.28.9".
     #[serde(default)]
     nccl_version: Option<Spanned<String>>,
+    /// NICs or ports that carry no GPU traffic on every node (storage, front-end).
+    #[serde(default)]
+    non_gpu_nics: Vec<Spanned<String>>,
     nodes: Vec<RawNode>,
 }
 
@@ -83,6 +86,14 @@ struct RawNode {
     simulate: Option<Spanned<String>>,
     #[serde(default)]
     transport: Option<TransportKind>,
+    /// What the node's NVLink is where it cannot say: auto, none or nvswitch.
+    #[serde(default)]
+    nvlink: Option<NvlinkHint>,
+    /// The GPU part (docs/cluster-yaml.md), where the snapshot has no PCI id.
+    gpu: Option<Spanned<String>>,
+    /// NICs or ports of this node that carry no GPU traffic (added to the top-level list).
+    #[serde(default)]
+    non_gpu_nics: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -144,6 +155,8 @@ pub struct NodeSpec {
     pub simulate: Option<String>,
     /// `file:line` where the node was declared.
     pub declared_at: String,
+    /// What cluster.yaml states about the node where its snapshot cannot tell.
+    pub hints: NodeHints,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -184,10 +197,17 @@ impl Inventory {
         let nccl_version = raw.nccl_version.as_ref().map(|v| cx.nccl_version(v)).transpose()?;
         cx.check_overrides(&raw.nccl, nccl_version)?;
         let ssh_user = raw.ssh.user.as_ref().map(|u| cx.user(u)).transpose()?;
+        let non_gpu = cx.nic_names(&raw.non_gpu_nics)?;
+        let shared = Shared {
+            ssh: &raw.ssh,
+            ssh_user: ssh_user.as_deref(),
+            fabric: fabric.as_ref(),
+            non_gpu: &non_gpu,
+        };
         let mut nodes: Vec<NodeSpec> = Vec::new();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for n in &raw.nodes {
-            cx.node(n, &raw.ssh, ssh_user.as_deref(), fabric.as_ref(), &mut seen, &mut nodes)?;
+            cx.node(n, &shared, &mut seen, &mut nodes)?;
         }
         if nodes.is_empty() {
             return Err(ConfigError::Invalid {
@@ -224,6 +244,14 @@ fn parse_yaml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
             message,
         }
     })
+}
+
+/// What every node entry inherits from the file's top level.
+struct Shared<'a> {
+    ssh: &'a RawSsh,
+    ssh_user: Option<&'a str>,
+    fabric: Option<&'a Fabric>,
+    non_gpu: &'a [String],
 }
 
 /// Validates one file's sections; every error names `file:line:col`.
@@ -396,22 +424,78 @@ impl Loader<'_> {
         }
     }
 
+    /// `non_gpu_nics`: device names (`mlx5_4`) or ports (`mlx5_4:1`).
+    fn nic_names(&self, raw: &[Spanned<String>]) -> Result<Vec<String>, ConfigError> {
+        raw.iter()
+            .map(|n| {
+                let (dev, port) = n
+                    .value
+                    .split_once(':')
+                    .map_or((n.value.as_str(), None), |(d, p)| (d, Some(p)));
+                let dev_ok = !dev.is_empty()
+                    && dev.len() <= 64
+                    && dev
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+                let port_ok = port.is_none_or(|p| p.parse::<u32>().is_ok());
+                if dev_ok && port_ok {
+                    Ok(n.value.clone())
+                } else {
+                    Err(self.at(
+                        &n.referenced,
+                        format!(
+                            "`{}` is not a NIC name (`mlx5_4`) or port (`mlx5_4:1`)",
+                            n.value.escape_default()
+                        ),
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// `gpu:` must name a part of the table (docs/cluster-yaml.md).
+    fn gpu_part(&self, g: &Spanned<String>) -> Result<String, ConfigError> {
+        match crate::model::gpu_parts::by_key(&g.value) {
+            Some(p) => Ok(p.key.to_string()),
+            None => {
+                let known: Vec<&str> = crate::model::gpu_parts::PARTS.iter().map(|p| p.key).collect();
+                Err(self.at(
+                    &g.referenced,
+                    format!(
+                        "`{}` is not a GPU part topo-tune knows ({})",
+                        g.value.escape_default(),
+                        known.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn hints(&self, n: &RawNode, shared: &Shared) -> Result<NodeHints, ConfigError> {
+        let mut non_gpu_nics = shared.non_gpu.to_vec();
+        non_gpu_nics.extend(self.nic_names(&n.non_gpu_nics)?);
+        Ok(NodeHints {
+            nvlink: n.nvlink.unwrap_or_default(),
+            gpu: n.gpu.as_ref().map(|g| self.gpu_part(g)).transpose()?,
+            non_gpu_nics,
+        })
+    }
+
     /// One `nodes:` entry, expanded (host ranges) into `out`.
     fn node(
         &self,
         n: &RawNode,
-        ssh: &RawSsh,
-        ssh_user: Option<&str>,
-        fabric: Option<&Fabric>,
+        shared: &Shared,
         seen: &mut BTreeMap<String, String>,
         out: &mut Vec<NodeSpec>,
     ) -> Result<(), ConfigError> {
         let hosts = hostlist::expand(&n.host.value).map_err(|e| self.at(&n.host.referenced, e.to_string()))?;
         let user = match &n.user {
             Some(u) => Some(self.user(u)?),
-            None => ssh_user.map(str::to_string),
+            None => shared.ssh_user.map(str::to_string),
         };
-        let labels = self.labels(&n.labels, fabric)?;
+        let labels = self.labels(&n.labels, shared.fabric)?;
+        let hints = self.hints(n, shared)?;
         let transport = self.transport(n)?;
         let simulate = n.simulate.as_ref().map(|s| {
             if profile_xml(&s.value).is_some() || Path::new(&s.value).is_absolute() {
@@ -432,12 +516,13 @@ impl Loader<'_> {
             seen.insert(host.clone(), declared_at.clone());
             out.push(NodeSpec {
                 host,
-                port: n.port.or(ssh.port),
+                port: n.port.or(shared.ssh.port),
                 user: user.clone(),
                 labels: labels.clone(),
                 transport,
                 simulate: simulate.clone(),
                 declared_at: declared_at.clone(),
+                hints: hints.clone(),
             });
         }
         Ok(())

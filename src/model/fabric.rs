@@ -46,3 +46,28 @@ impl Placement {
         Placement { spine, leaf, rack }
     }
 }
+
+/// What cluster.yaml states about a node's NVLink where the node itself cannot say (a machine
+/// described by files, or no driver).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NvlinkHint {
+    /// Judge from the GPU part and the NVSwitch functions on PCI (default).
+    #[default]
+    Auto,
+    /// No NVLink: PCIe paths only.
+    None,
+    /// An all-to-all NVSwitch fabric at the part's full link count.
+    Nvswitch,
+}
+
+/// Facts cluster.yaml states about a node, for what its snapshot cannot tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeHints {
+    pub nvlink: NvlinkHint,
+    /// A GPU part from `model::gpu_parts` (`h100-sxm5`), where the snapshot has no PCI id.
+    pub gpu: Option<String>,
+    /// NICs (`mlx5_4`) or ports (`mlx5_4:1`) that carry no GPU traffic (storage, front-end):
+    /// settings may leave them out.
+    pub non_gpu_nics: Vec<String>,
+}

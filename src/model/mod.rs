@@ -5,6 +5,7 @@
 pub mod cpulist;
 pub mod fabric;
 pub mod files;
+pub mod gpu_parts;
 pub mod nccl;
 pub mod path;
 pub mod pci;

@@ -107,6 +107,61 @@ pub struct NcclClass {
     pub left_out: Vec<String>,
     /// NCCL topology XML that `NCCL_TOPO_FILE` points at, when a rule asked for one.
     pub topology_xml: Option<String>,
+    /// The ports NCCL would use for GPU traffic by itself: what the settings may never take
+    /// away (`nccl::guard`), kept so an edited plan is checked again before it is applied.
+    pub gpu_ports: Vec<GpuPort>,
+}
+
+/// How NCCL reaches a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PortTransport {
+    /// InfiniBand or RoCE verbs (`NCCL_IB_HCA` selects among them).
+    Verbs,
+    /// AWS EFA through the aws-ofi-nccl plugin.
+    Efa,
+    /// TCP sockets on an Ethernet interface (`NCCL_SOCKET_IFNAME`).
+    Socket,
+}
+
+/// One port NCCL would use for GPU traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuPort {
+    /// RDMA device (`mlx5_0`) or interface (`eth0`).
+    pub device: String,
+    /// `null`: the device's ports are unknown (a file that lists the function only).
+    pub port: Option<u32>,
+    pub transport: PortTransport,
+    /// Why it counts, e.g. `PIX to the nearest GPU`.
+    pub nearest: String,
+}
+
+impl GpuPort {
+    pub fn new(device: &str, port: Option<u32>, transport: PortTransport, nearest: super::PathClass) -> Self {
+        GpuPort {
+            device: device.to_string(),
+            port,
+            transport,
+            nearest: format!("active, {nearest} to the nearest GPU"),
+        }
+    }
+
+    pub fn socket(ifname: &str) -> Self {
+        GpuPort {
+            device: ifname.to_string(),
+            port: None,
+            transport: PortTransport::Socket,
+            nearest: "up, and the node has no RDMA port: NCCL's sockets carry the data".into(),
+        }
+    }
+
+    /// `mlx5_1 port 2`, or the device alone.
+    pub fn label(&self) -> String {
+        match self.port {
+            Some(p) => format!("{} port {p}", self.device),
+            None => self.device.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

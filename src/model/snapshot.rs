@@ -9,8 +9,11 @@ use super::cpulist::CpuList;
 use super::pci::{Bdf, PcieLink};
 use serde::{Deserialize, Serialize};
 
-/// Version of the JSON layout below.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the JSON layout below. Version 2: PCI ids and CPU counts a source does not give
+/// are `null` (version 1 made up `0000:0000` and `0`); a version-1 snapshot still reads.
+pub const SCHEMA_VERSION: u32 = 2;
+/// The oldest layout this build still reads.
+pub const OLDEST_READABLE: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSnapshot {
@@ -66,10 +69,11 @@ pub struct MachineInfo {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuSummary {
-    pub packages: u32,
-    pub cores: u32,
+    /// `null` where the source does not say (an NCCL topology file lists NUMA nodes, not sockets).
+    pub packages: Option<u32>,
+    pub cores: Option<u32>,
     /// Hardware threads (hwloc PUs).
-    pub pus: u32,
+    pub pus: Option<u32>,
     pub cpus: CpuList,
 }
 
@@ -147,15 +151,15 @@ pub struct PciSwitch {
     pub downstream_ports: Vec<Bdf>,
     pub host_bridge: String,
     /// `vendor:device` of the upstream port, e.g. `1000:c010` (Broadcom PEX).
-    pub pci_id: String,
+    pub pci_id: Option<String>,
 }
 
 /// Locality of a PCI endpoint: where it hangs and which CPUs / NUMA nodes are near it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PciPlacement {
     pub bdf: Bdf,
-    /// `vendor:device`, e.g. `10de:2335`.
-    pub pci_id: String,
+    /// `vendor:device`, e.g. `10de:2335`; `null` when the source does not give it.
+    pub pci_id: Option<String>,
     /// 24-bit class as sysfs prints it, e.g. `0x030200`.
     pub class: String,
     pub parent: PciParent,
@@ -347,22 +351,21 @@ impl NodeSnapshot {
             schema_version: u32,
         }
         let version: VersionOnly = serde_json::from_str(text).map_err(SnapshotError::Json)?;
-        if version.schema_version != SCHEMA_VERSION {
-            return Err(SnapshotError::Version {
-                found: version.schema_version,
-                supported: SCHEMA_VERSION,
-            });
-        }
+        Self::readable(version.schema_version)?;
         serde_json::from_str(text).map_err(SnapshotError::Json)
     }
 
     /// Refuse a snapshot whose layout this build does not read (it came from another build).
     pub fn check_version(&self) -> Result<(), SnapshotError> {
-        if self.schema_version == SCHEMA_VERSION {
+        Self::readable(self.schema_version)
+    }
+
+    fn readable(found: u32) -> Result<(), SnapshotError> {
+        if (OLDEST_READABLE..=SCHEMA_VERSION).contains(&found) {
             Ok(())
         } else {
             Err(SnapshotError::Version {
-                found: self.schema_version,
+                found,
                 supported: SCHEMA_VERSION,
             })
         }
@@ -382,6 +385,6 @@ impl NodeSnapshot {
 pub enum SnapshotError {
     #[error("not a topo-tune snapshot: {0}")]
     Json(serde_json::Error),
-    #[error("snapshot schema_version {found} is not supported by this topo-tune (it reads version {supported})")]
+    #[error("snapshot schema_version {found} is not supported by this topo-tune (it reads versions 1 to {supported})")]
     Version { found: u32, supported: u32 },
 }

@@ -2,5 +2,6 @@
 //! settings from snapshots, and the config-file dialect. Pure.
 
 pub mod conf;
+pub mod guard;
 pub mod rules;
 pub mod table;

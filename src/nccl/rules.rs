@@ -4,9 +4,11 @@
 //! used in production"); cluster.yaml overrides win and are validated like everything else.
 //! Pure.
 
+use super::guard::{gpu_ports_with, is_efa};
 use super::table::{validate, Class, Rejection};
 use crate::graph::paths::path_classes;
 use crate::model::files::TOPOLOGY;
+use crate::model::plan::{GpuPort, PortTransport};
 use crate::model::snapshot::{LinkLayer, Nic, NicKind, NodeSnapshot, PciParent};
 use crate::model::{natural_key, Bdf, NcclVersion, PathClass, Setting};
 use std::collections::BTreeMap;
@@ -28,6 +30,8 @@ pub struct Facts<'a> {
     pub version: Option<NcclVersion>,
     /// Every RDMA NIC (the path matrix's NIC columns), with its nearest GPU and class.
     rdma: Vec<RdmaNic<'a>>,
+    /// The ports NCCL would use for GPU traffic left to itself (the guard's view).
+    ports: Vec<GpuPort>,
 }
 
 struct RdmaNic<'a> {
@@ -61,12 +65,27 @@ impl<'a> Facts<'a> {
             rails,
             version,
             rdma,
+            ports: gpu_ports_with(snap, classes),
         }
     }
 
     /// RDMA devices NCCL drives through verbs (not EFA, which goes through aws-ofi-nccl).
     fn verbs(&self) -> impl Iterator<Item = &RdmaNic<'a>> {
         self.rdma.iter().filter(|r| !is_efa(r.nic))
+    }
+
+    /// The ports NCCL would use for GPU traffic left to itself ([`gpu_ports_with`]).
+    pub fn gpu_ports(&self) -> &[GpuPort] {
+        &self.ports
+    }
+
+    /// A GPU-local RDMA device NCCL reaches other than through verbs (EFA), if any.
+    fn gpu_local_non_verbs(&self) -> Option<&str> {
+        self.rdma
+            .iter()
+            .filter(|r| is_efa(r.nic))
+            .find(|r| r.nearest.as_ref().is_some_and(|(c, _)| *c <= PathClass::Pxb))
+            .map(|r| r.nic.name.as_str())
     }
 
     /// Verbs devices known by a bus id only (an NCCL topology file without `<net name>`).
@@ -117,12 +136,6 @@ pub const RULES: &[(&str, Rule)] = &[
     ("gdr-distance", gdr_distance),
 ];
 
-fn is_efa(n: &Nic) -> bool {
-    n.driver.as_deref() == Some("efa")
-        || n.name.starts_with("rdmap")
-        || n.pci.as_ref().is_some_and(|p| p.pci_id.starts_with("1d0f:"))
-}
-
 fn is_active(n: &Nic) -> bool {
     n.rdma
         .as_ref()
@@ -144,12 +157,31 @@ fn ib_hca(f: &Facts) -> Outcome {
     if active.is_empty() {
         return Outcome::default();
     }
-    let near: Vec<&RdmaNic> = active
+    let near = active
+        .iter()
+        .any(|r| r.nearest.as_ref().is_some_and(|(c, _)| *c <= PathClass::Pxb));
+    if !near {
+        if let Some(other) = f.gpu_local_non_verbs() {
+            return Outcome::note(format!(
+                "no verbs device is within PXB of a GPU and {other} is: NCCL_IB_HCA left unset so NCCL is not steered onto the far NICs ({})",
+                active.iter().map(|r| r.nic.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    // Exactly the devices the never-slower guard protects: each GPU's NICs within PXB, or
+    // its nearest ones where none is that close.
+    let chosen: Vec<&RdmaNic> = active
         .iter()
         .copied()
-        .filter(|r| r.nearest.as_ref().is_some_and(|(c, _)| *c <= PathClass::Pxb))
+        .filter(|r| {
+            f.ports
+                .iter()
+                .any(|p| p.transport == PortTransport::Verbs && p.device == r.nic.name)
+        })
         .collect();
-    let chosen = if near.is_empty() { &active } else { &near };
+    if chosen.is_empty() {
+        return Outcome::default();
+    }
     let mut names: Vec<&str> = chosen.iter().map(|r| r.nic.name.as_str()).collect();
     names.sort_by_key(|n| natural_key(n));
     let why: Vec<String> = chosen
@@ -162,14 +194,14 @@ fn ib_hca(f: &Facts) -> Outcome {
     let skipped = verbs.len() - chosen.len();
     let reason = format!(
         "active RDMA devices {}: {}{}; `=` makes the names exact (without it mlx5_1 also matches mlx5_10..19)",
-        if near.is_empty() {
-            "(none within PXB of a GPU, so all)"
+        if near {
+            "within PXB of a GPU (or a GPU's nearest, where it has none that close)"
         } else {
-            "within PXB of a GPU"
+            "nearest the GPUs (none is within PXB of one)"
         },
         why.join(", "),
         if skipped > 0 {
-            format!("; {skipped} other RDMA device(s) left out (down, or far from every GPU)")
+            format!("; {skipped} other RDMA device(s) left out (down, or farther from every GPU than its nearest)")
         } else {
             String::new()
         }
@@ -199,6 +231,27 @@ fn socket_ifname(f: &Facts) -> Outcome {
         .map(|d| d.name.as_str())
         .collect();
     oob.sort_by_key(|n| natural_key(n));
+    let states_known = f
+        .snap
+        .nics
+        .iter()
+        .flat_map(|n| n.netdevs.iter())
+        .any(|d| d.operstate.is_some());
+    if !states_known {
+        return Outcome::note(
+            "interface states are unknown (the node is described by a file): NCCL_SOCKET_IFNAME left to NCCL's detection".into(),
+        );
+    }
+    let has_rdma = f.snap.nics.iter().any(|n| n.kind == NicKind::Rdma);
+    if !has_rdma && oob.len() > 1 {
+        // Without RDMA, NCCL's socket transport carries GPU traffic over every interface it
+        // finds: naming one would take the others away from it.
+        return Outcome::note(format!(
+            "no RDMA device: NCCL's socket transport uses the {} Ethernet interfaces that are up ({}), so NCCL_SOCKET_IFNAME is left unset rather than narrowed to one",
+            oob.len(),
+            oob.join(", ")
+        ));
+    }
     match oob.first() {
         Some(ifname) => Outcome::set(
             "NCCL_SOCKET_IFNAME",
@@ -297,6 +350,9 @@ fn gdr_distance(f: &Facts) -> Outcome {
         .rdma
         .iter()
         .filter_map(|r| {
+            if r.nic.pci.is_none() {
+                return Some(format!("{} has no PCI path in the source: its distance to the GPUs, and so whether GPUDirect RDMA is on by default for it, is unknown", r.nic.name));
+            }
             let (c, g) = r.nearest.as_ref()?;
             (*c > PathClass::Pxb).then(|| format!("{} is {c} from the nearest GPU ({g}): GPUDirect RDMA is off by default beyond PXB; NCCL_NET_GDR_LEVEL is a debugging variable, left to the canary", r.nic.name))
         })

@@ -6,6 +6,7 @@ use super::nvml::{parse_bus_id, DriverError, DriverGpu, DriverReport};
 use super::procfs::Interrupts;
 use super::sysfs::{NetdevFacts, PciFacts, RdmaFacts};
 use crate::graph::pcitree::{self, BridgeLink};
+use crate::model::gpu_parts;
 use crate::model::pci::{is_nvidia_gpu, round2, Bdf, Degradation};
 use crate::model::snapshot::*;
 use crate::model::{CpuList, PcieLink};
@@ -73,9 +74,9 @@ pub fn assemble(g: Gathered) -> NodeSnapshot {
             nvidia_driver: g.driver.as_ref().ok().and_then(|r| r.driver_version.clone()),
         },
         cpu: CpuSummary {
-            packages: view.packages,
-            cores: view.cores,
-            pus: view.pus,
+            packages: Some(view.packages),
+            cores: Some(view.cores),
+            pus: Some(view.pus),
             cpus: view.cpus.clone(),
         },
         numa_nodes: view.numa_nodes.clone(),
@@ -95,7 +96,7 @@ fn placement(view: &HwlocView, sys: Option<&SysView>, d: &HwPciDevice) -> PciPla
         .unwrap_or_else(|| d.locality.cpus.clone());
     PciPlacement {
         bdf: d.bdf,
-        pci_id: format!("{:04x}:{:04x}", d.vendor, d.device),
+        pci_id: Some(format!("{:04x}:{:04x}", d.vendor, d.device)),
         class: format!("0x{:04x}{:02x}", d.class_id, 0),
         parent: d.parent.clone(),
         host_bridge: d.host_bridge.clone(),
@@ -137,10 +138,7 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
         .enumerate()
         .map(|(i, d)| Gpu {
             index: i as u32,
-            name: d.name.clone().map_or_else(
-                || format!("NVIDIA GPU {:04x}:{:04x}", d.vendor, d.device),
-                |n| format!("NVIDIA {n}"),
-            ),
+            name: gpu_name(d),
             uuid: None,
             placement: place(d),
             compute_capability: None,
@@ -148,6 +146,23 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
             source: GpuSource::Pci,
         })
         .collect()
+}
+
+/// A GPU's name from what hwloc knows: the model its OS devices report (`GPUModel`, e.g.
+/// "NVIDIA B200"), else the PCI ID database's name, else topo-tune's table of parts, else
+/// the ids.
+fn gpu_name(d: &HwPciDevice) -> String {
+    let model = d
+        .os_devices
+        .iter()
+        .flat_map(|o| o.infos.iter())
+        .find(|(k, v)| k == "GPUModel" && !v.is_empty())
+        .map(|(_, v)| v.clone());
+    let id = format!("{:04x}:{:04x}", d.vendor, d.device);
+    model
+        .or_else(|| d.name.as_ref().map(|n| format!("NVIDIA {n}")))
+        .or_else(|| gpu_parts::by_pci_id(&id).map(|p| format!("NVIDIA {}", p.name)))
+        .unwrap_or_else(|| format!("NVIDIA GPU {id}"))
 }
 
 /// Bridges with their roles, switches, host bridges, NVSwitches, and whether switches are
@@ -165,7 +180,7 @@ fn pci_topology(
         .map(|b| BridgeLink {
             bdf: b.bdf,
             parent: b.parent.clone(),
-            pci_id: format!("{:04x}:{:04x}", b.vendor, b.device),
+            pci_id: Some(format!("{:04x}:{:04x}", b.vendor, b.device)),
         })
         .collect();
     let (roles, switches) = pcitree::classify(&links);
@@ -352,7 +367,7 @@ fn gpus_from_driver(
             ));
             let p = PciPlacement {
                 bdf: *bdf,
-                pci_id: "10de:0000".into(),
+                pci_id: None,
                 class: "0x030200".into(),
                 parent: PciParent::HostBridge(String::new()),
                 host_bridge: String::new(),

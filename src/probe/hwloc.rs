@@ -153,15 +153,6 @@ fn threads_in_process() -> Option<u32> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// Load an hwloc XML export (v2 format, as `lstopo file.xml` writes it).
-pub fn from_xml_file(path: &Path) -> Result<HwlocView, HwlocError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HwlocError::BadXml {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    from_xml_text(&text, &path.display().to_string())
-}
-
 /// Load hwloc XML from memory; `origin` names it in errors.
 pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> {
     let bad = |reason: String| HwlocError::BadXml {

@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 pub enum Target {
     /// This machine (`fsroot = None`) or a `/sys` + `/proc` tree under a directory.
     Machine { fsroot: Option<PathBuf> },
-    /// An hwloc XML export.
+    /// An hwloc XML export (an NCCL topology file is recognised and read too).
     HwlocXml(PathBuf),
+    /// An NCCL topology file (`NCCL_TOPO_FILE` format) and nothing else.
+    NcclTopo(PathBuf),
 }
 
 #[derive(Debug, Clone)]
@@ -43,20 +45,88 @@ pub enum ProbeError {
     Hwloc(#[from] hwloc::HwlocError),
     #[error(transparent)]
     Driver(#[from] nvml::DriverError),
+    #[error(transparent)]
+    NcclTopo(#[from] nccl_topo::NcclTopoError),
+    #[error("{path}: {reason}")]
+    NotATopology { path: String, reason: String },
 }
 
 pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
     match &req.target {
         Target::HwlocXml(path) => probe_xml(path, req.nvml_fixture.as_deref()),
+        Target::NcclTopo(path) => probe_nccl_topo(path),
         Target::Machine { fsroot } => probe_machine(fsroot.as_deref(), req.nvml_fixture.as_deref()),
     }
 }
 
-fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+/// A machine described by a file: an hwloc export or an NCCL topology file, told apart by
+/// the root element (`hostname`: the name to give it; the file's own, or its stem, if none).
+pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) -> Result<NodeSnapshot, ProbeError> {
+    use nccl_topo::XmlKind;
+    let stem = || {
+        Path::new(origin)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    match nccl_topo::kind_of(text) {
+        XmlKind::NcclTopology | XmlKind::NcclGraph => {
+            let name = hostname.map_or_else(stem, str::to_string);
+            Ok(nccl_topo::snapshot_from_text(text, Path::new(origin), &name)?)
+        }
+        XmlKind::Hwloc => {
+            let view = hwloc::from_xml_text(text, origin)?;
+            let mut snap = snapshot_from_hwloc_view(view, origin);
+            if let Some(h) = hostname {
+                snap.hostname = h.to_string();
+            }
+            Ok(snap)
+        }
+        XmlKind::Other(root) => Err(ProbeError::NotATopology {
+            path: origin.to_string(),
+            reason: if root.is_empty() {
+                "no XML element in it: not an hwloc XML export (<topology>) nor an NCCL topology file (<system>)".into()
+            } else {
+                format!(
+                    "root element <{root}>: not an hwloc XML export (<topology>) nor an NCCL topology file (<system>)"
+                )
+            },
+        }),
+    }
+}
+
+fn read_input(path: &Path) -> Result<String, ProbeError> {
     if !path.is_file() {
         return Err(ProbeError::InputMissing(path.display().to_string()));
     }
-    let view = hwloc::from_xml_file(path)?;
+    std::fs::read_to_string(path).map_err(|e| {
+        ProbeError::Hwloc(hwloc::HwlocError::BadXml {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+fn probe_nccl_topo(path: &Path) -> Result<NodeSnapshot, ProbeError> {
+    let text = read_input(path)?;
+    let origin = path.display().to_string();
+    match nccl_topo::kind_of(&text) {
+        nccl_topo::XmlKind::Hwloc => Err(ProbeError::NotATopology {
+            path: origin,
+            reason: "this is an hwloc export (<topology> root), not an NCCL topology file: use --from-hwloc-xml".into(),
+        }),
+        _ => snapshot_from_xml_text(&text, &origin, None),
+    }
+}
+
+fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+    let text = read_input(path)?;
+    if nccl_topo::kind_of(&text) != nccl_topo::XmlKind::Hwloc {
+        // An NCCL topology file (or something else): no driver answers apply to it.
+        return snapshot_from_xml_text(&text, &path.display().to_string(), None);
+    }
+    let view = hwloc::from_xml_text(&text, &path.display().to_string())?;
     let driver = nvml::driver_for(fixture, false).report();
     // A broken fixture is the operator's input: report it rather than quietly ignoring it.
     if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {

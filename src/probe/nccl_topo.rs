@@ -1,14 +1,19 @@
-//! A NodeSnapshot from an NCCL topology file (`NCCL_TOPO_FILE` / `NCCL_TOPO_DUMP_FILE` dialect,
-//! research/nccl.md §2.3): `system > cpu > pci (> pci)* > {gpu > nvlink, nic > net}`.
+//! A NodeSnapshot from an NCCL topology file (the `NCCL_TOPO_FILE` / `NCCL_TOPO_DUMP_FILE`
+//! dialect, docs/references.md): `system > cpu > {pci (> pci)* > {gpu > nvlink*, nic > net*}, nic}`.
 //!
-//! NCCL folds a PCIe switch into one `<pci class="0x060400">` with the endpoints right below
-//! it; each top-level `<pci>` of a `<cpu>` is taken as its own root complex (host bridge), so
-//! two of them on one CPU read NODE, as `nvidia-smi` would show separate root complexes.
+//! Only what the file says: a PCI id, a GPU model or a CPU count it does not give stays
+//! unknown. NCCL folds a PCIe switch into one `<pci class="0x060400">` with the endpoints right
+//! below it; each top-level `<pci>` of a `<cpu>` is taken as its own root complex (host
+//! bridge), so two of them on one CPU read NODE, as `nvidia-smi` shows separate root complexes.
+//! A `<nic>` holds one `<net>` per port; a `<nic>` may also hang straight off a `<cpu>` (a NIC
+//! with no PCI path). RCCL's dialect (AMD GPUs) is refused, not guessed.
 
+use crate::model::gpu_parts;
 use crate::model::pci::{class, gen_from_speed, Bdf};
 use crate::model::snapshot::*;
 use crate::model::{CpuList, PcieLink};
 use crate::probe::assemble::numa_affinity;
+use std::collections::HashSet;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -18,18 +23,47 @@ pub struct NcclTopoError {
     pub reason: String,
 }
 
-pub fn looks_like_nccl_topology(text: &str) -> bool {
-    text.contains("<system") && !text.contains("<topology")
+/// What an XML file holds, by its root element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XmlKind {
+    /// `<topology>`: an hwloc export.
+    Hwloc,
+    /// `<system>`: an NCCL topology file.
+    NcclTopology,
+    /// `<graphs>`: an NCCL graph file (rings and trees), not hardware.
+    NcclGraph,
+    Other(String),
 }
 
-/// What the `<cpu>` elements hold, before it becomes a snapshot.
-#[derive(Default)]
-struct Parsed {
-    numa_nodes: Vec<NumaNode>,
-    host_bridges: Vec<HostBridge>,
-    bridges: Vec<(Bdf, PciParent, String, PcieLink)>,
-    devices: Vec<Dev>,
+/// The name of the first element, skipping the declaration, comments and doctype.
+pub fn kind_of(text: &str) -> XmlKind {
+    let mut rest = text;
+    while let Some(i) = rest.find('<') {
+        rest = &rest[i + 1..];
+        if let Some(comment) = rest.strip_prefix("!--") {
+            // A comment may hold markup-like text: skip it whole.
+            rest = comment.find("-->").map_or("", |end| &comment[end + 3..]);
+            continue;
+        }
+        if rest.starts_with('?') || rest.starts_with('!') {
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        return match name.as_str() {
+            "topology" => XmlKind::Hwloc,
+            "system" => XmlKind::NcclTopology,
+            "graphs" => XmlKind::NcclGraph,
+            _ => XmlKind::Other(name),
+        };
+    }
+    XmlKind::Other(String::new())
 }
+
+/// The most NVLinks one `<nvlink>` element may claim (a GPU has 18 at most today).
+const MAX_LINK_COUNT: u32 = 64;
 
 pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<NodeSnapshot, NcclTopoError> {
     let bad = |reason: String| NcclTopoError {
@@ -38,74 +72,125 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
     };
     let doc = roxmltree::Document::parse(text).map_err(|e| bad(e.to_string()))?;
     let system = doc.root_element();
-    if system.tag_name().name() != "system" {
-        return Err(bad(format!(
-            "root element is <{}>, expected <system version=\"1\">",
-            system.tag_name().name()
-        )));
+    match system.tag_name().name() {
+        "system" => {}
+        "graphs" => {
+            return Err(bad(
+                "this is an NCCL graph file (NCCL_GRAPH_FILE: rings and trees over GPUs), not a topology: it describes no hardware".into(),
+            ))
+        }
+        "topology" => return Err(bad("this is an hwloc export: read it as one (`--from-hwloc-xml`)".into())),
+        other => return Err(bad(format!("root element is <{other}>, expected <system version=\"1\">"))),
     }
-    let mut parsed = Parsed::default();
+    if system.attribute("version") != Some("1") {
+        return Err(bad("<system> must carry version=\"1\" (NCCL refuses any other)".into()));
+    }
+    refuse_rccl(&doc).map_err(bad)?;
+    let mut b = Builder::default();
     for cpu in system.children().filter(|n| n.has_tag_name("cpu")) {
-        read_cpu(&cpu, &mut parsed).map_err(bad)?;
+        b.cpu(&cpu).map_err(bad)?;
     }
-    parsed.numa_nodes.sort_by_key(|n| n.id);
-    let (gpus, nics) = gpus_and_nics(&parsed);
-    let pci = pci_topology(&parsed, &gpus, &nics);
-    let notes = notes(&gpus, &pci);
-    let all_cpus = parsed
-        .numa_nodes
-        .iter()
-        .fold(CpuList::new(), |acc, n| acc.union(&n.cpus));
-    Ok(NodeSnapshot {
-        schema_version: SCHEMA_VERSION,
-        hostname: hostname.to_string(),
-        source: SnapshotSource {
-            kind: SourceKind::NcclTopo,
-            path: Some(origin.display().to_string()),
-        },
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        machine: MachineInfo::default(),
-        cpu: CpuSummary {
-            packages: parsed.numa_nodes.len() as u32,
-            cores: 0,
-            pus: all_cpus.len() as u32,
-            cpus: all_cpus,
-        },
-        numa_nodes: parsed.numa_nodes,
-        pci,
-        gpus,
-        nics,
-        nccl_version: None,
-        notes,
-    })
+    Ok(b.finish(origin, hostname))
 }
 
-/// One `<cpu>`: its NUMA node, and each top-level `<pci>` as its own root complex.
-fn read_cpu(cpu: &roxmltree::Node, out: &mut Parsed) -> Result<(), String> {
-    let numaid: i64 = cpu
-        .attribute("numaid")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| "<cpu> without a numeric numaid".to_string())?;
-    let numa = u32::try_from(numaid).ok();
-    let cpus = cpu
-        .attribute("affinity")
-        .map(|a| CpuList::parse_mask(a).map_err(|e| e.to_string()))
-        .transpose()?
-        .unwrap_or_default();
-    if let Some(id) = numa {
-        out.numa_nodes.push(NumaNode {
-            id,
-            cpus: cpus.clone(),
-            memory_bytes: None,
-        });
+/// RCCL writes the same dialect for AMD GPUs (`gcn=` on `<gpu>`, `<xgmi>` links, display or
+/// accelerator classes with AMD's vendor id): topo-tune plans NCCL on NVIDIA GPUs only, and a
+/// guess would be worse than a refusal.
+fn refuse_rccl(doc: &roxmltree::Document) -> Result<(), String> {
+    for n in doc.descendants().filter(|n| n.is_element()) {
+        let amd_class = n.has_tag_name("pci")
+            && n.attribute("vendor").is_some_and(|v| v.eq_ignore_ascii_case("0x1002"))
+            && n.attribute("class")
+                .is_some_and(|c| c.starts_with("0x03") || c.starts_with("0x12"));
+        let seen = if let Some(gcn) = n.attribute("gcn") {
+            format!("<gpu gcn=\"{gcn}\">")
+        } else if n.has_tag_name("xgmi") {
+            "<xgmi> links".to_string()
+        } else if amd_class {
+            "an AMD GPU function".to_string()
+        } else {
+            continue;
+        };
+        return Err(format!(
+            "an RCCL topology file ({seen}): topo-tune plans NCCL on NVIDIA GPUs and does not read AMD GPUs or their xGMI fabric; nothing was guessed"
+        ));
     }
-    for top in cpu.children().filter(|n| n.has_tag_name("pci")) {
-        let bdf = busid(&top)?;
-        // One root complex per top-level `<pci>`; bus ids like Azure's `ffff:ff:01.0` repeat
-        // across CPUs, so the CPU is part of the name.
+    Ok(())
+}
+
+/// One endpoint under a `<pci>` tree, before it becomes a GPU or NICs.
+struct Endpoint<'a, 'i> {
+    node: roxmltree::Node<'a, 'i>,
+    placement: PciPlacement,
+    class: u32,
+}
+
+/// What the `<cpu>` elements hold, gathered before it becomes a snapshot.
+#[derive(Default)]
+struct Builder {
+    numa_nodes: Vec<NumaNode>,
+    host_bridges: Vec<HostBridge>,
+    bridges: Vec<(Bdf, PciParent, Option<String>, PcieLink)>,
+    gpus: Vec<Gpu>,
+    nics: Vec<Nic>,
+    nvswitches: Vec<Bdf>,
+    seen: HashSet<Bdf>,
+    architecture: Option<String>,
+    affinity_known: bool,
+    notes: Vec<Note>,
+}
+
+impl Builder {
+    /// One `<cpu>`: its NUMA node, each top-level `<pci>` as its own root complex, and any NIC
+    /// hanging straight off it.
+    fn cpu(&mut self, cpu: &roxmltree::Node) -> Result<(), String> {
+        let numaid: i64 = cpu
+            .attribute("numaid")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| "<cpu> without a numeric numaid".to_string())?;
+        let numa = u32::try_from(numaid).ok();
+        let cpus = match cpu.attribute("affinity") {
+            Some(a) => {
+                self.affinity_known = true;
+                CpuList::parse_mask(a).map_err(|e| e.to_string())?
+            }
+            None => CpuList::new(),
+        };
+        if self.architecture.is_none() {
+            self.architecture = cpu
+                .attribute("arch")
+                .filter(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .map(str::to_string);
+        }
+        if let Some(id) = numa {
+            self.numa_nodes.push(NumaNode {
+                id,
+                cpus: cpus.clone(),
+                memory_bytes: None,
+            });
+        }
+        for child in cpu.children().filter(|n| n.is_element()) {
+            if child.has_tag_name("pci") {
+                self.root_complex(&child, numaid, numa, &cpus)?;
+            } else if child.has_tag_name("nic") {
+                self.cpu_nic(&child, numaid)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn root_complex(
+        &mut self,
+        top: &roxmltree::Node,
+        numaid: i64,
+        numa: Option<u32>,
+        cpus: &CpuList,
+    ) -> Result<(), String> {
+        let bdf = busid(top)?;
+        // Bus ids like Azure's `ffff:ff:01.0` repeat across CPUs, so the CPU is in the name.
         let hb = format!("root-{bdf}@cpu{numaid}");
-        if !out.host_bridges.iter().any(|h: &HostBridge| h.id == hb) {
-            out.host_bridges.push(HostBridge {
+        if !self.host_bridges.iter().any(|h| h.id == hb) {
+            self.host_bridges.push(HostBridge {
                 id: hb.clone(),
                 domain: bdf.domain,
                 first_bus: bdf.bus,
@@ -114,151 +199,420 @@ fn read_cpu(cpu: &roxmltree::Node, out: &mut Parsed) -> Result<(), String> {
                 cpus: cpus.clone(),
             });
         }
-        walk(
-            &top,
-            PciParent::HostBridge(hb.clone()),
-            &hb,
-            numa,
-            &cpus,
-            &mut out.bridges,
-            &mut out.devices,
-        )?;
-    }
-    Ok(())
-}
-
-/// NCCL folds each switch's upstream and downstream ports into one `<pci>`: every bridge
-/// node there is a switch (research/irq.md §4.2, step 2).
-fn pci_topology(p: &Parsed, gpus: &[Gpu], nics: &[Nic]) -> PciTopology {
-    let bridges = &p.bridges;
-    let switches: Vec<PciSwitch> = bridges
-        .iter()
-        .map(|(b, parent, id, _)| PciSwitch {
-            upstream: *b,
-            downstream_ports: Vec::new(),
-            host_bridge: host_of(parent, bridges),
-            pci_id: id.clone(),
-        })
-        .collect();
-    let pci_bridges = bridges
-        .iter()
-        .map(|(b, parent, id, link)| PciBridge {
-            bdf: *b,
-            parent: parent.clone(),
-            role: BridgeRole::SwitchUpstream,
-            vendor_id: id.split(':').next().unwrap_or("").to_string(),
-            device_id: id.split(':').nth(1).unwrap_or("").to_string(),
-            secondary_bus: 0,
-            subordinate_bus: 0,
-            link: link.clone(),
-        })
-        .collect();
-    let exposed = gpus
-        .iter()
-        .map(|g| &g.placement)
-        .chain(nics.iter().filter_map(|n| n.pci.as_ref()))
-        .any(|p| matches!(p.parent, PciParent::HostBridge(_)));
-    PciTopology {
-        host_bridges: p.host_bridges.clone(),
-        bridges: pci_bridges,
-        switches,
-        switches_visible: !exposed,
-        nvswitches: Vec::new(),
-    }
-}
-
-fn notes(gpus: &[Gpu], pci: &PciTopology) -> Vec<Note> {
-    let mut notes = vec![Note::info(
-        "nvlink-unknown",
-        "snapshot made from an NCCL topology file: names, UUIDs and IRQs are unknown",
-    )];
-    if !pci.switches_visible {
-        notes.push(Note::info(
-            "switches-not-visible",
-            "switches not visible: some GPUs or NICs sit straight under a CPU in the NCCL topology file",
-        ));
-    }
-    if gpus.is_empty() {
-        notes.push(Note::info(
-            "no-gpu",
-            "the NCCL topology file lists no GPU (class 0x03xxxx)",
-        ));
-    }
-    notes
-}
-
-/// GPUs (class 0x03xxxx, with their NVLinks) and NICs (class 0x02xxxx) of the file.
-fn gpus_and_nics(p: &Parsed) -> (Vec<Gpu>, Vec<Nic>) {
-    let mut gpus = Vec::new();
-    let mut nics = Vec::new();
-    let gpu_bdfs: Vec<Bdf> = p
-        .devices
-        .iter()
-        .filter(|d| d.class >> 16 == 0x03)
-        .map(|d| d.placement.bdf)
-        .collect();
-    for d in &p.devices {
-        let mut placement = d.placement.clone();
-        placement.numa_affinity = numa_affinity(&p.numa_nodes, &placement.cpu_affinity);
-        match d.class >> 16 {
-            0x03 => {
-                let nvlinks = (!d.nvlinks.is_empty()).then(|| {
-                    let mut out = Vec::new();
-                    for (target, count, tclass) in &d.nvlinks {
-                        let remote = if gpu_bdfs.contains(target) && !tclass.starts_with("0x0680") {
-                            NvLinkPeer::Gpu
-                        } else {
-                            NvLinkPeer::Switch
-                        };
-                        for _ in 0..*count {
-                            let link = out.len() as u32;
-                            out.push(NvLink {
-                                link,
-                                active: true,
-                                version: None,
-                                remote_bdf: Some(*target),
-                                remote,
-                                bandwidth_gbps: d.sm.and_then(|sm| {
-                                    crate::probe::assemble::nvlink_gbps(Some(((sm / 10) as i32, (sm % 10) as i32)))
-                                }),
-                            });
-                        }
-                    }
-                    out
-                });
-                gpus.push(Gpu {
-                    index: d.gpu_dev.unwrap_or(gpus.len() as u32),
-                    name: format!("NVIDIA GPU {}", placement.pci_id),
-                    uuid: None,
-                    placement,
-                    compute_capability: d.sm.map(|sm| format!("{}.{}", sm / 10, sm % 10)),
-                    nvlinks,
-                    source: GpuSource::Pci,
-                });
+        // Depth first with an explicit stack: a deep file cannot exhaust ours.
+        let mut stack = vec![(*top, PciParent::HostBridge(hb.clone()))];
+        while let Some((node, parent)) = stack.pop() {
+            let bdf = busid(&node)?;
+            if !self.seen.insert(bdf) {
+                return Err(format!("bus id {bdf} appears twice"));
             }
-            0x02 => {
-                let name = d.net_name.clone().unwrap_or_else(|| placement.bdf.to_string());
-                nics.push(Nic {
-                    name: name.clone(),
-                    kind: NicKind::Rdma,
-                    pci: Some(placement),
-                    rdma: Some(RdmaDevice {
-                        device: name,
-                        ports: Vec::new(),
-                    }),
-                    netdevs: Vec::new(),
-                    driver: None,
-                    irqs: Vec::new(),
-                });
+            let class_id = hex_attr(&node, "class").unwrap_or(0);
+            let children: Vec<roxmltree::Node> = node.children().filter(|c| c.has_tag_name("pci")).collect();
+            if class_id >> 8 == u32::from(class::PCI_BRIDGE) || !children.is_empty() {
+                self.bridges.push((bdf, parent, pci_id(&node), link_of(&node)));
+                stack.extend(children.into_iter().rev().map(|c| (c, PciParent::Bridge(bdf))));
+                continue;
             }
+            let placement = PciPlacement {
+                bdf,
+                pci_id: pci_id(&node),
+                class: format!("0x{class_id:06x}"),
+                parent,
+                host_bridge: hb.clone(),
+                numa_node: numa,
+                numa_affinity: Vec::new(),
+                cpu_affinity: cpus.clone(),
+                pcie: link_of(&node),
+            };
+            self.endpoint(Endpoint {
+                node,
+                placement,
+                class: class_id,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn endpoint(&mut self, e: Endpoint) -> Result<(), String> {
+        let is_nic = e.node.children().any(|c| c.has_tag_name("nic"));
+        match e.class >> 16 {
+            _ if e.class >> 8 == 0x0680 => self.nvswitches.push(e.placement.bdf),
+            0x03 => self.gpu(&e)?,
+            0x02 => self.pci_nics(&e)?,
+            _ if is_nic => self.pci_nics(&e)?,
             _ => {}
         }
+        Ok(())
     }
-    gpus.sort_by_key(|g| g.index);
-    (gpus, nics)
+
+    fn gpu(&mut self, e: &Endpoint) -> Result<(), String> {
+        let gpu = e.node.children().find(|c| c.has_tag_name("gpu"));
+        let sm: Option<u32> = gpu.and_then(|g| g.attribute("sm")).and_then(|s| s.parse().ok());
+        let bdf = e.placement.bdf;
+        let mut links = Vec::new();
+        for l in gpu
+            .iter()
+            .flat_map(|g| g.children().filter(|c| c.has_tag_name("nvlink")))
+        {
+            let target: Bdf = l
+                .attribute("target")
+                .ok_or("<nvlink> without a target")?
+                .parse()
+                .map_err(|e: crate::model::pci::BdfError| e.to_string())?;
+            let count: u32 = l
+                .attribute("count")
+                .and_then(|c| c.parse().ok())
+                .filter(|c| (1..=MAX_LINK_COUNT).contains(c))
+                .ok_or_else(|| format!("<nvlink> of GPU {bdf}: count must be 1 to {MAX_LINK_COUNT}"))?;
+            if target == bdf {
+                self.notes.push(Note::info(
+                    "self-nvlink-ignored",
+                    format!("GPU {bdf} lists an NVLink to itself: ignored"),
+                ));
+                continue;
+            }
+            links.push((target, count, l.attribute("tclass").unwrap_or("").to_string()));
+        }
+        let index = gpu
+            .and_then(|g| g.attribute("dev"))
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(self.gpus.len() as u32);
+        self.gpus.push(Gpu {
+            index,
+            name: gpu_name(e.placement.pci_id.as_deref(), sm),
+            uuid: None,
+            placement: e.placement.clone(),
+            compute_capability: sm.map(|sm| format!("{}.{}", sm / 10, sm % 10)),
+            // `<gpu>` without `<nvlink>` does not say "no NVLink" (files are often stripped).
+            nvlinks: (!links.is_empty()).then(|| nvlinks(&links, sm)),
+            source: GpuSource::Pci,
+        });
+        Ok(())
+    }
+
+    /// The NICs of one PCI function: one per distinct `<net name>`, each with its ports.
+    fn pci_nics(&mut self, e: &Endpoint) -> Result<(), String> {
+        let nets = nets_of(&e.node)?;
+        if nets.is_empty() {
+            self.nics.push(unnamed_nic(&e.placement, e.class));
+            return Ok(());
+        }
+        for n in group_by_name(nets, &mut self.notes) {
+            self.nics.push(nic_of(n, Some(e.placement.clone()), e.class));
+        }
+        Ok(())
+    }
+
+    /// A `<nic>` straight under a `<cpu>`: no PCI path, so no distance to the GPUs either.
+    fn cpu_nic(&mut self, nic: &roxmltree::Node, numaid: i64) -> Result<(), String> {
+        let nets = nets_in(nic)?;
+        for n in group_by_name(nets, &mut self.notes) {
+            self.notes.push(Note::info(
+                "nic-without-pci",
+                format!(
+                    "{} hangs off CPU {numaid} with no PCI path (a virtual or unknown-bus NIC): its distance to the GPUs is unknown",
+                    n.name
+                ),
+            ));
+            self.nics.push(nic_of(n, None, 0));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, origin: &Path, hostname: &str) -> NodeSnapshot {
+        self.numa_nodes.sort_by_key(|n| n.id);
+        for p in self
+            .gpus
+            .iter_mut()
+            .map(|g| &mut g.placement)
+            .chain(self.nics.iter_mut().filter_map(|n| n.pci.as_mut()))
+        {
+            p.numa_affinity = numa_affinity(&self.numa_nodes, &p.cpu_affinity);
+        }
+        self.gpus.sort_by_key(|g| g.index);
+        let pci = self.pci_topology();
+        let notes = self.notes_for(&pci);
+        let all_cpus = self.numa_nodes.iter().fold(CpuList::new(), |acc, n| acc.union(&n.cpus));
+        NodeSnapshot {
+            schema_version: SCHEMA_VERSION,
+            hostname: hostname.to_string(),
+            source: SnapshotSource {
+                kind: SourceKind::NcclTopo,
+                path: Some(origin.display().to_string()),
+            },
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            machine: MachineInfo {
+                architecture: self.architecture.clone(),
+                ..MachineInfo::default()
+            },
+            // The file lists NUMA nodes, not sockets or cores.
+            cpu: CpuSummary {
+                packages: None,
+                cores: None,
+                pus: self.affinity_known.then_some(all_cpus.len() as u32),
+                cpus: all_cpus,
+            },
+            numa_nodes: self.numa_nodes,
+            pci,
+            gpus: self.gpus,
+            nics: self.nics,
+            nccl_version: None,
+            notes,
+        }
+    }
+
+    /// NCCL folds each switch's upstream and downstream ports into one `<pci>`: every bridge
+    /// there is a switch.
+    fn pci_topology(&self) -> PciTopology {
+        let switches = self
+            .bridges
+            .iter()
+            .map(|(b, parent, id, _)| PciSwitch {
+                upstream: *b,
+                downstream_ports: Vec::new(),
+                host_bridge: host_of(parent, &self.bridges),
+                pci_id: id.clone(),
+            })
+            .collect();
+        let bridges = self
+            .bridges
+            .iter()
+            .map(|(b, parent, id, link)| {
+                let (vendor, device) = id
+                    .as_deref()
+                    .and_then(|i| i.split_once(':'))
+                    .map_or((String::new(), String::new()), |(v, d)| (v.to_string(), d.to_string()));
+                PciBridge {
+                    bdf: *b,
+                    parent: parent.clone(),
+                    role: BridgeRole::SwitchUpstream,
+                    vendor_id: vendor,
+                    device_id: device,
+                    secondary_bus: 0,
+                    subordinate_bus: 0,
+                    link: link.clone(),
+                }
+            })
+            .collect();
+        let exposed = self
+            .gpus
+            .iter()
+            .map(|g| &g.placement)
+            .chain(self.nics.iter().filter_map(|n| n.pci.as_ref()))
+            .any(|p| matches!(p.parent, PciParent::HostBridge(_)));
+        PciTopology {
+            host_bridges: self.host_bridges.clone(),
+            bridges,
+            switches,
+            switches_visible: !exposed,
+            nvswitches: self.nvswitches.clone(),
+        }
+    }
+
+    fn notes_for(&mut self, pci: &PciTopology) -> Vec<Note> {
+        let mut notes = vec![Note::info(
+            "described-by-nccl-file",
+            "snapshot made from an NCCL topology file: UUIDs, IRQs, port states and link layers are unknown",
+        )];
+        if self.gpus.iter().any(|g| g.nvlinks.is_none()) {
+            notes.push(Note::info(
+                "nvlink-unknown",
+                "the file lists no <nvlink> for some GPUs: their NVLink is unknown",
+            ));
+        }
+        if !pci.switches_visible {
+            notes.push(Note::info(
+                "switches-not-visible",
+                "switches not visible: some GPUs or NICs sit straight under a CPU in the NCCL topology file",
+            ));
+        }
+        if self.gpus.is_empty() {
+            notes.push(Note::info(
+                "no-gpu",
+                "the NCCL topology file lists no GPU (class 0x03xxxx)",
+            ));
+        }
+        notes.append(&mut self.notes);
+        notes
+    }
 }
 
-fn host_of(parent: &PciParent, bridges: &[(Bdf, PciParent, String, PcieLink)]) -> String {
+/// One `<net>`: a port of an RDMA device, or a socket interface.
+struct Net {
+    name: String,
+    port: u32,
+    /// Mb/s as the file says (NCCL reads ≤ 0 as 10000).
+    speed_mbps: i64,
+}
+
+fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, String> {
+    let mut out = Vec::new();
+    for nic in pci.children().filter(|c| c.has_tag_name("nic")) {
+        out.extend(nets_in(&nic)?);
+    }
+    Ok(out)
+}
+
+fn nets_in(nic: &roxmltree::Node) -> Result<Vec<Net>, String> {
+    nic.children()
+        .filter(|c| c.has_tag_name("net"))
+        .map(|n| {
+            let name = n.attribute("name").ok_or("<net> without a name")?.to_string();
+            Ok(Net {
+                port: n.attribute("port").and_then(|p| p.parse().ok()).unwrap_or(1),
+                speed_mbps: n.attribute("speed").and_then(|s| s.parse().ok()).unwrap_or(0),
+                name,
+            })
+        })
+        .collect()
+}
+
+/// One device name with its ports, in file order.
+struct NamedNic {
+    name: String,
+    ports: Vec<(u32, f64)>,
+}
+
+fn group_by_name(nets: Vec<Net>, notes: &mut Vec<Note>) -> Vec<NamedNic> {
+    let mut out: Vec<NamedNic> = Vec::new();
+    for n in nets {
+        let gbps = if n.speed_mbps > 0 {
+            n.speed_mbps as f64 / 1000.0
+        } else {
+            notes.push(Note::info(
+                "net-speed-default",
+                format!("{} port {} gives no speed: NCCL assumes 10 Gb/s", n.name, n.port),
+            ));
+            10.0
+        };
+        match out.iter_mut().find(|x| x.name == n.name) {
+            Some(x) if !x.ports.iter().any(|(p, _)| *p == n.port) => x.ports.push((n.port, gbps)),
+            Some(_) => {}
+            None => out.push(NamedNic {
+                name: n.name,
+                ports: vec![(n.port, gbps)],
+            }),
+        }
+    }
+    out
+}
+
+/// Verbs or plugin devices by name; anything else NCCL lists (e.g. `eth0`) is a socket.
+fn rdma_name(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "mlx", "rdmap", "efa", "bnxt_re", "irdma", "hfi1", "qedr", "erdma", "rocep", "ibp", "cxgb", "ionic",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A function that is RDMA whatever its name: an InfiniBand controller, or a Mellanox or EFA
+/// device.
+fn rdma_function(class_id: u32, pci_id: Option<&str>) -> bool {
+    class_id >> 8 == 0x0207 || pci_id.is_some_and(|id| id.starts_with("15b3:") || id.starts_with("1d0f:"))
+}
+
+fn nic_of(n: NamedNic, pci: Option<PciPlacement>, class_id: u32) -> Nic {
+    let rdma = rdma_name(&n.name) || rdma_function(class_id, pci.as_ref().and_then(|p| p.pci_id.as_deref()));
+    if !rdma {
+        let speed = n.ports.first().map(|(_, gb)| (gb * 1000.0) as u64);
+        return Nic {
+            netdevs: vec![Netdev {
+                name: n.name.clone(),
+                operstate: None,
+                speed_mbps: speed,
+                mtu: None,
+            }],
+            name: n.name,
+            kind: NicKind::Ethernet,
+            pci,
+            rdma: None,
+            driver: None,
+            irqs: Vec::new(),
+        };
+    }
+    let ports = n
+        .ports
+        .iter()
+        .map(|(port, gbps)| RdmaPort {
+            port: *port,
+            state: None,
+            state_code: None,
+            rate: Some(format!("{gbps} Gb/sec (NCCL topology file)")),
+            rate_gbps: Some(*gbps),
+            link_layer: LinkLayer::Unknown,
+            roce_v2_gid_indexes: Vec::new(),
+            netdev: None,
+        })
+        .collect();
+    Nic {
+        name: n.name.clone(),
+        kind: NicKind::Rdma,
+        pci,
+        rdma: Some(RdmaDevice { device: n.name, ports }),
+        netdevs: Vec::new(),
+        driver: None,
+        irqs: Vec::new(),
+    }
+}
+
+/// A NIC function the file names by bus id only (no `<nic>`/`<net>`): RDMA only when its class
+/// or vendor says so, else a plain Ethernet function.
+fn unnamed_nic(p: &PciPlacement, class_id: u32) -> Nic {
+    let name = p.bdf.to_string();
+    let rdma = rdma_function(class_id, p.pci_id.as_deref());
+    Nic {
+        name: name.clone(),
+        kind: if rdma { NicKind::Rdma } else { NicKind::Ethernet },
+        pci: Some(p.clone()),
+        rdma: rdma.then(|| RdmaDevice {
+            device: name,
+            ports: Vec::new(),
+        }),
+        netdevs: Vec::new(),
+        driver: None,
+        irqs: Vec::new(),
+    }
+}
+
+/// What a GPU is called when all the file says is its ids (if any) and SM.
+fn gpu_name(pci_id: Option<&str>, sm: Option<u32>) -> String {
+    match (pci_id, sm) {
+        (Some(id), _) if gpu_parts::by_pci_id(id).is_some() => {
+            format!("NVIDIA {}", gpu_parts::by_pci_id(id).map_or("", |p| p.name))
+        }
+        (Some(id), _) if id.starts_with("10de:") => format!("NVIDIA GPU {id}"),
+        (Some(id), _) => format!("GPU {id}"),
+        (None, Some(sm)) => format!("NVIDIA GPU (sm_{sm}; model not in the file)"),
+        (None, None) => "GPU (model not in the file)".to_string(),
+    }
+}
+
+/// NVLinks from `(target, count, tclass)`: to a GPU of this node, else to a switch.
+fn nvlinks(links: &[(Bdf, u32, String)], sm: Option<u32>) -> Vec<NvLink> {
+    let mut out = Vec::new();
+    for (target, count, tclass) in links {
+        let remote = if tclass.starts_with("0x03") {
+            NvLinkPeer::Gpu
+        } else if tclass.starts_with("0x0680") {
+            NvLinkPeer::Switch
+        } else {
+            NvLinkPeer::Unknown
+        };
+        for _ in 0..*count {
+            out.push(NvLink {
+                link: out.len() as u32,
+                active: true,
+                version: None,
+                remote_bdf: Some(*target),
+                remote,
+                bandwidth_gbps: sm.and_then(|sm| crate::model::topo_h::nvlink_gbps((sm / 10) as i32, (sm % 10) as i32)),
+            });
+        }
+    }
+    out
+}
+
+fn host_of(parent: &PciParent, bridges: &[(Bdf, PciParent, Option<String>, PcieLink)]) -> String {
     let mut cur = parent.clone();
     for _ in 0..=bridges.len() {
         match cur {
@@ -270,15 +624,6 @@ fn host_of(parent: &PciParent, bridges: &[(Bdf, PciParent, String, PcieLink)]) -
         }
     }
     String::new()
-}
-
-struct Dev {
-    placement: PciPlacement,
-    class: u32,
-    gpu_dev: Option<u32>,
-    sm: Option<u32>,
-    nvlinks: Vec<(Bdf, u32, String)>,
-    net_name: Option<String>,
 }
 
 fn busid(n: &roxmltree::Node) -> Result<Bdf, String> {
@@ -301,64 +646,10 @@ fn hex_attr(n: &roxmltree::Node, name: &str) -> Option<u32> {
         .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
 }
 
-fn walk(
-    node: &roxmltree::Node,
-    parent: PciParent,
-    host_bridge: &str,
-    numa: Option<u32>,
-    cpus: &CpuList,
-    bridges: &mut Vec<(Bdf, PciParent, String, PcieLink)>,
-    devices: &mut Vec<Dev>,
-) -> Result<(), String> {
-    let bdf = busid(node)?;
-    let class_id = hex_attr(node, "class").unwrap_or(0);
-    let pci_id = format!(
-        "{:04x}:{:04x}",
-        hex_attr(node, "vendor").unwrap_or(0),
-        hex_attr(node, "device").unwrap_or(0)
-    );
-    let child_pcis: Vec<roxmltree::Node> = node.children().filter(|c| c.has_tag_name("pci")).collect();
-    if class_id >> 8 == u32::from(class::PCI_BRIDGE) || !child_pcis.is_empty() {
-        bridges.push((bdf, parent, pci_id, link_of(node)));
-        for c in child_pcis {
-            walk(&c, PciParent::Bridge(bdf), host_bridge, numa, cpus, bridges, devices)?;
-        }
-        return Ok(());
-    }
-    let gpu = node.children().find(|c| c.has_tag_name("gpu"));
-    let nvlinks = gpu
-        .iter()
-        .flat_map(|g| g.children().filter(|c| c.has_tag_name("nvlink")))
-        .filter_map(|l| {
-            Some((
-                l.attribute("target")?.parse::<Bdf>().ok()?,
-                l.attribute("count")?.parse().ok()?,
-                l.attribute("tclass").unwrap_or("").to_string(),
-            ))
-        })
-        .collect();
-    let net_name = node
-        .descendants()
-        .find(|c| c.has_tag_name("net"))
-        .and_then(|n| n.attribute("name"))
-        .map(str::to_string);
-    devices.push(Dev {
-        placement: PciPlacement {
-            bdf,
-            pci_id,
-            class: format!("0x{class_id:06x}"),
-            parent,
-            host_bridge: host_bridge.to_string(),
-            numa_node: numa,
-            numa_affinity: Vec::new(),
-            cpu_affinity: cpus.clone(),
-            pcie: link_of(node),
-        },
-        class: class_id,
-        gpu_dev: gpu.and_then(|g| g.attribute("dev")).and_then(|d| d.parse().ok()),
-        sm: gpu.and_then(|g| g.attribute("sm")).and_then(|s| s.parse().ok()),
-        nvlinks,
-        net_name,
-    });
-    Ok(())
+/// `vendor:device` when the file gives both (zeros, as Azure writes for synthetic bridges,
+/// are no ids).
+fn pci_id(n: &roxmltree::Node) -> Option<String> {
+    let vendor = hex_attr(n, "vendor").filter(|v| *v != 0 && *v <= 0xffff)?;
+    let device = hex_attr(n, "device").filter(|d| *d != 0 && *d <= 0xffff)?;
+    Some(format!("{vendor:04x}:{device:04x}"))
 }

@@ -25,10 +25,14 @@ pub fn render(s: &NodeSnapshot) -> String {
     if !machine.is_empty() {
         let _ = writeln!(out, "machine   {}", machine.join(", "));
     }
+    let count = |n: Option<u32>, what: &str| n.map_or_else(|| format!("? {what}"), |n| format!("{n} {what}"));
     let _ = writeln!(
         out,
-        "cpus      {} packages, {} cores, {} threads ({})",
-        s.cpu.packages, s.cpu.cores, s.cpu.pus, s.cpu.cpus
+        "cpus      {}, {}, {} ({})",
+        count(s.cpu.packages, "packages"),
+        count(s.cpu.cores, "cores"),
+        count(s.cpu.pus, "threads"),
+        s.cpu.cpus
     );
     let numa: Vec<String> = s.numa_nodes.iter().map(|n| format!("{}: {}", n.id, n.cpus)).collect();
     let _ = writeln!(out, "numa      {} node(s)  {}", s.numa_nodes.len(), numa.join("  "));
@@ -87,7 +91,10 @@ fn gpus(out: &mut String, s: &NodeSnapshot) {
 
 fn nics(out: &mut String, s: &NodeSnapshot) {
     // An hwloc export carries no interrupts: say unknown rather than zero.
-    let irqs_known = s.source.kind != crate::model::SourceKind::HwlocXml;
+    let irqs_known = matches!(
+        s.source.kind,
+        crate::model::SourceKind::Live | crate::model::SourceKind::Fsroot
+    );
     let _ = writeln!(out, "\nNICs ({})", s.nics.len());
     if !s.nics.is_empty() {
         let mut t = table(&[

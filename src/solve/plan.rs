@@ -6,16 +6,16 @@ use super::order::{crossings, default_order, lower_bound, solved_order};
 use super::ring::{self, better};
 use crate::emit;
 use crate::graph::cluster::{ClusterGraph, HostFacts, HostSpec};
-use crate::graph::links::{assumes_nvswitch, gpu_link_matrix_with, host_net_gbps};
+use crate::graph::links::{gpu_link_matrix_with, host_net_gbps, nvlink_basis, NvlinkBasis};
 use crate::graph::paths::path_classes;
-use crate::model::fabric::{Fabric, Placement};
+use crate::model::fabric::{Fabric, NodeHints, NvlinkHint, Placement};
 use crate::model::plan::*;
 use crate::model::ring::LinkMatrix;
 use crate::model::snapshot::{NicKind, NodeSnapshot, Note};
 use crate::model::topo_h::{NcclPath, LAT_NVLINK_US, LAT_PCI_US};
-use crate::model::{NcclVersion, Setting};
-use crate::nccl::rules::{derive_from, Derived, Facts};
-use crate::nccl::table::Rejection;
+use crate::model::{NcclVersion, PathClass, Setting};
+use crate::nccl::guard;
+use crate::nccl::rules::{derive_from, Facts};
 use std::collections::{BTreeMap, HashMap};
 
 /// One node as the planner sees it.
@@ -23,6 +23,8 @@ pub struct PlanNode<'a> {
     pub host: String,
     pub labels: BTreeMap<String, String>,
     pub snapshot: &'a NodeSnapshot,
+    /// What cluster.yaml states where the snapshot cannot tell.
+    pub hints: NodeHints,
 }
 
 /// What cluster.yaml says about NCCL: the version when a node does not report its own, and
@@ -40,22 +42,59 @@ pub struct PlanInput<'a> {
     pub nccl: &'a NcclPolicy,
 }
 
-/// What one node's paths give: its GPU link matrix (none without GPUs) and NCCL's settings.
-fn per_node(n: &PlanNode, input: &PlanInput) -> (Option<LinkMatrix>, Result<Derived, Rejection>) {
+/// What the planner decides for one node from its own facts.
+struct PerNode {
+    /// The GPU link matrix (none without GPUs) and how its NVLink is known.
+    matrix: Option<LinkMatrix>,
+    basis: NvlinkBasis,
+    /// The files NCCL reads there, or why there are none.
+    nccl: Result<NcclKey, String>,
+}
+
+fn per_node(n: &PlanNode, input: &PlanInput) -> PerNode {
     let classes = path_classes(n.snapshot);
+    let basis = nvlink_basis(n.snapshot, &n.hints);
+    let nccl = node_nccl(n, input, &classes);
+    let matrix = (!n.snapshot.gpus.is_empty()).then(|| gpu_link_matrix_with(n.snapshot, classes, &basis));
+    PerNode { matrix, basis, nccl }
+}
+
+/// Derive the node's NCCL settings, render its topology file, and hold the result to the
+/// never-slower guard.
+fn node_nccl(n: &PlanNode, input: &PlanInput, classes: &[Vec<PathClass>]) -> Result<NcclKey, String> {
     // The node's own NCCL when the probe found one, else cluster.yaml's.
     let version = n.snapshot.nccl_version.or(input.nccl.cluster_version);
     let rails = input.fabric.and_then(|f| f.rails);
-    let derived = derive_from(&Facts::new(n.snapshot, &classes, rails, version), &input.nccl.overrides);
-    let matrix = (!n.snapshot.gpus.is_empty()).then(|| gpu_link_matrix_with(n.snapshot, classes));
-    (matrix, derived)
+    let facts = Facts::new(n.snapshot, classes, rails, version);
+    let derived = derive_from(&facts, &input.nccl.overrides).map_err(|r| format!("refused setting: {r}"))?;
+    let topology_xml = derived
+        .wants_topology_file
+        .then(|| emit::topo_xml::topology_xml(n.snapshot));
+    let gpu_ports = facts.gpu_ports().to_vec();
+    guard::check(
+        &derived.settings,
+        &gpu_ports,
+        &n.hints.non_gpu_nics,
+        rails.is_some(),
+        topology_xml.as_deref(),
+    )
+    .map_err(|v| format!("refused by the never-slower guard: {v}"))?;
+    Ok(NcclKey {
+        version,
+        settings: derived.settings,
+        left_out: derived.left_out,
+        topology_xml,
+        gpu_ports,
+    })
 }
 
 pub fn plan(input: &PlanInput) -> Plan {
-    let (matrices, derived): (Vec<Option<LinkMatrix>>, Vec<Result<Derived, Rejection>>) =
-        input.nodes.iter().map(|n| per_node(n, input)).unzip();
+    let per: Vec<PerNode> = input.nodes.iter().map(|n| per_node(n, input)).collect();
     let (usable, excluded): (Vec<&PlanNode>, Vec<&PlanNode>) =
         input.nodes.iter().partition(|n| !n.snapshot.gpus.is_empty());
+    let notes_of_nodes = nvlink_notes(input.nodes, &per);
+    let (matrices, nccl): (Vec<Option<LinkMatrix>>, Vec<Result<NcclKey, String>>) =
+        per.into_iter().map(|p| (p.matrix, p.nccl)).unzip();
     let matrices: Vec<LinkMatrix> = matrices.into_iter().flatten().collect();
     let (node_classes, facts) = ring_classes(&usable, &matrices);
     let specs: Vec<HostSpec> = usable
@@ -95,7 +134,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             gain,
         },
         node_classes,
-        nccl: nccl_plan(input, derived),
+        nccl: nccl_plan(input, nccl),
         excluded: excluded
             .iter()
             .map(|n| Excluded {
@@ -103,7 +142,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 reason: "no GPU: it cannot hold a rank".into(),
             })
             .collect(),
-        notes: planning_notes(&usable, input.fabric),
+        notes: [notes_of_nodes, planning_notes(&usable, input.fabric)].concat(),
     }
 }
 
@@ -193,31 +232,6 @@ fn node_class(index: usize, m: &LinkMatrix, hosts: Vec<String>) -> NodeClass {
 
 fn planning_notes(usable: &[&PlanNode], fabric: Option<&Fabric>) -> Vec<Note> {
     let mut notes = Vec::new();
-    let assumed: Vec<&str> = usable
-        .iter()
-        .filter(|n| assumes_nvswitch(n.snapshot))
-        .map(|n| n.host.as_str())
-        .collect();
-    if let Some(first) = assumed.first() {
-        notes.push(Note::info(
-            "assumed-nvswitch",
-            format!(
-                "NVLink is unknown on {} node(s) (e.g. {first}: described by files, or no driver), but NVSwitches are on PCI and the GPUs are SXM parts: an all-to-all NVSwitch fabric at full link count is assumed",
-                assumed.len()
-            ),
-        ));
-    }
-    let unknown: Vec<&str> = usable
-        .iter()
-        .filter(|n| n.snapshot.gpus.iter().any(|g| g.nvlinks.is_none()) && !assumes_nvswitch(n.snapshot))
-        .map(|n| n.host.as_str())
-        .collect();
-    if let Some(first) = unknown.first() {
-        notes.push(Note::warn(
-            "nvlink-unknown",
-            format!("NVLink is unknown on {} node(s) (e.g. {first}): their intra-node rings are planned on PCIe paths only; probe them with the NVIDIA driver for real figures", unknown.len()),
-        ));
-    }
     let unplaced: Vec<&str> = usable
         .iter()
         .filter(|n| {
@@ -251,32 +265,24 @@ struct NcclKey {
     settings: Vec<Setting>,
     left_out: Vec<String>,
     topology_xml: Option<String>,
+    gpu_ports: Vec<GpuPort>,
 }
 
 /// Every node's NCCL settings (GPU-less nodes included: they run NCCL's bootstrap too),
 /// grouped by identical files.
-fn nccl_plan(input: &PlanInput, derived: Vec<Result<Derived, Rejection>>) -> NcclPlan {
+fn nccl_plan(input: &PlanInput, nccl: Vec<Result<NcclKey, String>>) -> NcclPlan {
     let mut out = NcclPlan::default();
     let mut index: HashMap<NcclKey, usize> = HashMap::new();
-    for (n, derived) in input.nodes.iter().zip(derived) {
-        let version = n.snapshot.nccl_version.or(input.nccl.cluster_version);
-        let derived = match derived {
-            Ok(d) => d,
-            Err(r) => {
+    for (n, key) in input.nodes.iter().zip(nccl) {
+        let key = match key {
+            Ok(k) => k,
+            Err(reason) => {
                 out.refused.push(Excluded {
                     host: n.host.clone(),
-                    reason: format!("refused setting: {r}"),
+                    reason,
                 });
                 continue;
             }
-        };
-        let key = NcclKey {
-            version,
-            topology_xml: derived
-                .wants_topology_file
-                .then(|| emit::topo_xml::topology_xml(n.snapshot)),
-            settings: derived.settings,
-            left_out: derived.left_out,
         };
         let c = *index.entry(key.clone()).or_insert_with(|| {
             out.classes.push(NcclClass {
@@ -286,6 +292,7 @@ fn nccl_plan(input: &PlanInput, derived: Vec<Result<Derived, Rejection>>) -> Ncc
                 settings: key.settings,
                 left_out: key.left_out,
                 topology_xml: key.topology_xml,
+                gpu_ports: key.gpu_ports,
             });
             out.classes.len() - 1
         });
@@ -294,123 +301,43 @@ fn nccl_plan(input: &PlanInput, derived: Vec<Result<Derived, Rejection>>) -> Ncc
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::ring::LinkMatrix;
-
-    fn snapshot(name: &str) -> NodeSnapshot {
-        let text = match name {
-            "p5en" => include_str!("../../tests/data/snapshots/aws-p5en.json"),
-            _ => include_str!("../../tests/data/snapshots/aws-p4d.json"),
+/// Say, per group of nodes, how their NVLink is known: reported, an NVSwitch fabric assumed
+/// or stated (and why), or unknown (PCIe only, and why); and where cluster.yaml's statement
+/// was overruled by what the node reported.
+fn nvlink_notes(nodes: &[PlanNode], per: &[PerNode]) -> Vec<Note> {
+    let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
+    for (n, p) in nodes.iter().zip(per) {
+        let (code, why) = match &p.basis {
+            NvlinkBasis::Reported if n.hints.nvlink != NvlinkHint::Auto && !n.snapshot.gpus.is_empty() => (
+                "nvlink-hint-ignored",
+                "the node reports its NVLink itself: cluster.yaml's `nvlink:` is not needed and was not used"
+                    .to_string(),
+            ),
+            NvlinkBasis::Reported => continue,
+            NvlinkBasis::Nvswitch { links, gbps, why } => (
+                p.basis.code(),
+                format!("an all-to-all NVSwitch fabric, NV{links} × {gbps} GB/s per GPU pair: {why}"),
+            ),
+            NvlinkBasis::Unknown { .. } if n.hints.nvlink == NvlinkHint::None => (
+                "stated-no-nvlink",
+                "PCIe paths only: stated in cluster.yaml (`nvlink: none`)".to_string(),
+            ),
+            NvlinkBasis::Unknown { why } => (p.basis.code(), why.clone()),
         };
-        NodeSnapshot::from_json(text).unwrap()
+        match groups.iter_mut().find(|(c, w, _)| c == code && *w == why) {
+            Some((_, _, hosts)) => hosts.push(&n.host),
+            None => groups.push((code.to_string(), why, vec![&n.host])),
+        }
     }
-
-    #[test]
-    fn typeintra_names_the_worst_hop_not_the_average() {
-        // Seven NVLink hops chain 0..7, the eighth (7→0) crosses sockets: the ring's worst
-        // link is SYS, although the average hop cost (16/8 = 2) would read PIX.
-        let n = 8;
-        let mut bw = vec![vec![10.0; n]; n];
-        let mut cost = vec![vec![NcclPath::Sys.rank(); n]; n];
-        for i in 0..n - 1 {
-            for (a, b) in [(i, i + 1), (i + 1, i)] {
-                bw[a][b] = 100.0;
-                cost[a][b] = NcclPath::Nvl.rank();
+    groups
+        .into_iter()
+        .map(|(code, why, hosts)| {
+            let text = format!("{} node(s) (e.g. {}): {why}", hosts.len(), hosts[0]);
+            if code == "nvlink-unknown" {
+                Note::warn(&code, text)
+            } else {
+                Note::info(&code, text)
             }
-        }
-        for (i, row) in cost.iter_mut().enumerate() {
-            row[i] = 0;
-        }
-        let class = node_class(0, &LinkMatrix { bw, cost }, vec!["h".into()]);
-        assert_eq!(class.ring.cost, 16);
-        assert_eq!(class.type_intra, "SYS");
-        assert!(class.graph_xml.is_none(), "index order is this ring: nothing to write");
-    }
-
-    #[test]
-    fn identical_nodes_share_one_ring_and_one_nccl_class() {
-        let (a, b) = (snapshot("p5en"), snapshot("p5en"));
-        let mut c = snapshot("p5en");
-        c.nccl_version = Some(NcclVersion(2, 20, 5));
-        let d = snapshot("p4d");
-        let nodes: Vec<PlanNode> = [("n1", &a), ("n2", &b), ("n3", &c), ("n4", &d)]
-            .iter()
-            .map(|(h, s)| PlanNode {
-                host: h.to_string(),
-                labels: BTreeMap::new(),
-                snapshot: s,
-            })
-            .collect();
-        let policy = NcclPolicy {
-            cluster_version: Some(NcclVersion(2, 28, 9)),
-            overrides: BTreeMap::from([("NCCL_IB_TIMEOUT".to_string(), "22".to_string())]),
-        };
-        let p = plan(&PlanInput {
-            nodes: &nodes,
-            fabric: None,
-            message_bytes: 1 << 30,
-            nccl: &policy,
-        });
-        let ring_hosts: Vec<&Vec<String>> = p.node_classes.iter().map(|c| &c.hosts).collect();
-        assert_eq!(ring_hosts, [&vec!["n1", "n2", "n3"], &vec!["n4"]]);
-        // The node's own NCCL (n3: 2.20.5) beats cluster.yaml's: its files differ.
-        let nccl_hosts: Vec<&Vec<String>> = p.nccl.classes.iter().map(|c| &c.hosts).collect();
-        assert_eq!(nccl_hosts, [&vec!["n1", "n2"], &vec!["n3"], &vec!["n4"]]);
-        assert_eq!(p.nccl.classes[0].nccl_version, Some(NcclVersion(2, 28, 9)));
-        assert_eq!(p.nccl.classes[1].nccl_version, Some(NcclVersion(2, 20, 5)));
-        for c in &p.nccl.classes {
-            let timeout = c.settings.iter().find(|s| s.name == "NCCL_IB_TIMEOUT").unwrap();
-            assert_eq!(
-                (timeout.value.as_str(), timeout.reason.as_str()),
-                ("22", "cluster.yaml `nccl:` override")
-            );
-        }
-        // EFA on p5en: no NCCL_IB_HCA, and the plan says why.
-        assert!(p.nccl.classes[0].settings.iter().all(|s| s.name != "NCCL_IB_HCA"));
-        assert!(p.nccl.classes[0].left_out.iter().any(|w| w.contains("EFA")));
-        assert_eq!(p.node_order, ["n1", "n2", "n3", "n4"]);
-    }
-
-    #[test]
-    fn a_refused_override_names_the_hosts_and_writes_nothing_for_them() {
-        let a = snapshot("p4d");
-        let nodes = [PlanNode {
-            host: "n1".into(),
-            labels: BTreeMap::new(),
-            snapshot: &a,
-        }];
-        let policy = NcclPolicy {
-            cluster_version: Some(NcclVersion(2, 28, 9)),
-            overrides: BTreeMap::from([("NCCL_ALGO".to_string(), "Ring".to_string())]),
-        };
-        let p = plan(&PlanInput {
-            nodes: &nodes,
-            fabric: None,
-            message_bytes: 1 << 30,
-            nccl: &policy,
-        });
-        assert!(p.nccl.classes.is_empty());
-        assert_eq!(p.nccl.refused[0].host, "n1");
-        assert!(p.nccl.refused[0].reason.contains("debugging variable"));
-    }
-
-    #[test]
-    fn a_plan_reads_back_as_it_was_written() {
-        let a = snapshot("p5en");
-        let nodes = [PlanNode {
-            host: "n1".into(),
-            labels: BTreeMap::new(),
-            snapshot: &a,
-        }];
-        let p = plan(&PlanInput {
-            nodes: &nodes,
-            fabric: None,
-            message_bytes: 1 << 30,
-            nccl: &NcclPolicy::default(),
-        });
-        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
-        assert_eq!(back, p);
-    }
+        })
+        .collect()
 }

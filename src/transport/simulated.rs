@@ -4,8 +4,6 @@
 use super::{Failure, FailureKind};
 use crate::config::{profile_xml, NodeSpec};
 use crate::model::NodeSnapshot;
-use crate::probe::{hwloc, nccl_topo};
-use std::path::Path;
 
 pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
     let source = node
@@ -25,12 +23,5 @@ pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, Failure
             source.to_string(),
         ),
     };
-    let mut snap = if nccl_topo::looks_like_nccl_topology(&text) {
-        nccl_topo::snapshot_from_text(&text, Path::new(&origin), hostname).map_err(|e| failed(e.to_string()))?
-    } else {
-        let view = hwloc::from_xml_text(&text, &origin).map_err(|e| failed(e.to_string()))?;
-        crate::probe::snapshot_from_hwloc_view(view, &origin)
-    };
-    snap.hostname = hostname.to_string();
-    Ok(snap)
+    crate::probe::snapshot_from_xml_text(&text, &origin, Some(hostname)).map_err(|e| failed(e.to_string()))
 }
