@@ -1,6 +1,7 @@
 //! The library's top-level error: every module's typed error as a variant, each with its exit
 //! code (docs/exit-codes.md), a stable kind for JSON, and a hint for what to do.
 
+use crate::apply::tree::TreeError;
 use crate::apply::writer::WriteError;
 use crate::config::ConfigError;
 use crate::exit;
@@ -52,11 +53,14 @@ impl Error {
             Error::Config(ConfigError::Read { .. }) => exit::IO_ERROR,
             Error::Config(_) | Error::PlanFile { .. } => exit::DATA_ERROR,
             Error::Usage(_) => exit::USAGE,
-            Error::Write(WriteError::Io { .. }) => exit::IO_ERROR,
+            Error::Write(WriteError::Tree(TreeError::Io { .. })) => exit::IO_ERROR,
+            Error::Write(WriteError::Tree(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
             Error::Write(_) => exit::DATA_ERROR,
             Error::Irq(IrqError::NotRoot) => exit::NO_PERMISSION,
             Error::Irq(IrqError::Probe(p)) => probe_code(p),
-            Error::Irq(IrqError::Io { .. }) => exit::IO_ERROR,
+            Error::Irq(IrqError::Io { .. }) | Error::Irq(IrqError::Write(TreeError::Io { .. })) => exit::IO_ERROR,
+            Error::Irq(IrqError::Write(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
+            Error::Irq(IrqError::Write(_)) => exit::DATA_ERROR,
             Error::Irq(IrqError::NoLocalCpus { .. }) => exit::DATA_ERROR,
             Error::Reach(_) => exit::UNAVAILABLE,
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,

@@ -23,6 +23,8 @@ pub const NO_INPUT: i32 = 66;
 pub const UNAVAILABLE: i32 = 69;
 /// Reading or writing failed at the operating-system level.
 pub const IO_ERROR: i32 = 74;
+/// Another topo-tune run holds the lock on the files this one would write: try again.
+pub const TEMP_FAILURE: i32 = 75;
 /// The command needs privileges it does not have (e.g. moving interrupts as non-root).
 pub const NO_PERMISSION: i32 = 77;
 
@@ -39,5 +41,6 @@ pub const ALL: &[(i32, &str)] = &[
     (NO_INPUT, "input file or directory missing"),
     (UNAVAILABLE, "required library or service unavailable"),
     (IO_ERROR, "operating-system I/O error"),
+    (TEMP_FAILURE, "another run holds the lock: try again"),
     (NO_PERMISSION, "needs root"),
 ];

@@ -14,6 +14,7 @@ pub(crate) mod emit;
 pub mod error;
 pub mod exit;
 pub mod graph;
+pub(crate) mod input;
 pub(crate) mod irq;
 pub mod model;
 pub mod nccl;

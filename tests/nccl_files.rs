@@ -427,8 +427,8 @@ fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
     );
 }
 
-/// Every file under `root` (relative path → content), the manifest and backups aside (they
-/// name the run).
+/// Every file under `root` (relative path → content), the manifest, backups and lock aside
+/// (they name the run).
 fn tree(root: &Path) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
@@ -439,7 +439,7 @@ fn tree(root: &Path) -> std::collections::BTreeMap<String, String> {
                 stack.push(p);
             } else {
                 let rel = p.strip_prefix(root).unwrap().display().to_string();
-                if !rel.contains("manifest.json") && !rel.contains("/backups/") {
+                if !rel.contains("manifest.json") && !rel.contains("/backups/") && !rel.ends_with("/lock") {
                     out.insert(rel, std::fs::read_to_string(&p).unwrap());
                 }
             }

@@ -1,4 +1,4 @@
 //! Putting bytes on disk safely. (Rollout waves and the canary come in later versions.)
 
-pub mod atomic;
+pub mod tree;
 pub mod writer;

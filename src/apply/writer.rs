@@ -10,10 +10,13 @@
 //! - `/etc/nccl/topo-tune/manifest.json`: what topo-tune owns (sha256) and every run's
 //!   backups under `/etc/nccl/topo-tune/backups/<run>/`, for `rollback`.
 //!
-//! Every write is temp + fsync + rename, only when content differs; a second identical run
-//! changes nothing. All paths live under `root` (`/`, or `DIR/<host>` for `--output-dir`).
+//! Every write goes through [`Tree`] (no symlink followed, temp + fsync + rename, only when
+//! content differs); a second identical run changes nothing. All paths live under `root`
+//! (`/`, or `DIR/<host>` for `--output-dir`). One lock per tree; each run is recorded as
+//! pending before its first rename, so an interrupted run is undone by the next run or by
+//! `rollback`, whatever the moment it died (docs/security.md).
 
-use super::atomic::{remove, remove_stale_temps, write_if_changed};
+use super::tree::{Tree, TreeError};
 use crate::digest::sha256_hex;
 use crate::model::files::{
     BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME, STATE_DIR,
@@ -24,8 +27,9 @@ use crate::model::NcclVersion;
 use crate::nccl::conf::{assemble, env_file, parse, render};
 use crate::nccl::table::Rejection;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Duration;
 
 const HEADER: &str = "managed by topo-tune: edit /etc/nccl/conf.d/*.conf, not this file";
 
@@ -117,12 +121,20 @@ pub struct Manifest {
     /// Path → sha256 of the content topo-tune last wrote.
     pub owned: BTreeMap<String, String>,
     pub runs: Vec<Run>,
+    /// What topo-tune last wrote to `/etc/nccl.conf`: when the operator edits that file, only
+    /// the lines topo-tune did not write are kept as theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_conf: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub id: String,
     pub files: Vec<RunFile>,
+    /// Recorded before the first file is replaced and cleared after the last: a run found
+    /// pending was interrupted, and is undone before anything else happens.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,67 +142,116 @@ pub struct RunFile {
     pub path: String,
     /// Backup of the previous content, relative to the state dir; `None`: it did not exist.
     pub backup: Option<String>,
+    /// The `owned` entry before the run (what `rollback` puts back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owned_before: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Tree(#[from] TreeError),
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
     #[error("nothing to roll back: no earlier run recorded in {0}")]
     NothingToRollBack(String),
 }
 
-struct Root<'a>(&'a Path);
+/// The files topo-tune writes and may remove: the only paths a manifest may name.
+pub const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
+/// Taken by every write and rollback on a tree (`init`, `node write`, `rollback`).
+pub const LOCK: &str = "/etc/nccl/topo-tune/lock";
+/// How long a run waits for another to finish before it gives up, naming the holder.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// The most a config file topo-tune reads may hold (a foreign `/etc/nccl.conf`, a drop-in).
+pub const CONF_LIMIT: u64 = 1 << 20;
+const MANIFEST_LIMIT: u64 = 16 << 20;
+/// Runs kept for `rollback`; older runs and their backups are pruned.
+pub const MAX_RUNS: usize = 64;
 
-impl Root<'_> {
-    fn p(&self, kernel: &str) -> PathBuf {
-        self.0.join(kernel.trim_start_matches('/'))
-    }
-    fn read(&self, kernel: &str) -> Result<Option<String>, WriteError> {
-        match std::fs::read_to_string(self.p(kernel)) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(WriteError::Io {
-                path: kernel.into(),
-                source: e,
-            }),
-        }
-    }
-    fn write(&self, kernel: &str, text: &str, mode: u32) -> Result<bool, WriteError> {
-        write_if_changed(&self.p(kernel), text.as_bytes(), mode).map_err(|e| WriteError::Io {
-            path: kernel.into(),
-            source: e,
-        })
-    }
-    fn remove(&self, kernel: &str) -> Result<bool, WriteError> {
-        remove(&self.p(kernel)).map_err(|e| WriteError::Io {
-            path: kernel.into(),
-            source: e,
-        })
-    }
+fn read_text(tree: &Tree, path: &str) -> Result<Option<String>, WriteError> {
+    Ok(tree.read_text(path, CONF_LIMIT)?)
 }
 
-fn read_manifest(root: &Root) -> Result<Manifest, WriteError> {
-    match root.read(MANIFEST)? {
-        None => Ok(Manifest {
+fn read_manifest(tree: &Tree) -> Result<Manifest, WriteError> {
+    let manifest = match tree.read_text(MANIFEST, MANIFEST_LIMIT)? {
+        None => Manifest {
             version: 1,
             ..Manifest::default()
-        }),
-        Some(text) => serde_json::from_str(&text).map_err(|e| WriteError::Invalid {
-            path: MANIFEST.into(),
-            message: format!("not a topo-tune manifest: {e}"),
-        }),
+        },
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| invalid_manifest(tree, format!("not a topo-tune manifest: {e}")))?
+        }
+    };
+    check_manifest(&manifest).map_err(|m| invalid_manifest(tree, m))?;
+    Ok(manifest)
+}
+
+fn invalid_manifest(tree: &Tree, message: String) -> WriteError {
+    WriteError::Invalid {
+        path: tree.show(MANIFEST),
+        message: format!("{message}: refused, nothing was changed (move the file aside to start afresh)"),
     }
 }
 
-fn write_manifest(root: &Root, manifest: &Manifest) -> Result<(), WriteError> {
+/// Every path in the manifest is one topo-tune manages, and every backup is the one the run
+/// would have made: nothing read from state reaches outside the files it owns.
+fn check_manifest(m: &Manifest) -> Result<(), String> {
+    let managed = |p: &str| MANAGED.contains(&p);
+    let hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some((p, h)) = m.owned.iter().find(|(p, h)| !managed(p) || !hash(h)) {
+        return Err(format!(
+            "`owned` names {p:?} ({h:?}), which is not a file topo-tune manages"
+        ));
+    }
+    for run in &m.runs {
+        if !run_id_ok(&run.id) {
+            return Err(format!("run id {:?} is not one topo-tune makes", run.id));
+        }
+        for f in &run.files {
+            if !managed(&f.path) {
+                return Err(format!(
+                    "run {} names {:?}, which is not a file topo-tune manages",
+                    run.id, f.path
+                ));
+            }
+            let expected = format!("{BACKUPS}/{}{}", run.id, f.path);
+            if f.backup.as_ref().is_some_and(|b| *b != expected) {
+                return Err(format!(
+                    "run {} keeps the backup of {} at {:?}, not {expected:?}",
+                    run.id, f.path, f.backup
+                ));
+            }
+            if f.owned_before.as_deref().is_some_and(|h| !hash(h)) {
+                return Err(format!("run {} has a malformed hash for {}", run.id, f.path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `20261129T110500Z-1234`, optionally with a `-N` suffix.
+fn run_id_ok(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() >= 18
+        && b.len() <= 40
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && id[17..]
+            .split('-')
+            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+}
+
+fn write_manifest(tree: &Tree, manifest: &Manifest) -> Result<(), WriteError> {
     let text = serde_json::to_string_pretty(manifest).map_err(|e| WriteError::Invalid {
-        path: MANIFEST.into(),
+        path: tree.show(MANIFEST),
         message: format!("cannot serialise the manifest: {e}"),
     })? + "\n";
-    root.write(MANIFEST, &text, 0o644).map(|_| ())
+    tree.write(MANIFEST, text.as_bytes(), 0o644)?;
+    Ok(())
 }
 
 /// A change from what a file holds (`before`) to what it should hold.
@@ -209,97 +270,140 @@ fn change(path: &str, before: Option<String>, after: String, reason: &str) -> Fi
     }
 }
 
-/// Write (or, with `check`, only report) a bundle under `root`; diffs when asked.
+/// Write (or, with `check`, only report) a bundle under `root`; diffs when asked. A write
+/// holds the tree's lock, and first undoes a run that was interrupted.
 pub fn write_bundle(root: &Path, bundle: &Bundle, check: bool, with_diff: bool) -> Result<WriteReport, WriteError> {
-    let changes = changes(root, bundle)?;
+    let tree = Tree::open(root)?;
     if check {
-        return Ok(WriteReport::of(&changes, with_diff, None));
+        let manifest = read_manifest(&tree)?;
+        if let Some(run) = manifest.runs.last().filter(|r| r.pending) {
+            return Err(WriteError::Invalid {
+                path: tree.show(MANIFEST),
+                message: format!(
+                    "run {} was interrupted: `topo-tune init` (or `rollback`) undoes it first; --check cannot say what would change before that",
+                    run.id
+                ),
+            });
+        }
+        return Ok(WriteReport::of(
+            &changes_with(&tree, &manifest, bundle)?,
+            with_diff,
+            None,
+        ));
     }
+    let _lock = tree.lock(LOCK, LOCK_WAIT)?;
+    let mut manifest = read_manifest(&tree)?;
+    recover(&tree, &mut manifest)?;
+    let changes = changes_with(&tree, &manifest, bundle)?;
     let id = run_id();
-    let applied = apply(root, changes, &id)?;
+    let applied = apply(&tree, &mut manifest, changes, &id)?;
     let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
     Ok(WriteReport::of(&applied, with_diff, recorded))
 }
 
 /// Work out every change the bundle implies, reading the node's current files. Writes nothing.
-pub fn changes(root_dir: &Path, bundle: &Bundle) -> Result<Vec<FileChange>, WriteError> {
-    let root = Root(root_dir);
-    let manifest = read_manifest(&root)?;
+fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) -> Result<Vec<FileChange>, WriteError> {
     let mut out = Vec::new();
-    let current_conf = root.read(NCCL_CONF)?;
-    let mut preserved = root.read(PRESERVED)?;
-    if let Some(kept) = foreign_conf(current_conf.as_deref(), &manifest, bundle.nccl_version)? {
+    let current_conf = read_text(tree, NCCL_CONF)?;
+    let mut preserved = read_text(tree, PRESERVED)?;
+    if let Some(kept) = foreign_conf(
+        tree,
+        current_conf.as_deref(),
+        manifest,
+        preserved.as_deref(),
+        bundle.nccl_version,
+    )? {
         out.push(change(
             PRESERVED,
             preserved.clone(),
             kept.clone(),
-            "the existing /etc/nccl.conf was not written by topo-tune: kept as the first drop-in",
+            "the existing /etc/nccl.conf holds lines topo-tune did not write: kept as the first drop-in",
         ));
         preserved = Some(kept);
     }
     out.push(change(
         DROPIN,
-        root.read(DROPIN)?,
+        read_text(tree, DROPIN)?,
         bundle.dropin.clone(),
         "topo-tune's settings (`topo-tune plan --output json` shows each reason)",
     ));
-    let assembled = assembled_conf(&root, bundle, preserved)?;
+    let assembled = assembled_conf(tree, bundle, preserved)?;
     out.push(change(
         NCCL_CONF,
         current_conf,
         assembled.clone(),
         "assembled from /etc/nccl/conf.d in lexical order",
     ));
-    out.extend(topology_change(&root, bundle, &manifest)?);
+    out.extend(topology_change(tree, bundle, manifest)?);
     out.push(change(
         ENV_FILE,
-        root.read(ENV_FILE)?,
+        read_text(tree, ENV_FILE)?,
         env_file(&parse(&assembled)),
         "the same settings for containers (docker --env-file), which never see /etc/nccl.conf",
     ));
     Ok(out)
 }
 
-/// A `/etc/nccl.conf` topo-tune did not write (or that was edited since): its settings, each
-/// validated, to keep as a drop-in. `None` when the file is topo-tune's own or absent.
+/// The operator's part of `/etc/nccl.conf`, to keep as the first drop-in, line for line
+/// (comments too), every setting validated. A file topo-tune did not write is theirs
+/// entirely; a file it wrote and the operator edited since adds to what was kept before only
+/// the lines topo-tune did not write. `None`: nothing of theirs to keep.
 fn foreign_conf(
+    tree: &Tree,
     conf: Option<&str>,
     manifest: &Manifest,
+    preserved: Option<&str>,
     version: Option<NcclVersion>,
 ) -> Result<Option<String>, WriteError> {
     let Some(conf) = conf else { return Ok(None) };
-    if manifest.owned.get(NCCL_CONF) == Some(&sha256_hex(conf.as_bytes())) {
+    let owned = manifest.owned.get(NCCL_CONF);
+    if owned == Some(&sha256_hex(conf.as_bytes())) {
         return Ok(None);
     }
-    let mut text = String::new();
-    for (i, line) in conf.split('\n').enumerate() {
-        if line.starts_with('#') || !line.contains('=') {
+    // Lines topo-tune wrote last time, by count (a multiset).
+    let mut ours: HashMap<&str, usize> = HashMap::new();
+    let edited = owned.is_some() && manifest.last_conf.is_some();
+    if edited {
+        for line in manifest.last_conf.as_deref().unwrap_or_default().split('\n') {
+            *ours.entry(line).or_default() += 1;
+        }
+    }
+    let mut text = if edited {
+        preserved.unwrap_or_default().to_string()
+    } else {
+        String::new()
+    };
+    let mut added = false;
+    let body = conf.strip_suffix('\n').unwrap_or(conf);
+    for (i, line) in body.split('\n').enumerate() {
+        if let Some(n) = ours.get_mut(line).filter(|n| **n > 0) {
+            *n -= 1;
             continue;
         }
-        let (n, v) = line.split_once('=').unwrap_or((line, ""));
-        crate::nccl::table::validate(n, v, version).map_err(|r| WriteError::Invalid {
-            path: format!("{NCCL_CONF}:{}", i + 1),
-            message: format!(
-                "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
-                r.reason
-            ),
-        })?;
+        if !line.starts_with('#') && line.contains('=') {
+            let (n, v) = line.split_once('=').unwrap_or((line, ""));
+            crate::nccl::table::validate(n, v, version).map_err(|r| WriteError::Invalid {
+                path: format!("{}:{}", tree.show(NCCL_CONF), i + 1),
+                message: format!(
+                    "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
+                    r.reason
+                ),
+            })?;
+        }
         text.push_str(line);
         text.push('\n');
+        added = true;
     }
-    Ok(Some(text))
+    Ok((added || !edited).then_some(text))
 }
 
 /// `/etc/nccl.conf` as conf.d will assemble it once the bundle is written.
-fn assembled_conf(root: &Root, bundle: &Bundle, preserved: Option<String>) -> Result<String, WriteError> {
+fn assembled_conf(tree: &Tree, bundle: &Bundle, preserved: Option<String>) -> Result<String, WriteError> {
     let mut dropins: Vec<(String, String)> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(root.p(DROPIN_DIR)) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".conf") && !name.starts_with('.') && name != DROPIN_NAME && name != PRESERVED_NAME {
-                if let Some(text) = root.read(&format!("{DROPIN_DIR}/{name}"))? {
-                    dropins.push((name, text));
-                }
+    for name in tree.list(DROPIN_DIR)? {
+        if name.ends_with(".conf") && !name.starts_with('.') && name != DROPIN_NAME && name != PRESERVED_NAME {
+            if let Some(text) = read_text(tree, &format!("{DROPIN_DIR}/{name}"))? {
+                dropins.push((name, text));
             }
         }
     }
@@ -308,7 +412,7 @@ fn assembled_conf(root: &Root, bundle: &Bundle, preserved: Option<String>) -> Re
         dropins.push((PRESERVED_NAME.into(), p));
     }
     let (assembled, _) = assemble(&dropins, bundle.nccl_version, HEADER).map_err(|r| WriteError::Invalid {
-        path: DROPIN_DIR.into(),
+        path: tree.show(DROPIN_DIR),
         message: r.to_string(),
     })?;
     Ok(assembled)
@@ -316,8 +420,8 @@ fn assembled_conf(root: &Root, bundle: &Bundle, preserved: Option<String>) -> Re
 
 /// The topology file: written when the bundle has one, removed when topo-tune wrote it and
 /// no rule asks for it any more.
-fn topology_change(root: &Root, bundle: &Bundle, manifest: &Manifest) -> Result<Option<FileChange>, WriteError> {
-    let before = root.read(TOPOLOGY)?;
+fn topology_change(tree: &Tree, bundle: &Bundle, manifest: &Manifest) -> Result<Option<FileChange>, WriteError> {
+    let before = read_text(tree, TOPOLOGY)?;
     Ok(match (&bundle.topology_xml, before) {
         (Some(xml), before) => Some(change(TOPOLOGY, before, xml.clone(), "NCCL_TOPO_FILE names it")),
         (None, Some(before)) if manifest.owned.contains_key(TOPOLOGY) => Some(FileChange {
@@ -331,90 +435,132 @@ fn topology_change(root: &Root, bundle: &Bundle, manifest: &Manifest) -> Result<
     })
 }
 
-/// Remove temp files a killed earlier run left behind (backups nest deeper).
-fn clear_stale_temps(root: &Root) {
-    for dir in [DROPIN_DIR, "/etc"] {
-        remove_stale_temps(&root.p(dir));
-    }
-    let mut stack = vec![root.p(STATE_DIR)];
-    while let Some(dir) = stack.pop() {
-        remove_stale_temps(&dir);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            stack.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.path()),
-            );
-        }
-    }
-}
-
-/// Apply changes: back up what is replaced, write atomically, record the run. Returns the
-/// changes with their actions (all `Unchanged`: nothing was touched, not even the manifest).
-pub fn apply(root_dir: &Path, changes: Vec<FileChange>, run_id: &str) -> Result<Vec<FileChange>, WriteError> {
-    let root = Root(root_dir);
+/// Apply changes: back up what is replaced, record the run as pending (the intent), replace
+/// the files, then mark the run done. A kill at any point leaves a state `recover` undoes.
+/// Returns the changes with their actions (all `Unchanged`: nothing was touched, not even
+/// the manifest).
+fn apply(
+    tree: &Tree,
+    manifest: &mut Manifest,
+    changes: Vec<FileChange>,
+    run_id: &str,
+) -> Result<Vec<FileChange>, WriteError> {
     if changes.iter().all(|c| c.action == Action::Unchanged) {
         return Ok(changes);
     }
-    let mut manifest = read_manifest(&root)?;
-    clear_stale_temps(&root);
+    for dir in [DROPIN_DIR, STATE_DIR] {
+        tree.remove_stale_temps(dir);
+    }
+    for name in tree.list("/etc")? {
+        if name.starts_with(".nccl.conf.topo-tune.") && name.ends_with(".tmp") {
+            tree.remove(&format!("/etc/{name}"))?;
+        }
+    }
     let mut run = Run {
         id: run_id.to_string(),
         files: Vec::new(),
+        pending: true,
     };
     for c in changes.iter().filter(|c| c.action != Action::Unchanged) {
         let backup = match &c.before {
             Some(before) => {
                 let rel = format!("{BACKUPS}/{run_id}{}", c.path);
-                root.write(&format!("{STATE_DIR}/{rel}"), before, 0o600)?;
+                tree.write(&format!("{STATE_DIR}/{rel}"), before.as_bytes(), 0o600)?;
                 Some(rel)
             }
             None => None,
         };
-        match &c.after {
-            Some(after) => {
-                root.write(&c.path, after, 0o644)?;
-                manifest.owned.insert(c.path.clone(), sha256_hex(after.as_bytes()));
-            }
-            None => {
-                root.remove(&c.path)?;
-                manifest.owned.remove(&c.path);
-            }
-        }
         run.files.push(RunFile {
             path: c.path.clone(),
             backup,
+            owned_before: manifest.owned.get(&c.path).cloned(),
         });
     }
     manifest.runs.push(run);
-    write_manifest(&root, &manifest)?;
+    write_manifest(tree, manifest)?;
+    for c in changes.iter().filter(|c| c.action != Action::Unchanged) {
+        match &c.after {
+            Some(after) => {
+                tree.write(&c.path, after.as_bytes(), 0o644)?;
+                manifest.owned.insert(c.path.clone(), sha256_hex(after.as_bytes()));
+                if c.path == NCCL_CONF {
+                    manifest.last_conf = Some(after.clone());
+                }
+            }
+            None => {
+                tree.remove(&c.path)?;
+                manifest.owned.remove(&c.path);
+            }
+        }
+    }
+    if let Some(run) = manifest.runs.last_mut() {
+        run.pending = false;
+    }
+    prune(tree, manifest);
+    write_manifest(tree, manifest)?;
     Ok(changes)
+}
+
+/// Keep the last [`MAX_RUNS`] runs; drop the backups of older ones.
+fn prune(tree: &Tree, manifest: &mut Manifest) {
+    while manifest.runs.len() > MAX_RUNS {
+        let old = manifest.runs.remove(0);
+        for f in old.files.iter().filter_map(|f| f.backup.as_ref()) {
+            let _ = tree.remove(&format!("{STATE_DIR}/{f}"));
+        }
+    }
+}
+
+/// A run recorded as pending was interrupted: undo it (restore its backups, remove what it
+/// created) so the tree is as that run found it. Idempotent: a kill during recovery is
+/// recovered by the next run. Returns the undone run.
+fn recover(tree: &Tree, manifest: &mut Manifest) -> Result<Option<(Run, Vec<FileChange>)>, WriteError> {
+    if !manifest.runs.last().is_some_and(|r| r.pending) {
+        return Ok(None);
+    }
+    let Some(run) = manifest.runs.pop() else {
+        return Ok(None);
+    };
+    let undone = undo_run(tree, manifest, &run)?;
+    write_manifest(tree, manifest)?;
+    Ok(Some((run, undone)))
+}
+
+fn undo_run(tree: &Tree, manifest: &mut Manifest, run: &Run) -> Result<Vec<FileChange>, WriteError> {
+    run.files.iter().rev().map(|f| undo(tree, manifest, f)).collect()
 }
 
 /// Undo the last recorded run: restore its backups, remove the files it created.
 pub fn rollback(root_dir: &Path) -> Result<WriteReport, WriteError> {
-    let root = Root(root_dir);
-    let mut manifest = read_manifest(&root)?;
+    let tree = Tree::open(root_dir)?;
+    let _lock = tree.lock(LOCK, LOCK_WAIT)?;
+    let mut manifest = read_manifest(&tree)?;
     let run = manifest
         .runs
         .pop()
-        .ok_or_else(|| WriteError::NothingToRollBack(MANIFEST.into()))?;
-    let mut out = Vec::new();
-    for f in run.files.iter().rev() {
-        out.push(undo(&root, &mut manifest, f)?);
+        .ok_or_else(|| WriteError::NothingToRollBack(tree.show(MANIFEST)))?;
+    let mut out = undo_run(&tree, &mut manifest, &run)?;
+    if run.pending {
+        for c in &mut out {
+            c.reason = format!("{} (run {} was interrupted)", c.reason, run.id);
+        }
     }
-    // The restored /etc/nccl.conf is not topo-tune's unless it was before.
-    write_manifest(&root, &manifest)?;
+    write_manifest(&tree, &manifest)?;
     Ok(WriteReport::of(&out, false, Some(run.id)))
 }
 
-/// Put one file back as the run found it.
-fn undo(root: &Root, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange, WriteError> {
-    let current = root.read(&f.path)?;
+/// Put one file back as the run found it, and its ownership as it was.
+fn undo(tree: &Tree, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange, WriteError> {
+    let current = read_text(tree, &f.path)?;
+    match &f.owned_before {
+        Some(h) => manifest.owned.insert(f.path.clone(), h.clone()),
+        None => manifest.owned.remove(&f.path),
+    };
     let Some(rel) = &f.backup else {
-        root.remove(&f.path)?;
-        manifest.owned.remove(&f.path);
+        tree.remove(&f.path)?;
+        if f.path == NCCL_CONF {
+            manifest.last_conf = None;
+        }
         return Ok(FileChange {
             path: f.path.clone(),
             action: Action::Remove,
@@ -424,26 +570,32 @@ fn undo(root: &Root, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange,
         });
     };
     let kernel = format!("{STATE_DIR}/{rel}");
-    let before = root.read(&kernel)?.ok_or_else(|| WriteError::Invalid {
-        path: kernel.clone(),
+    let before = read_text(tree, &kernel)?.ok_or_else(|| WriteError::Invalid {
+        path: tree.show(&kernel),
         message: "backup missing: cannot restore".into(),
     })?;
-    let changed = root.write(&f.path, &before, 0o644)?;
-    manifest.owned.insert(f.path.clone(), sha256_hex(before.as_bytes()));
+    let changed = tree.write(&f.path, before.as_bytes(), 0o644)?;
+    if f.path == NCCL_CONF {
+        // The file was topo-tune's before that run: what it restores is what topo-tune wrote.
+        manifest.last_conf = f.owned_before.as_ref().map(|_| before.clone());
+    }
     Ok(FileChange {
         path: f.path.clone(),
         action: if changed { Action::Update } else { Action::Unchanged },
-        reason: format!("restored from {kernel}"),
+        reason: format!("restored from {}", tree.show(&kernel)),
         before: current,
         after: Some(before),
     })
 }
 
-/// Unified diff of one change (`--diff`).
+/// Unified diff of one change (`--diff` only), given up after a few seconds (then a
+/// whole-file replacement is shown).
 pub fn diff(c: &FileChange) -> String {
     let before = c.before.as_deref().unwrap_or("");
     let after = c.after.as_deref().unwrap_or("");
-    similar::TextDiff::from_lines(before, after)
+    similar::TextDiff::configure()
+        .timeout(Duration::from_secs(5))
+        .diff_lines(before, after)
         .unified_diff()
         .header(&format!("a{}", c.path), &format!("b{}", c.path))
         .to_string()

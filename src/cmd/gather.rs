@@ -50,9 +50,11 @@ fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
             let start = Instant::now();
             let candidates: [PathBuf; 2] = [
                 dir.join(format!("{}.json", n.host)),
-                dir.join(&n.host).join("snapshot.json"),
+                crate::model::files::host_dir(dir, &n.host)
+                    .unwrap_or_else(|_| dir.join("-"))
+                    .join("snapshot.json"),
             ];
-            let result = match candidates.iter().find(|p| p.is_file()) {
+            let result = match candidates.iter().find(|p| p.exists()) {
                 None => Err(Failure::new(
                     FailureKind::ProbeFileMissing,
                     format!("no {} or {}", candidates[0].display(), candidates[1].display()),
@@ -72,15 +74,12 @@ fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
 }
 
 fn read_probe_file(path: &Path) -> Result<NodeSnapshot, Failure> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
-    if meta.len() > MAX_ANSWER_BYTES {
-        return Err(Failure::new(
-            FailureKind::AnswerTooLarge,
-            format!("{} is larger than {} MiB", path.display(), MAX_ANSWER_BYTES >> 20),
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::new(FailureKind::ProbeFileMissing, format!("{}: {e}", path.display())))?;
+    let text = crate::input::read_text(path, MAX_ANSWER_BYTES, "snapshot").map_err(|e| {
+        let kind = match e.kind() {
+            std::io::ErrorKind::InvalidData => FailureKind::AnswerTooLarge,
+            _ => FailureKind::ProbeFileMissing,
+        };
+        Failure::new(kind, format!("{}: {e}", path.display()))
+    })?;
     NodeSnapshot::from_json(&text).map_err(|e| Failure::new(FailureKind::BadAnswer, format!("{}: {e}", path.display())))
 }

@@ -6,12 +6,13 @@ use super::gather::{gather, Snapshots};
 use super::plan::{build_plan, read_plan};
 use super::reach::on_nodes;
 use super::{finish, Done};
-use crate::apply::atomic::write_if_changed;
-use crate::apply::writer::Bundle;
+use crate::apply::tree::Tree;
+use crate::apply::writer::{Bundle, WriteError};
 use crate::cli::{InitArgs, OutputFormat};
 use crate::config::{Inventory, NodeSpec};
 use crate::error::Error;
 use crate::exit;
+use crate::model::files::host_dir;
 use crate::model::plan::{NcclClass, Plan};
 use crate::nccl::guard::{self, Violation};
 use crate::node::{calls::Write, write_target, NodeJob};
@@ -20,7 +21,7 @@ use crate::report::envelope::{to_json, Envelope, NodeRow, NodeStatus, Summary};
 use crate::report::write::{self as write_report, WriteDetail, WritePayload};
 use crate::transport::{transport_name, Failure, FailureKind};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
@@ -188,6 +189,7 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
         .output_dir
         .clone()
         .ok_or_else(|| Error::Usage("init --collect-only needs --output-dir DIR (where the snapshots go)".into()))?;
+    let tree = Tree::open(&out_dir).map_err(WriteError::from)?;
     let started = Instant::now();
     let outcomes: Snapshots = gather(inv, &args.gather, output)?;
     let elapsed = started.elapsed();
@@ -202,9 +204,10 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
         };
         let row = match &o.result {
             Ok(snap) => {
-                let path = out_dir.join(&o.host).join("snapshot.json");
-                let changed = write_file(&path, &to_json(snap)?)?;
-                detail.snapshot = Some(path.display().to_string());
+                let dir = host_dir(&out_dir, &o.host).map_err(Error::Usage)?;
+                let rel = format!("{}/snapshot.json", o.host);
+                let changed = write_file(&tree, &rel, &to_json(snap)?)?;
+                detail.snapshot = Some(dir.join("snapshot.json").display().to_string());
                 NodeRow::ok(&o.host, changed, detail)
             }
             Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
@@ -222,7 +225,7 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
             })
             .collect(),
     };
-    let summary_changed = write_file(&out_dir.join("summary.json"), &to_json(&summary_file)?)?;
+    let summary_changed = write_file(&tree, "summary.json", &to_json(&summary_file)?)?;
     let summary = Summary::of(&rows);
     let msg = format!(
         "collected {} of {} nodes ({} failed, {} skipped) in {:.1} s into {}",
@@ -250,16 +253,15 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
     finish(output, envelope, collect_report::render_collect)
 }
 
-fn write_file(path: &Path, text: &str) -> Result<bool, Error> {
-    write_if_changed(path, text.as_bytes(), 0o644).map_err(|e| Error::Io {
-        what: format!("writing {}", path.display()),
-        source: e,
-    })
+fn write_file(tree: &Tree, path: &str, text: &str) -> Result<bool, Error> {
+    Ok(tree.write(path, text.as_bytes(), 0o644).map_err(WriteError::from)?)
 }
 
 fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
-    let snapshot_path =
-        |host: &str| -> Option<PathBuf> { args.output_dir.as_ref().map(|d| d.join(host).join("snapshot.json")) };
+    let snapshot_path = |host: &str| -> Option<PathBuf> {
+        let dir = args.output_dir.as_ref()?;
+        host_dir(dir, host).ok().map(|d| d.join("snapshot.json"))
+    };
     let rows: Vec<NodeRow<CollectDetail>> = inv
         .nodes
         .iter()

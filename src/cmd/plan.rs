@@ -3,7 +3,8 @@
 
 use super::gather::{gather, Snapshots};
 use super::{finish, Done};
-use crate::apply::atomic::write_if_changed;
+use crate::apply::tree::Tree;
+use crate::apply::writer::WriteError;
 use crate::cli::{OutputFormat, PlanArgs};
 use crate::config::Inventory;
 use crate::emit;
@@ -14,11 +15,7 @@ use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::Path;
-
-/// A plan file larger than this is refused (16,384 nodes plan to a few MB).
-const MAX_PLAN_BYTES: u64 = 256 << 20;
 
 /// The plan for every node that answered; nodes that did not are `excluded` with why.
 pub(crate) fn build_plan(inv: &Inventory, snapshots: &Snapshots, message_bytes: u64) -> Plan {
@@ -62,17 +59,13 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
         path: path.display().to_string(),
         message,
     };
-    let file = std::fs::File::open(path).map_err(|e| Error::Io {
-        what: format!("--plan {}", path.display()),
-        source: e,
+    let text = crate::input::read_text(path, crate::input::PLAN_LIMIT, "plan").map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::Io {
+            what: format!("--plan {}", path.display()),
+            source: e,
+        },
+        _ => bad(e.to_string()),
     })?;
-    let mut text = String::new();
-    file.take(MAX_PLAN_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
-    if text.len() as u64 > MAX_PLAN_BYTES {
-        return Err(bad(format!("larger than {} MiB: not a plan", MAX_PLAN_BYTES >> 20)));
-    }
     #[derive(serde::Deserialize)]
     struct VersionOnly {
         schema_version: u32,
@@ -146,12 +139,9 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
 }
 
 fn write_outputs(p: &mut Plan, dir: &Path) -> Result<bool, Error> {
+    let tree = Tree::open(dir).map_err(WriteError::from)?;
     let write = |name: &str, content: &str| -> Result<bool, Error> {
-        let path = dir.join(name);
-        write_if_changed(&path, content.as_bytes(), 0o644).map_err(|e| Error::Io {
-            what: format!("writing {}", path.display()),
-            source: e,
-        })
+        Ok(tree.write(name, content.as_bytes(), 0o644).map_err(WriteError::from)?)
     };
     let mut changed = false;
     for class in p.node_classes.iter_mut() {

@@ -178,9 +178,11 @@ impl ConfigError {
 
 impl Inventory {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-            path: path.display().to_string(),
-            source: e,
+        let text = crate::input::read_text(path, crate::input::CONFIG_LIMIT, "cluster.yaml").map_err(|e| {
+            ConfigError::Read {
+                path: path.display().to_string(),
+                source: e,
+            }
         })?;
         Self::parse(path, &text)
     }

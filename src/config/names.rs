@@ -1,8 +1,10 @@
 //! What a hostname, user, label or path may contain. Everything that reaches an `ssh` command
 //! line is checked here first, so no value can smuggle shell syntax or an ssh option.
 
-/// A hostname, ssh alias, IPv4 or bracket-less IPv6 literal: letters, digits, `.`, `-`, `_`,
-/// `:`; must not start with `-` (it would read as an ssh option).
+/// A hostname or ssh alias (dot-separated labels of letters, digits, `-`, `_`, each 1 to 63
+/// characters, none starting with `-`), an IPv4 address, or a bracket-less IPv6 literal. So
+/// no host can be read as an ssh option, carry shell syntax, or name a directory (`.`, `..`)
+/// when it becomes a path under `--output-dir`.
 pub fn check_host(host: &str) -> Result<(), String> {
     if host.is_empty() || host.len() > 253 {
         return Err("a host must be 1 to 253 characters".into());
@@ -18,6 +20,26 @@ pub fn check_host(host: &str) -> Result<(), String> {
             "`{}` is not allowed in a host name (letters, digits, `.`, `-`, `_`, `:` only)",
             c.escape_default()
         ));
+    }
+    if host.contains(':') {
+        // An IPv6 literal: hex digits, `:` and (IPv4-mapped) `.` only.
+        return if host.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+            Ok(())
+        } else {
+            Err("a host with `:` must be an IPv6 address (hex digits, `:`, `.`)".into())
+        };
+    }
+    for label in host.split('.') {
+        if label.is_empty() {
+            return Err(
+                "a host name is dot-separated labels: none may be empty (`.`, `..`, `a..b`, a trailing `.`)".into(),
+            );
+        }
+        if label.len() > 63 || label.starts_with('-') {
+            return Err(format!(
+                "`{label}`: a host name label is 1 to 63 characters and does not start with `-`"
+            ));
+        }
     }
     Ok(())
 }
@@ -68,6 +90,13 @@ mod tests {
             "x'y",
             "a\"b",
             "a>b",
+            ".",
+            "..",
+            "a..b",
+            "node.",
+            "../etc",
+            "a/b",
+            "fe80::1;x",
         ] {
             assert!(check_host(bad).is_err(), "{bad:?}");
         }

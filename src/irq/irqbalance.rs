@@ -6,6 +6,8 @@ use crate::probe::fsroot::FsRoot;
 
 use crate::model::files::IRQBALANCE_CONFIGS as CONFIG_FILES;
 pub const BAN: &str = "--banmod=mlx5";
+/// The most an irqbalance config may hold (a few lines in practice).
+pub const CONFIG_LIMIT: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Status {

@@ -98,6 +98,8 @@ pub enum IrqError {
     Probe(#[from] crate::probe::ProbeError),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+    #[error(transparent)]
+    Write(#[from] crate::apply::tree::TreeError),
 }
 
 /// Does the NIC own mlx5 interrupts?
@@ -212,9 +214,8 @@ pub fn plan(
 
 /// Is the IRQ's affinity file read-only (kernel-managed, 6.12+)?
 pub fn is_managed(fs: &FsRoot, irq: u32) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(fs.path(&format!("/proc/irq/{irq}/smp_affinity_list")))
-        .is_ok_and(|m| m.permissions().mode() & 0o222 == 0)
+    fs.mode(&format!("/proc/irq/{irq}/smp_affinity_list"))
+        .is_some_and(|m| m & 0o222 == 0)
 }
 
 /// Errors that mean "the kernel will not let anyone move this IRQ" (EIO before 6.12, EPERM
@@ -227,16 +228,16 @@ pub fn is_unsupported_error(e: &std::io::Error) -> bool {
 pub fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
     for pin in plan.pins.iter_mut().filter(|p| p.action == PinAction::Set) {
         let Some(target) = &pin.target else { continue };
-        let path = fs.path(&format!("/proc/irq/{}/smp_affinity_list", pin.irq));
-        // List syntax, not hex masks: no width or EOVERFLOW pitfalls (research/irq.md §2.2).
-        match std::fs::write(&path, format!("{target}\n")) {
+        let path = format!("/proc/irq/{}/smp_affinity_list", pin.irq);
+        // List syntax, not hex masks: no width or EOVERFLOW pitfalls (docs/irq.md).
+        match fs.write_existing(&path, &format!("{target}\n")) {
             Err(e) if is_unsupported_error(&e) => {
                 pin.action = PinAction::Unsupported;
                 pin.reason = format!("the kernel refused the move ({e}): managed or not balanceable");
             }
             Err(e) => {
                 pin.action = PinAction::Failed;
-                pin.reason = format!("writing {}: {e}", path.display());
+                pin.reason = format!("writing {}: {e}", fs.path(&path).display());
             }
             Ok(()) => {
                 let back = fs

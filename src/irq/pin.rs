@@ -4,7 +4,7 @@
 use super::irqbalance;
 use super::system::System;
 use super::{apply, is_managed, plan, read_cpu_topology, IrqError, IrqPlan, PinAction, PinState};
-use crate::apply::atomic::write_if_changed;
+use crate::apply::tree::Tree;
 use crate::model::files::{IRQ_STATE, IRQ_UDEV_RULE, IRQ_UNIT, IRQ_UNIT_NAME};
 use crate::model::{CpuList, NodeSnapshot};
 use crate::probe::fsroot::FsRoot;
@@ -82,7 +82,7 @@ fn remember(fs: &FsRoot, plan: &IrqPlan, include_control: bool) -> Result<(), Ir
         what: format!("serialising {IRQ_STATE}"),
         source: e.into(),
     })? + "\n";
-    write_if_changed(&fs.path(IRQ_STATE), state.as_bytes(), 0o644).map_err(io(IRQ_STATE))?;
+    Tree::open(fs.root())?.write(IRQ_STATE, state.as_bytes(), 0o644)?;
     Ok(())
 }
 
@@ -106,13 +106,15 @@ fn keep_irqbalance_off(
         ));
         return Ok(false);
     }
-    let before = fs.read(&ib.config).unwrap_or_default();
+    let tree = Tree::open(fs.root())?;
+    let before = tree
+        .read_text(&ib.config, irqbalance::CONFIG_LIMIT)?
+        .unwrap_or_default();
     if !before.is_empty() {
         let backup = format!("{}.topo-tune.bak", ib.config);
-        write_if_changed(&fs.path(&backup), before.as_bytes(), 0o644).map_err(io(&ib.config))?;
+        tree.write(&backup, before.as_bytes(), 0o644)?;
     }
-    let changed = write_if_changed(&fs.path(&ib.config), irqbalance::with_ban(&before).as_bytes(), 0o644)
-        .map_err(io(&ib.config))?;
+    let changed = tree.write(&ib.config, irqbalance::with_ban(&before).as_bytes(), 0o644)?;
     let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
         Some(true) => "restart done".to_string(),
         Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`".to_string(),
@@ -141,8 +143,9 @@ fn install(fs: &FsRoot, req: &PinRequest, sys: &dyn System, notes: &mut Vec<Stri
         .replace("{{ARGS}}", &args);
     let rule = include_str!("../../templates/99-topo-tune-irq-pin.rules");
     let mut changed = false;
+    let tree = Tree::open(fs.root())?;
     for (path, text) in [(IRQ_UNIT, unit.as_str()), (IRQ_UDEV_RULE, rule)] {
-        changed |= write_if_changed(&fs.path(path), text.as_bytes(), 0o644).map_err(io(path))?;
+        changed |= tree.write(path, text.as_bytes(), 0o644)?;
     }
     let enabled = sys.systemctl(&["daemon-reload"]).and_then(|ok| {
         if ok {

@@ -26,3 +26,12 @@ pub const IRQBALANCE_CONFIGS: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysc
 pub const IRQ_UNIT: &str = "/etc/systemd/system/topo-tune-irq-pin.service";
 pub const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
 pub const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";
+
+/// `base/host`, the one way a per-host path is made: the host must be a single path
+/// component (no `/`, not `.` or `..`, not empty), so the result stays under `base`.
+pub fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, String> {
+    if host.is_empty() || host == "." || host == ".." || host.contains('/') || host.contains('\0') {
+        return Err(format!("{host:?} cannot name a directory under {}", base.display()));
+    }
+    Ok(base.join(host))
+}

@@ -2,6 +2,7 @@
 //! typed errors to a failure kind the controller reports as `nodes[].error`.
 
 use super::Call;
+use crate::apply::tree::TreeError;
 use crate::apply::writer::{self, Bundle, WriteError, WriteReport};
 use crate::config::NodeSpec;
 use crate::irq::doctor::{self, Check, DoctorRequest};
@@ -55,8 +56,9 @@ pub struct Write {
 
 fn write_failure(e: WriteError) -> Failure {
     let kind = match &e {
-        WriteError::Io { .. } => FailureKind::WriteFailed,
-        WriteError::Invalid { .. } => FailureKind::InvalidInput,
+        WriteError::Tree(TreeError::Io { .. }) => FailureKind::WriteFailed,
+        WriteError::Tree(TreeError::Locked { .. }) => FailureKind::Locked,
+        WriteError::Tree(_) | WriteError::Invalid { .. } => FailureKind::InvalidInput,
         WriteError::NothingToRollBack(_) => FailureKind::NothingToRollBack,
     };
     Failure::new(kind, e.to_string())
@@ -117,7 +119,7 @@ pub fn irq_failure(e: &IrqError) -> Failure {
     let kind = match e {
         IrqError::NotRoot => FailureKind::NotRoot,
         IrqError::Probe(_) => FailureKind::ProbeFailed,
-        IrqError::NoLocalCpus { .. } | IrqError::Io { .. } => FailureKind::IrqFailed,
+        IrqError::NoLocalCpus { .. } | IrqError::Io { .. } | IrqError::Write(_) => FailureKind::IrqFailed,
     };
     Failure::new(kind, e.to_string())
 }

@@ -224,6 +224,7 @@ async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer
             blocking(move || job.call.on_paper(&job.node)).await
         }
         Target::Ssh => over_ssh(&job.node, &job.call, shared).await,
+        Target::Refused(why) => Attempt::once(Err(Failure::new(FailureKind::InvalidInput, why))),
     }
 }
 
@@ -277,10 +278,13 @@ fn parse_report<T: DeserializeOwned>(out: &[u8]) -> Result<T, Failure> {
 pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Target {
     use crate::config::TransportKind;
     match (output_dir, node.transport) {
-        (Some(d), _) => Target::Here(NodeEnv {
-            write_root: d.join(&node.host),
-            ..NodeEnv::live()
-        }),
+        (Some(d), _) => match crate::model::files::host_dir(d, &node.host) {
+            Ok(write_root) => Target::Here(NodeEnv {
+                write_root,
+                ..NodeEnv::live()
+            }),
+            Err(why) => Target::Refused(why),
+        },
         (None, TransportKind::Local) => Target::Here(NodeEnv::live()),
         (None, TransportKind::Ssh) => Target::Ssh,
         (None, TransportKind::Simulated) => Target::Paper,

@@ -97,10 +97,10 @@ pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) 
 }
 
 fn read_input(path: &Path) -> Result<String, ProbeError> {
-    if !path.is_file() {
+    if !path.exists() {
         return Err(ProbeError::InputMissing(path.display().to_string()));
     }
-    std::fs::read_to_string(path).map_err(|e| {
+    crate::input::read_text(path, crate::input::TOPOLOGY_LIMIT, "topology file").map_err(|e| {
         ProbeError::Hwloc(hwloc::HwlocError::BadXml {
             path: path.display().to_string(),
             reason: e.to_string(),

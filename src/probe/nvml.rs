@@ -89,7 +89,8 @@ impl GpuDriver for NvmlFixture {
             path: self.path.display().to_string(),
             reason,
         };
-        let text = std::fs::read_to_string(&self.path).map_err(|e| bad(e.to_string()))?;
+        let text = crate::input::read_text(&self.path, crate::input::FIXTURE_LIMIT, "NVML fixture")
+            .map_err(|e| bad(e.to_string()))?;
         serde_json::from_str(&text).map_err(|e| bad(e.to_string()))
     }
 }

@@ -59,6 +59,8 @@ pub enum FailureKind {
     InvalidInput,
     /// No earlier run to roll back.
     NothingToRollBack,
+    /// Another topo-tune run holds the node's lock (its holder is named).
+    Locked,
     /// Moving interrupts failed or is impossible with the reserved CPUs.
     IrqFailed,
     /// The node-side command needs root.
@@ -116,6 +118,8 @@ pub enum Target {
     Ssh,
     /// A simulated node: only its snapshot exists.
     Paper,
+    /// Nowhere: the node's files could not be placed (the reason).
+    Refused(String),
 }
 
 /// What a node-side command reads and writes: its files' root and the machine it describes.

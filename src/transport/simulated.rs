@@ -19,7 +19,12 @@ pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, Failure
     let (text, origin) = match profile_xml(source) {
         Some(text) => (text.to_string(), format!("profile:{source}")),
         None => (
-            std::fs::read_to_string(source).map_err(|e| failed(format!("simulate: {source}: {e}")))?,
+            crate::input::read_text(
+                std::path::Path::new(source),
+                crate::input::TOPOLOGY_LIMIT,
+                "topology file",
+            )
+            .map_err(|e| failed(format!("simulate: {source}: {e}")))?,
             source.to_string(),
         ),
     };
