@@ -31,6 +31,9 @@ pub enum Error {
     /// The fan-out could not start at all (no runtime, binary unreadable, no control dir).
     #[error("{0}")]
     Reach(Failure),
+    /// SIGINT or SIGTERM during a run on the nodes: it was stopped cleanly.
+    #[error("interrupted by signal {signal}: node work cancelled, ssh masters closed, nothing left behind")]
+    Interrupted { signal: i32 },
     #[error("writing output: {0}")]
     Output(#[from] std::io::Error),
     #[error("{what}: {source}")]
@@ -50,6 +53,14 @@ impl Error {
             Error::Config(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 exit::NO_INPUT
             }
+            Error::Config(ConfigError::Read { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+                ) =>
+            {
+                exit::DATA_ERROR
+            }
             Error::Config(ConfigError::Read { .. }) => exit::IO_ERROR,
             Error::Config(_) | Error::PlanFile { .. } => exit::DATA_ERROR,
             Error::Usage(_) => exit::USAGE,
@@ -60,9 +71,11 @@ impl Error {
             Error::Irq(IrqError::Probe(p)) => probe_code(p),
             Error::Irq(IrqError::Io { .. }) | Error::Irq(IrqError::Write(TreeError::Io { .. })) => exit::IO_ERROR,
             Error::Irq(IrqError::Write(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
-            Error::Irq(IrqError::Write(_)) => exit::DATA_ERROR,
+            Error::Irq(IrqError::Write(_)) | Error::Irq(IrqError::BadCpus { .. }) => exit::DATA_ERROR,
+            Error::Irq(IrqError::Unsafe { .. }) => exit::FAILURE,
             Error::Irq(IrqError::NoLocalCpus { .. }) => exit::DATA_ERROR,
             Error::Reach(_) => exit::UNAVAILABLE,
+            Error::Interrupted { signal } => 128 + signal,
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,
             Error::Serve(_) => exit::USAGE,
         }
@@ -80,6 +93,7 @@ impl Error {
             Error::Irq(_) => "irq",
             Error::PlanFile { .. } => "plan_file",
             Error::Reach(_) => "reach",
+            Error::Interrupted { .. } => "interrupted",
             Error::Output(_) | Error::Io { .. } => "io",
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => "internal",
             Error::Serve(_) => "usage",

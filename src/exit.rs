@@ -25,6 +25,10 @@ pub const UNAVAILABLE: i32 = 69;
 pub const IO_ERROR: i32 = 74;
 /// Another topo-tune run holds the lock on the files this one would write: try again.
 pub const TEMP_FAILURE: i32 = 75;
+/// SIGINT (Ctrl-C) stopped a run on the nodes: 128 + 2, as shells report it.
+pub const INTERRUPTED: i32 = 130;
+/// SIGTERM stopped a run on the nodes: 128 + 15.
+pub const TERMINATED: i32 = 143;
 /// The command needs privileges it does not have (e.g. moving interrupts as non-root).
 pub const NO_PERMISSION: i32 = 77;
 
@@ -43,4 +47,6 @@ pub const ALL: &[(i32, &str)] = &[
     (IO_ERROR, "operating-system I/O error"),
     (TEMP_FAILURE, "another run holds the lock: try again"),
     (NO_PERMISSION, "needs root"),
+    (INTERRUPTED, "stopped by SIGINT, cleanly"),
+    (TERMINATED, "stopped by SIGTERM, cleanly"),
 ];

@@ -37,6 +37,10 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    // hwloc's own minimal XML importer, never libxml2 (which crashed on crafted DTDs); set
+    // while the process is still one thread.
+    std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
+    transport::simulated::isolate_hwloc_imports();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e, cli::wants_json(&args)),
@@ -75,7 +79,7 @@ fn command_name(c: &Command) -> &'static str {
     }
 }
 
-/// Print to stdout; a closed pipe (`| head`) is not an error.
+/// Print to stdout; a closed pipe (`| head`) is not an error, a failed write is (74).
 fn write_stdout(text: &str) -> i32 {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -112,9 +116,9 @@ fn error_envelope(
 
 fn report_error(err: &error::Error, output: OutputFormat, command: &'static str) -> i32 {
     let code = err.exit_code();
-    eprintln!("error: {err}");
+    eprintln!("error: {}", report::visible(&err.to_string()));
     if let Some(hint) = err.hint() {
-        eprintln!("  (hint: {hint})");
+        eprintln!("  (hint: {})", report::visible(&hint));
     }
     if output == OutputFormat::Json {
         // Programs get the same facts on stdout, in the envelope every command uses.

@@ -15,6 +15,7 @@ mod nccl_shapes;
 mod plan;
 mod probe_fsroot;
 mod probe_hwloc_xml;
+mod root_safe;
 mod schema;
 mod simulate;
 mod ssh_collect;

@@ -95,6 +95,39 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
+    /// A node's report names only files topo-tune manages, a run id it makes, and text
+    /// without control characters (the diff aside: shown escaped).
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(id) = self.run_id.as_deref().filter(|id| !run_id_ok(id)) {
+            return Err(format!(
+                "run_id {:?} is not one topo-tune makes",
+                id.escape_default().to_string()
+            ));
+        }
+        if self.files.len() > MANAGED.len() * 2 {
+            return Err(format!(
+                "{} files reported; topo-tune manages {}",
+                self.files.len(),
+                MANAGED.len()
+            ));
+        }
+        for f in &self.files {
+            if !MANAGED.contains(&f.path.as_str()) {
+                return Err(format!(
+                    "files[].path {:?} is not a file topo-tune manages",
+                    f.path.escape_default().to_string()
+                ));
+            }
+            if f.reason.len() > 4096 || f.reason.chars().any(char::is_control) {
+                return Err(format!("files[].reason of {} is not plain text", f.path));
+            }
+            if f.diff.as_ref().is_some_and(|d| d.len() > 16 << 20) {
+                return Err(format!("files[].diff of {} is larger than 16 MiB", f.path));
+            }
+        }
+        Ok(())
+    }
+
     pub fn changed(&self) -> bool {
         self.files.iter().any(|f| f.action != Action::Unchanged)
     }

@@ -8,7 +8,7 @@ use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
 use crate::irq::pin::{PinReport, PinRequest};
-use crate::irq::system::{LiveSystem, System, TreeSystem};
+use crate::irq::system::System;
 use crate::model::CpuList;
 use crate::node::calls::IrqPin;
 use crate::report::envelope::{Envelope, NodeRow, Summary};
@@ -69,11 +69,7 @@ fn here(args: &IrqPinArgs) -> Result<NodeRow<Option<PinDetail>>, Error> {
         fsroot: args.fsroot.clone(),
         ..NodeEnv::live()
     };
-    let sys: &dyn System = if args.fsroot.is_some() {
-        &TreeSystem
-    } else {
-        &LiveSystem
-    };
+    let sys: &dyn System = crate::irq::system::for_root(args.fsroot.as_deref());
     let call = IrqPin(request(args, args.reserve_cpus.clone().unwrap_or_default()));
     let report = call.run(&env, sys)?;
     Ok(NodeRow::ok(

@@ -39,7 +39,7 @@ pub(crate) fn finish<P: Serialize, N: Serialize>(
     let exit_code = envelope.exit_code;
     let text = match output {
         OutputFormat::Json => to_json(&envelope)?,
-        OutputFormat::Human => human(&envelope),
+        OutputFormat::Human => crate::report::visible(&human(&envelope)).into_owned(),
     };
     Ok(Done { text, exit_code })
 }

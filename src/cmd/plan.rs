@@ -94,7 +94,27 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
             inv.path.display()
         )));
     }
+    check_plan_files(&plan).map_err(bad)?;
     Ok(plan)
+}
+
+/// What a plan would write besides its settings (checked by the writer): a topology file must
+/// be an NCCL topology topo-tune can read back, and each GPU port a device name.
+fn check_plan_files(plan: &Plan) -> Result<(), String> {
+    for c in &plan.nccl.classes {
+        if let Some(xml) = &c.topology_xml {
+            let origin = format!("nccl.classes[{}].topology_xml", c.name);
+            if crate::probe::nccl_topo::kind_of(xml) != crate::probe::nccl_topo::XmlKind::NcclTopology {
+                return Err(format!("{origin} is not an NCCL topology (<system>)"));
+            }
+            crate::probe::snapshot_from_xml_text(xml, &origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
+        }
+        for p in &c.gpu_ports {
+            crate::model::snapshot_check::device_name(&format!("nccl.classes[{}].gpu_ports", c.name), &p.device, 63)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {

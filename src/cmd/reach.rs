@@ -53,7 +53,10 @@ pub(crate) fn on_nodes<C: Call>(
 ) -> Result<Vec<NodeOutcome<C::Answer>>, Error> {
     let bar = progress_bar(jobs.len(), output);
     let reach = resolve(args, inv, &bar);
-    let outcomes = node::run(inv, &reach, jobs).map_err(Error::Reach)?;
+    let outcomes = node::run(inv, &reach, jobs).map_err(|e| match e {
+        node::RunError::Failed(f) => Error::Reach(f),
+        node::RunError::Interrupted(signal) => Error::Interrupted { signal },
+    })?;
     bar.finish_and_clear();
     Ok(outcomes)
 }

@@ -12,21 +12,27 @@ use std::path::{Path, PathBuf};
 
 type Labels = HashMap<Spanned<String>, Spanned<String>>;
 
+/// A key that is present must hold a value: `port: null` (or `port:`) is refused, not read as
+/// "unset". An absent key is `None` (via `#[serde(default)]`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     #[serde(default)]
     ssh: RawSsh,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     fabric: Option<RawFabric>,
     /// NCCL variables to force on every node (validated against NCCL's table by `init`).
     #[serde(default)]
     nccl: BTreeMap<String, String>,
     /// CPUs the training processes own: IRQs are kept off them (kernel list syntax).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     reserved_cpus: Option<Spanned<String>>,
     /// NCCL version on the nodes (what the files are validated for), e.g. "2.28.9".
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     nccl_version: Option<Spanned<String>>,
     /// NICs or ports that carry no GPU traffic on every node (storage, front-end).
     #[serde(default)]
@@ -37,17 +43,27 @@ struct RawConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSsh {
+    #[serde(default, deserialize_with = "present")]
     config_file: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "present")]
     known_hosts: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "present")]
     identity_file: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "present")]
     user: Option<Spanned<String>>,
-    port: Option<u16>,
+    #[serde(default, deserialize_with = "present")]
+    port: Option<Spanned<u16>>,
+    #[serde(default, deserialize_with = "present")]
     forks: Option<usize>,
+    #[serde(default, deserialize_with = "present")]
     connect_timeout: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
     command_timeout: Option<u64>,
     #[serde(default)]
     sudo: bool,
+    #[serde(default, deserialize_with = "present")]
     remote_dir: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "present")]
     control_persist: Option<u64>,
 }
 
@@ -59,19 +75,23 @@ struct RawFabric {
     #[serde(default)]
     leaves: HashMap<Spanned<String>, RawLeaf>,
     /// Rails per node (rail-optimised fabrics: NIC i of every node on switch plane i).
+    #[serde(default, deserialize_with = "present")]
     rails: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRack {
+    #[serde(default, deserialize_with = "present")]
     leaf: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLeaf {
+    #[serde(default, deserialize_with = "present")]
     spine: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     uplink_gbps: Option<f64>,
 }
 
@@ -79,17 +99,21 @@ struct RawLeaf {
 #[serde(deny_unknown_fields)]
 struct RawNode {
     host: Spanned<String>,
-    port: Option<u16>,
+    #[serde(default, deserialize_with = "present")]
+    port: Option<Spanned<u16>>,
+    #[serde(default, deserialize_with = "present")]
     user: Option<Spanned<String>>,
     #[serde(default)]
     labels: Labels,
+    #[serde(default, deserialize_with = "present")]
     simulate: Option<Spanned<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     transport: Option<TransportKind>,
     /// What the node's NVLink is where it cannot say: auto, none or nvswitch.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     nvlink: Option<NvlinkHint>,
     /// The GPU part (docs/cluster-yaml.md), where the snapshot has no PCI id.
+    #[serde(default, deserialize_with = "present")]
     gpu: Option<Spanned<String>>,
     /// NICs or ports of this node that carry no GPU traffic (added to the top-level list).
     #[serde(default)]
@@ -140,6 +164,9 @@ pub const DEFAULT_FORKS: usize = 64;
 pub const MAX_FORKS: usize = 1024;
 pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
+/// Bounds of the timeouts (also those of `--connect-timeout` and `--command-timeout`).
+pub const MAX_CONNECT_TIMEOUT_S: u64 = 600;
+pub const MAX_COMMAND_TIMEOUT_S: u64 = 86_400;
 pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
 pub const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
 
@@ -229,7 +256,71 @@ impl Inventory {
     }
 }
 
+/// What YAML allows but cluster.yaml does not: tags (`!!str`, `!custom`: a value is what it
+/// says, never re-typed) and carriage returns inside a line (CR-only line ends read as one
+/// line). Reported at `file:line:col`.
+fn check_text(path: &Path, text: &str) -> Result<(), ConfigError> {
+    let at = |line: usize, col: usize, message: &str| ConfigError::Invalid {
+        at: format!("{}:{line}:{col}", path.display()),
+        message: message.to_string(),
+    };
+    for (i, line) in text.split('\n').enumerate() {
+        let body = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(col) = body.find('\r') {
+            return Err(at(
+                i + 1,
+                col + 1,
+                "a carriage return inside a line (CR-only line ends?): save the file with LF line ends",
+            ));
+        }
+        if let Some(col) = yaml_tag_at(body) {
+            return Err(at(
+                i + 1,
+                col + 1,
+                "YAML tags (`!!str`, `!name`) are not part of cluster.yaml: write the plain value (quote it to make it a string)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The byte offset of a YAML tag in one line, outside quotes and comments.
+fn yaml_tag_at(line: &str) -> Option<usize> {
+    let chars: Vec<(usize, char)> = line.char_indices().collect();
+    let mut quote: Option<char> = None;
+    let mut prev: Option<char> = None;
+    let mut k = 0;
+    while k < chars.len() {
+        let (i, c) = chars[k];
+        match quote {
+            Some('"') if c == '\\' => k += 1,
+            Some(q) if c == q => {
+                quote = None;
+                prev = Some(q);
+            }
+            Some(_) => {}
+            None => {
+                let starts_value = matches!(prev, None | Some(':' | '-' | '[' | '{' | ',' | '?'));
+                if c == '#' && (k == 0 || chars[k - 1].1.is_whitespace()) {
+                    return None;
+                }
+                if (c == '"' || c == '\'') && starts_value {
+                    quote = Some(c);
+                } else if c == '!' && starts_value && chars.get(k + 1).is_some_and(|(_, n)| !n.is_whitespace()) {
+                    return Some(i);
+                }
+                if !c.is_whitespace() && quote.is_none() {
+                    prev = Some(c);
+                }
+            }
+        }
+        k += 1;
+    }
+    None
+}
+
 fn parse_yaml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+    check_text(path, text)?;
     serde_saphyr::from_str(text).map_err(|e| {
         let loc = e
             .location()
@@ -286,14 +377,49 @@ impl Loader<'_> {
         Ok(u.value.clone())
     }
 
-    fn ssh(&self, raw: &RawSsh) -> Result<SshSettings, ConfigError> {
-        let forks = raw.forks.unwrap_or(DEFAULT_FORKS);
-        if !(1..=MAX_FORKS).contains(&forks) {
-            return Err(ConfigError::Invalid {
-                at: self.path.display().to_string(),
-                message: format!("ssh.forks must be 1 to {MAX_FORKS} (got {forks})"),
-            });
+    fn port(&self, p: &Spanned<u16>) -> Result<u16, ConfigError> {
+        if p.value == 0 {
+            return Err(self.at(&p.referenced, "port 0 is not a port (1 to 65535)"));
         }
+        Ok(p.value)
+    }
+
+    /// A number from the file within its documented range.
+    fn within(&self, key: &str, value: u64, range: std::ops::RangeInclusive<u64>) -> Result<u64, ConfigError> {
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(ConfigError::Invalid {
+                at: self.path.display().to_string(),
+                message: format!("{key} must be {} to {} (got {value})", range.start(), range.end()),
+            })
+        }
+    }
+
+    fn ssh(&self, raw: &RawSsh) -> Result<SshSettings, ConfigError> {
+        let forks = self.within(
+            "ssh.forks",
+            raw.forks.unwrap_or(DEFAULT_FORKS) as u64,
+            1..=MAX_FORKS as u64,
+        )? as usize;
+        if let Some(p) = &raw.port {
+            self.port(p)?;
+        }
+        let connect = self.within(
+            "ssh.connect_timeout",
+            raw.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_S),
+            1..=MAX_CONNECT_TIMEOUT_S,
+        )?;
+        let command = self.within(
+            "ssh.command_timeout",
+            raw.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_S),
+            1..=MAX_COMMAND_TIMEOUT_S,
+        )?;
+        let persist = self.within(
+            "ssh.control_persist",
+            raw.control_persist.unwrap_or(DEFAULT_CONTROL_PERSIST_S),
+            1..=3600,
+        )?;
         let remote_dir = match &raw.remote_dir {
             Some(d) => {
                 check_remote_dir(&d.value).map_err(|m| self.at(&d.referenced, m))?;
@@ -306,11 +432,11 @@ impl Loader<'_> {
             known_hosts: raw.known_hosts.as_ref().map(|p| self.resolve(p)),
             identity_file: raw.identity_file.as_ref().map(|p| self.resolve(p)),
             forks,
-            connect_timeout_s: raw.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT_S).max(1),
-            command_timeout_s: raw.command_timeout.unwrap_or(DEFAULT_COMMAND_TIMEOUT_S).max(1),
+            connect_timeout_s: connect,
+            command_timeout_s: command,
             sudo: raw.sudo,
             remote_dir,
-            control_persist_s: raw.control_persist.unwrap_or(DEFAULT_CONTROL_PERSIST_S).max(1),
+            control_persist_s: persist,
         })
     }
 
@@ -345,6 +471,21 @@ impl Loader<'_> {
                 }
             }
             racks.insert(name.value.clone(), rack.leaf.as_ref().map(|l| l.value.clone()));
+        }
+        if let Some(r) = f.rails {
+            self.within("fabric.rails", u64::from(r), 1..=64)?;
+        }
+        if let Some((name, leaf)) = leaves
+            .iter()
+            .find(|(_, l)| l.uplink_gbps.is_some_and(|g| !(g.is_finite() && g > 0.0 && g <= 1e7)))
+        {
+            return Err(ConfigError::Invalid {
+                at: self.path.display().to_string(),
+                message: format!(
+                    "fabric.leaves.{name}.uplink_gbps must be a positive number of Gb/s (got {:?})",
+                    leaf.uplink_gbps
+                ),
+            });
         }
         Ok(Fabric {
             racks,
@@ -496,6 +637,9 @@ impl Loader<'_> {
             Some(u) => Some(self.user(u)?),
             None => shared.ssh_user.map(str::to_string),
         };
+        if let Some(p) = &n.port {
+            self.port(p)?;
+        }
         let labels = self.labels(&n.labels, shared.fabric)?;
         let hints = self.hints(n, shared)?;
         let transport = self.transport(n)?;
@@ -507,6 +651,15 @@ impl Loader<'_> {
             }
         });
         let declared_at = self.where_(&n.host.referenced);
+        if out.len() + hosts.len() > hostlist::MAX_HOSTS {
+            return Err(self.at(
+                &n.host.referenced,
+                format!(
+                    "more than {} nodes in all (ranges included): refused",
+                    hostlist::MAX_HOSTS
+                ),
+            ));
+        }
         for host in hosts {
             names::check_host(&host).map_err(|m| self.at(&n.host.referenced, m))?;
             if let Some(first) = seen.get(&host) {
@@ -518,7 +671,7 @@ impl Loader<'_> {
             seen.insert(host.clone(), declared_at.clone());
             out.push(NodeSpec {
                 host,
-                port: n.port.or(shared.ssh.port),
+                port: n.port.as_ref().or(shared.ssh.port.as_ref()).map(|p| p.value),
                 user: user.clone(),
                 labels: labels.clone(),
                 transport,

@@ -14,7 +14,7 @@ pub const CHANNELS: usize = 2;
 
 /// The ring of `class` in every channel; `typeintra` is the class's worst-hop path type.
 pub fn ring_graph(class: &NodeClass) -> String {
-    let type_intra = &class.type_intra;
+    let type_intra = super::xml_attr(&class.type_intra);
     let per_channel = class.ring.bottleneck_gbps / CHANNELS as f64;
     let speed = format!("{:.1}", per_channel);
     let mut out = String::from("<graphs version=\"1\">\n");

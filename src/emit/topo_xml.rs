@@ -69,13 +69,18 @@ pub fn topology_xml(snap: &NodeSnapshot) -> String {
             let _ = write!(out, " affinity=\"{}\"", affinity_mask(&cpus));
         }
         if let Some(arch) = &snap.machine.architecture {
-            let _ = write!(out, " arch=\"{arch}\"");
+            let _ = write!(out, " arch=\"{}\"", super::xml_attr(arch));
         }
         out.push_str(">\n");
         let mut devs = devs;
         devs.sort_by_key(|p| p.bdf);
         for p in devs {
-            let _ = write!(out, "    <pci busid=\"{}\" class=\"{}\"", p.bdf, p.class);
+            let _ = write!(
+                out,
+                "    <pci busid=\"{}\" class=\"{}\"",
+                p.bdf,
+                super::xml_attr(&p.class)
+            );
             if let Some(s) = speed_text(p.pcie.current_gen) {
                 let _ = write!(out, " link_speed=\"{s}\"");
             }

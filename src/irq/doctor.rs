@@ -252,7 +252,17 @@ fn irq_pins(f: &Facts) -> Option<Check> {
 }
 
 fn pins_never_made(f: &Facts) -> Check {
-    let topo = read_cpu_topology(f.fs);
+    let topo = match read_cpu_topology(f.fs, f.snap) {
+        Ok(t) => t,
+        Err(e) => {
+            return check(
+                "irq-pins",
+                Status::Warn,
+                e.to_string(),
+                "check /sys/devices/system/cpu/online",
+            )
+        }
+    };
     match plan(f.snap, &topo, f.reserved, false, &|irq| is_managed(f.fs, irq)) {
         Ok(p) if p.pins.is_empty() => check("irq-pins", Status::Skip, "no mlx5 interrupts to pin", ""),
         Ok(p) => {

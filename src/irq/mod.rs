@@ -27,11 +27,24 @@ pub struct CpuTopology {
     pub siblings: BTreeMap<u32, CpuList>,
 }
 
-pub fn read_cpu_topology(fs: &FsRoot) -> CpuTopology {
-    let online = fs
-        .read("/sys/devices/system/cpu/online")
-        .and_then(|s| CpuList::parse(&s).ok())
-        .unwrap_or_default();
+/// The CPUs that exist and which threads share a core. `online` must read as a CPU list
+/// (garbage, or ids beyond any machine, stop irq-pin rather than drop the SMT-sibling rule);
+/// a tree without it (a hand-built `--fsroot`) falls back to the snapshot's CPUs.
+pub fn read_cpu_topology(fs: &FsRoot, snap: &NodeSnapshot) -> Result<CpuTopology, IrqError> {
+    const ONLINE: &str = "/sys/devices/system/cpu/online";
+    let online = match fs.read_required(ONLINE) {
+        Ok(text) => CpuList::parse(&text).map_err(|e| IrqError::BadCpus {
+            what: fs.path(ONLINE).display().to_string(),
+            reason: e.to_string(),
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => snap.cpu.cpus.clone(),
+        Err(e) => {
+            return Err(IrqError::BadCpus {
+                what: fs.path(ONLINE).display().to_string(),
+                reason: e.to_string(),
+            })
+        }
+    };
     let mut topo = CpuTopology {
         online: online.clone(),
         ..CpuTopology::default()
@@ -47,7 +60,7 @@ pub fn read_cpu_topology(fs: &FsRoot) -> CpuTopology {
         topo.core_of.insert(cpu, sib.iter().next().unwrap_or(cpu));
         topo.siblings.insert(cpu, sib);
     }
-    topo
+    Ok(topo)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +113,10 @@ pub enum IrqError {
     Io { what: String, source: std::io::Error },
     #[error(transparent)]
     Write(#[from] crate::apply::tree::TreeError),
+    #[error("{what}: {reason}: irq-pin cannot tell which CPUs exist, so it moves nothing")]
+    BadCpus { what: String, reason: String },
+    #[error("refused: the plan would put IRQ {irq} on CPU(s) {cpus}, which are reserved or do not exist (a bug in topo-tune; nothing was moved)")]
+    Unsafe { irq: u32, cpus: String },
 }
 
 /// Does the NIC own mlx5 interrupts?
@@ -205,11 +222,36 @@ pub fn plan(
             });
         }
     }
-    Ok(IrqPlan {
+    let plan = IrqPlan {
         reserved: reserved.clone(),
         pins,
         notes,
-    })
+    };
+    verify(&plan, topo, &blocked)?;
+    Ok(plan)
+}
+
+/// The one promise, checked on the finished plan whatever the input: no interrupt goes to a
+/// reserved CPU, a sibling of one, or a CPU that does not exist.
+fn verify(plan: &IrqPlan, topo: &CpuTopology, blocked: &CpuList) -> Result<(), IrqError> {
+    for p in plan
+        .pins
+        .iter()
+        .filter(|p| matches!(p.action, PinAction::Set | PinAction::Keep))
+    {
+        let Some(t) = &p.target else { continue };
+        let bad: Vec<u32> = t
+            .iter()
+            .filter(|c| blocked.contains(*c) || (!topo.online.is_empty() && !topo.online.contains(*c)))
+            .collect();
+        if !bad.is_empty() {
+            return Err(IrqError::Unsafe {
+                irq: p.irq,
+                cpus: CpuList::from_ids(bad).to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Is the IRQ's affinity file read-only (kernel-managed, 6.12+)?

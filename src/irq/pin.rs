@@ -42,7 +42,7 @@ pub struct PinReport {
 
 /// Pin on the machine under `fs` (its snapshot already taken).
 pub fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
-    let topo = read_cpu_topology(fs);
+    let topo = read_cpu_topology(fs, snap)?;
     let mut plan = plan(snap, &topo, &req.reserved, req.include_control, &|n| is_managed(fs, n))?;
     if !req.dry_run && !sys.is_root() && plan.pins.iter().any(|p| p.action == PinAction::Set) {
         return Err(IrqError::NotRoot);
@@ -110,11 +110,16 @@ fn keep_irqbalance_off(
     let before = tree
         .read_text(&ib.config, irqbalance::CONFIG_LIMIT)?
         .unwrap_or_default();
-    if !before.is_empty() {
-        let backup = format!("{}.topo-tune.bak", ib.config);
+    let after = irqbalance::with_ban(&before).map_err(|why| IrqError::Io {
+        what: format!("{}: {why}", tree.show(&ib.config)),
+        source: std::io::ErrorKind::InvalidData.into(),
+    })?;
+    // The backup keeps the operator's file as it was before topo-tune first touched it.
+    let backup = format!("{}.topo-tune.bak", ib.config);
+    if !before.is_empty() && tree.read(&backup, irqbalance::CONFIG_LIMIT)?.is_none() {
         tree.write(&backup, before.as_bytes(), 0o644)?;
     }
-    let changed = tree.write(&ib.config, irqbalance::with_ban(&before).as_bytes(), 0o644)?;
+    let changed = tree.write(&ib.config, after.as_bytes(), 0o644)?;
     let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
         Some(true) => "restart done".to_string(),
         Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`".to_string(),
@@ -138,8 +143,18 @@ fn install(fs: &FsRoot, req: &PinRequest, sys: &dyn System, notes: &mut Vec<Stri
     if req.include_control {
         args.push_str(" --include-control");
     }
+    let bin = bin
+        .to_str()
+        .filter(|b| b.starts_with('/') && !b.chars().any(char::is_control))
+        .ok_or_else(|| IrqError::Io {
+            what: format!(
+                "{}: the unit needs an absolute UTF-8 path without control characters",
+                bin.display()
+            ),
+            source: std::io::ErrorKind::InvalidInput.into(),
+        })?;
     let unit = include_str!("../../templates/topo-tune-irq-pin.service")
-        .replace("{{BIN}}", &bin.display().to_string())
+        .replace("{{BIN}}", &systemd_quote(bin))
         .replace("{{ARGS}}", &args);
     let rule = include_str!("../../templates/99-topo-tune-irq-pin.rules");
     let mut changed = false;
@@ -160,6 +175,24 @@ fn install(fs: &FsRoot, req: &PinRequest, sys: &dyn System, notes: &mut Vec<Stri
         None => "installed the unit and udev rule under the --fsroot tree (not enabled)".into(),
     });
     Ok(changed)
+}
+
+/// One word of an `ExecStart=` line, quoted as systemd.exec(5) and systemd.unit(5) read
+/// it: inside double quotes, `\` and `"` escaped, `%` (a specifier) as `%%`, `$` (a variable)
+/// as `$$`. A path with spaces or `%` then runs as itself.
+pub fn systemd_quote(word: &str) -> String {
+    let mut out = String::from("\"");
+    for c in word.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn summary(plan: &IrqPlan, dry_run: bool) -> String {
@@ -203,7 +236,7 @@ mod tests {
         assert!(install(&fs, &request(IrqbalancePolicy::Warn), &sys, &mut notes).unwrap());
         let unit = std::fs::read_to_string(fs.path(IRQ_UNIT)).unwrap();
         assert!(
-            unit.contains("ExecStart=/usr/local/bin/topo-tune irq-pin --reserve-cpus 0-3\n"),
+            unit.contains("ExecStart=\"/usr/local/bin/topo-tune\" irq-pin --reserve-cpus 0-3\n"),
             "{unit}"
         );
         assert_eq!(
@@ -246,5 +279,11 @@ mod tests {
             "IRQBALANCE_ARGS=\"--policyscript=/x\"\n",
             "the operator's file is backed up"
         );
+    }
+
+    #[test]
+    fn exec_start_words_are_quoted_as_systemd_reads_them() {
+        assert_eq!(systemd_quote("/opt/my tools/topo-tune"), "\"/opt/my tools/topo-tune\"");
+        assert_eq!(systemd_quote("/opt/100%/t$x\\\""), "\"/opt/100%%/t$$x\\\\\\\"\"");
     }
 }

@@ -12,6 +12,22 @@ pub trait System {
     fn own_binary(&self) -> std::io::Result<PathBuf>;
 }
 
+/// The system a root stands for: a `--fsroot` tree is described (no services, no root
+/// check) — unless it is `/` itself however spelled (`TOPO_TUNE_FSROOT=/`), which is the
+/// live machine and is treated as one.
+pub fn for_root(fsroot: Option<&std::path::Path>) -> &'static dyn System {
+    if is_tree(fsroot) {
+        &TreeSystem
+    } else {
+        &LiveSystem
+    }
+}
+
+/// Whether `fsroot` names a described tree rather than this machine.
+pub fn is_tree(fsroot: Option<&std::path::Path>) -> bool {
+    fsroot.is_some_and(|root| !std::fs::canonicalize(root).is_ok_and(|p| p == std::path::Path::new("/")))
+}
+
 /// The machine we run on.
 pub struct LiveSystem;
 
@@ -83,5 +99,19 @@ impl System for FakeSystem {
 
     fn own_binary(&self) -> std::io::Result<PathBuf> {
         Ok(PathBuf::from("/usr/local/bin/topo-tune"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fsroot_slash_is_the_live_machine() {
+        use std::path::Path;
+        assert!(!super::is_tree(Some(Path::new("/"))));
+        assert!(!super::is_tree(Some(Path::new("/./"))));
+        assert!(!super::is_tree(Some(Path::new("/tmp/.."))));
+        assert!(!super::is_tree(None));
+        let dir = tempfile::tempdir().unwrap();
+        assert!(super::is_tree(Some(dir.path())));
     }
 }

@@ -6,6 +6,8 @@ use std::fmt;
 
 /// Largest CPU or node id accepted from outside; Linux's NR_CPUS tops out at 8192.
 pub const MAX_ID: u32 = 65_535;
+/// Longest list text accepted (every other CPU of 8,192 is about 40 KB).
+pub const MAX_TEXT: usize = 256 * 1024;
 
 /// A set of CPU (or NUMA node) ids, always shown in the kernel's `%*pbl` list form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -22,6 +24,8 @@ pub enum CpuListError {
     Backwards(String),
     #[error("`{0}` is not a hex CPU mask (expected e.g. `ffff` or `f,ffffffff`)")]
     Mask(String),
+    #[error("a CPU list of {0} bytes is longer than {MAX_TEXT}: refused")]
+    TooLong(usize),
 }
 
 impl CpuList {
@@ -33,10 +37,14 @@ impl CpuList {
     /// as in `/sys/devices/system/cpu/isolated`.
     pub fn parse(text: &str) -> Result<Self, CpuListError> {
         let text = text.trim();
-        let mut set = BTreeSet::new();
-        if text.is_empty() {
-            return Ok(Self(set));
+        if text.len() > MAX_TEXT {
+            return Err(CpuListError::TooLong(text.len()));
         }
+        if text.is_empty() {
+            return Ok(Self(BTreeSet::new()));
+        }
+        // Ranges first, merged, then expanded once: `0-65535` repeated costs no more than once.
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
         for part in text.split(',') {
             let bad = || CpuListError::Syntax(text.to_string());
             let (lo, hi) = match part.split_once('-') {
@@ -53,7 +61,17 @@ impl CpuList {
                 return Err(CpuListError::Backwards(part.to_string()));
             }
             // Both fit in u32: checked against MAX_ID above.
-            set.extend(lo as u32..=hi as u32);
+            ranges.push((lo as u32, hi as u32));
+        }
+        ranges.sort_unstable();
+        let mut set = BTreeSet::new();
+        let mut next = 0u32;
+        for (lo, hi) in ranges {
+            let from = lo.max(next);
+            if from <= hi {
+                set.extend(from..=hi);
+            }
+            next = next.max(hi.saturating_add(1));
         }
         Ok(Self(set))
     }
@@ -61,7 +79,10 @@ impl CpuList {
     /// Parse the kernel's hex mask form (`%*pb`: `ffff`, `f,ffffffff`, most significant group first).
     pub fn parse_mask(text: &str) -> Result<Self, CpuListError> {
         let text = text.trim();
-        let bad = || CpuListError::Mask(text.to_string());
+        if text.len() > MAX_TEXT {
+            return Err(CpuListError::TooLong(text.len()));
+        }
+        let bad = || CpuListError::Mask(text.chars().take(64).collect());
         if text.is_empty() {
             return Err(bad());
         }
@@ -186,9 +207,34 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["a", "1-", "-1", "3-1", "1,,2", "1 2", "0x3", "99999999999", "70000"] {
+        for bad in [
+            "a",
+            "1-",
+            "-1",
+            "3-1",
+            "1,,2",
+            "1 2",
+            "0x3",
+            "99999999999",
+            "70000",
+            "0-99999",
+        ] {
             assert!(CpuList::parse(bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    #[test]
+    fn a_huge_repeated_list_is_cheap_or_refused() {
+        // 160 KB of `0-65535` (the node answer that expanded without bound): ranges are
+        // merged before they are expanded, so this is one expansion, not 20,000.
+        let repeated = vec!["0-65535"; 20_000].join(",");
+        assert_eq!(CpuList::parse(&repeated).unwrap().len(), 65_536);
+        let longer = vec!["0-65535"; 40_000].join(",");
+        assert!(matches!(CpuList::parse(&longer), Err(CpuListError::TooLong(_))));
+        assert!(matches!(
+            CpuList::parse_mask(&"f,".repeat(200_000)),
+            Err(CpuListError::TooLong(_))
+        ));
     }
 
     #[test]

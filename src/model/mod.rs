@@ -12,6 +12,7 @@ pub mod pci;
 pub mod plan;
 pub mod ring;
 pub mod snapshot;
+pub mod snapshot_check;
 pub mod topo_h;
 
 pub use cpulist::CpuList;

@@ -10,15 +10,24 @@ pub struct NcclVersion(pub u32, pub u32, pub u32);
 impl NcclVersion {
     /// `2.28.9`, `v2.27.7-1`, `2.26`: NCCL's release names. Anything else is refused.
     pub fn parse(text: &str) -> Option<Self> {
-        let mut it = text
-            .trim()
-            .trim_start_matches('v')
-            .split(['.', '-'])
-            .map(|p| p.parse::<u32>().ok());
-        let major = it.next()??;
-        let minor = it.next()??;
-        let patch = it.next().flatten().unwrap_or(0);
-        Some(NcclVersion(major, minor, patch))
+        // `2.28.9`, `2.26`, `v2.27.7-1` (a release tag): numbers of at most 5 digits, an
+        // optional `-N` package suffix, and nothing else — `2.28.9\nX` is not 2.28.0.
+        let text = text.trim_start_matches('v');
+        let (version, suffix) = text.split_once('-').unwrap_or((text, ""));
+        let number = |p: &str| {
+            (!p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse::<u32>().ok())
+                .flatten()
+        };
+        if !suffix.is_empty() && number(suffix).is_none() {
+            return None;
+        }
+        let parts: Vec<&str> = version.split('.').collect();
+        match parts.as_slice() {
+            [major, minor] => Some(NcclVersion(number(major)?, number(minor)?, 0)),
+            [major, minor, patch] => Some(NcclVersion(number(major)?, number(minor)?, number(patch)?)),
+            _ => None,
+        }
     }
 }
 
@@ -66,5 +75,17 @@ mod tests {
         assert_eq!(NcclVersion::parse("2.26"), Some(NcclVersion(2, 26, 0)));
         assert!(NcclVersion(2, 26, 0) > NcclVersion(2, 25, 99));
         assert_eq!(NcclVersion::parse("two"), None);
+        for bad in [
+            "2.28.9\nX",
+            "2.28.9 ",
+            " 2.28.9",
+            "2.28.9.1",
+            "2..9",
+            "2.28.x",
+            "99999999.1",
+            "2.28.9-rc1",
+        ] {
+            assert_eq!(NcclVersion::parse(bad), None, "{bad:?}");
+        }
     }
 }

@@ -344,7 +344,8 @@ impl Note {
 }
 
 impl NodeSnapshot {
-    /// Parse a snapshot from JSON, refusing layouts this build does not understand.
+    /// Parse a snapshot from JSON, refusing layouts this build does not understand and any
+    /// field outside its grammar (the trust boundary: `model::snapshot_check`).
     pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
         #[derive(Deserialize)]
         struct VersionOnly {
@@ -352,7 +353,9 @@ impl NodeSnapshot {
         }
         let version: VersionOnly = serde_json::from_str(text).map_err(SnapshotError::Json)?;
         Self::readable(version.schema_version)?;
-        serde_json::from_str(text).map_err(SnapshotError::Json)
+        let snap: NodeSnapshot = serde_json::from_str(text).map_err(SnapshotError::Json)?;
+        super::snapshot_check::check(&snap)?;
+        Ok(snap)
     }
 
     /// Refuse a snapshot whose layout this build does not read (it came from another build).
@@ -387,4 +390,6 @@ pub enum SnapshotError {
     Json(serde_json::Error),
     #[error("snapshot schema_version {found} is not supported by this topo-tune (it reads versions 1 to {supported})")]
     Version { found: u32, supported: u32 },
+    #[error("refused: {0}")]
+    Field(#[from] super::snapshot_check::FieldError),
 }

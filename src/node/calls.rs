@@ -7,7 +7,7 @@ use crate::apply::writer::{self, Bundle, WriteError, WriteReport};
 use crate::config::NodeSpec;
 use crate::irq::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
-use crate::irq::system::{LiveSystem, System, TreeSystem};
+use crate::irq::system::System;
 use crate::irq::IrqError;
 use crate::model::NodeSnapshot;
 use crate::probe::fsroot::FsRoot;
@@ -25,6 +25,11 @@ impl Call for Probe {
 
     fn here(&self, env: &NodeEnv) -> Result<NodeSnapshot, Failure> {
         snapshot(env).map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
+    }
+
+    fn check_answer(snap: &NodeSnapshot) -> Result<(), String> {
+        snap.check_version().map_err(|e| e.to_string())?;
+        crate::model::snapshot_check::check(snap).map_err(|e| e.to_string())
     }
 
     fn on_paper(&self, node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
@@ -76,6 +81,10 @@ impl Call for Write {
         writer::write_bundle(&env.write_root, &self.bundle, self.check, self.diff).map_err(write_failure)
     }
 
+    fn check_answer(report: &WriteReport) -> Result<(), String> {
+        report.check()
+    }
+
     fn on_paper(&self, _node: &NodeSpec) -> Result<WriteReport, Failure> {
         Err(paper(
             "a simulated node exists only on paper: use --output-dir to see its files",
@@ -95,6 +104,10 @@ impl Call for Rollback {
         writer::rollback(&env.write_root).map_err(write_failure)
     }
 
+    fn check_answer(report: &WriteReport) -> Result<(), String> {
+        report.check()
+    }
+
     fn on_paper(&self, _node: &NodeSpec) -> Result<WriteReport, Failure> {
         Err(paper(
             "a simulated node exists only on paper: use --output-dir to roll back its files",
@@ -108,18 +121,18 @@ fn fs_of(env: &NodeEnv) -> FsRoot {
 
 /// The live system, or a described tree (no services, no root check).
 fn system_of(env: &NodeEnv) -> &'static dyn System {
-    if env.fsroot.is_some() {
-        &TreeSystem
-    } else {
-        &LiveSystem
-    }
+    crate::irq::system::for_root(env.fsroot.as_deref())
 }
 
 pub fn irq_failure(e: &IrqError) -> Failure {
     let kind = match e {
         IrqError::NotRoot => FailureKind::NotRoot,
         IrqError::Probe(_) => FailureKind::ProbeFailed,
-        IrqError::NoLocalCpus { .. } | IrqError::Io { .. } | IrqError::Write(_) => FailureKind::IrqFailed,
+        IrqError::NoLocalCpus { .. }
+        | IrqError::Io { .. }
+        | IrqError::Write(_)
+        | IrqError::BadCpus { .. }
+        | IrqError::Unsafe { .. } => FailureKind::IrqFailed,
     };
     Failure::new(kind, e.to_string())
 }

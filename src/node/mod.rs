@@ -27,6 +27,12 @@ pub trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     const KIND: &'static str;
     /// Do it here, on the machine and files `env` describes.
     fn here(&self, env: &NodeEnv) -> Result<Self::Answer, Failure>;
+    /// The trust boundary: an answer from a node (or from a file read on its behalf) is
+    /// checked before anything uses it. By default every answer passes; answers whose
+    /// fields reach files or command lines check them.
+    fn check_answer(_answer: &Self::Answer) -> Result<(), String> {
+        Ok(())
+    }
     /// A simulated node's answer: by default, there is nothing on paper to act on.
     fn on_paper(&self, _node: &NodeSpec) -> Result<Self::Answer, Failure> {
         Err(Failure::new(
@@ -148,14 +154,25 @@ struct Shared {
     simulated_latency: Duration,
 }
 
-/// Run each job's call where its target says, at most `reach.fan.forks` at once.
+/// Why a run on the nodes gave no answers.
+#[derive(Debug)]
+pub enum RunError {
+    /// Nothing could start (no runtime, no ssh context).
+    Failed(Failure),
+    /// SIGINT or SIGTERM arrived: every node task was cancelled, its ssh master shut down
+    /// (so remote commands end), and the control directory removed.
+    Interrupted(i32),
+}
+
+/// Run each job's call where its target says, at most `reach.fan.forks` at once. SIGINT and
+/// SIGTERM end the run cleanly instead of killing the process with work in flight.
 pub fn run<C: Call>(
     inv: &Inventory,
     reach: &Reach,
     jobs: Vec<NodeJob<C>>,
-) -> Result<Vec<NodeOutcome<C::Answer>>, Failure> {
+) -> Result<Vec<NodeOutcome<C::Answer>>, RunError> {
     let shared = Arc::new(Shared {
-        ssh: ssh_context(inv, reach, &jobs)?,
+        ssh: ssh_context(inv, reach, &jobs).map_err(RunError::Failed)?,
         simulated_latency: reach.simulated_latency,
     });
     let jobs: Vec<Job<NodeJob<C>>> = jobs
@@ -169,12 +186,42 @@ pub fn run<C: Call>(
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::new(FailureKind::Internal, format!("starting the async runtime: {e}")))?;
+        .map_err(|e| {
+            RunError::Failed(Failure::new(
+                FailureKind::Internal,
+                format!("starting the async runtime: {e}"),
+            ))
+        })?;
     let progress = Arc::clone(&reach.progress);
-    Ok(runtime.block_on(fan_out(jobs, reach.fan, progress, move |job| {
-        let shared = Arc::clone(&shared);
-        async move { run_one(job, &shared).await }
-    })))
+    let task_shared = Arc::clone(&shared);
+    let result = runtime.block_on(async move {
+        let work = fan_out(jobs, reach.fan, progress, move |job| {
+            let shared = Arc::clone(&task_shared);
+            async move { run_one(job, &shared).await }
+        });
+        tokio::select! {
+            outcomes = work => Ok(outcomes),
+            signal = interrupted() => Err(signal),
+        }
+    });
+    // Tasks still in flight are dropped with the runtime: each drops its ssh session, which
+    // shuts that node's master down (ending its remote command) before the control
+    // directory goes with `shared`.
+    drop(runtime);
+    drop(shared);
+    result.map_err(RunError::Interrupted)
+}
+
+/// The first SIGINT or SIGTERM (the signal number); never, if handlers cannot be set.
+async fn interrupted() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => 2,
+            _ = term.recv() => 15,
+        },
+        _ => std::future::pending().await,
+    }
 }
 
 /// The ssh options and a private control directory, only when some job goes over ssh.
@@ -215,6 +262,19 @@ fn ssh_context<C>(
 }
 
 async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
+    let mut attempt = answer::<C>(job, shared).await;
+    if let Ok(a) = &attempt.result {
+        if let Err(why) = C::check_answer(a) {
+            attempt.result = Err(Failure::new(
+                FailureKind::BadAnswer,
+                format!("the answer is refused: {why}"),
+            ));
+        }
+    }
+    attempt
+}
+
+async fn answer<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
     match job.target {
         Target::Here(env) => blocking(move || job.call.here(&env)).await,
         Target::Paper => {

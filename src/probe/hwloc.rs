@@ -162,6 +162,7 @@ pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> 
     if !text.contains("<topology") {
         return Err(bad("no <topology> element: not an hwloc XML export".into()));
     }
+    precheck(text).map_err(bad)?;
     let _guard = HWLOC_IMPORT.lock().unwrap_or_else(|e| e.into_inner());
     let topology = builder()?
         .from_xml(text)
@@ -172,8 +173,58 @@ pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> 
         })?
         .build()
         .map_err(|e| bad(e.to_string()))?;
+    let root = topology.root_object();
+    let cpus_ok = root
+        .cpuset()
+        .is_none_or(|s| finite(s.weight(), s.last_set().map(usize::from)));
+    let nodes_ok = root
+        .nodeset()
+        .is_none_or(|s| finite(s.weight(), s.last_set().map(usize::from)));
+    if !cpus_ok || !nodes_ok {
+        return Err(bad(format!(
+            "the machine's CPU or NUMA set is infinite or names ids beyond {}: refused",
+            crate::model::cpulist::MAX_ID
+        )));
+    }
     Ok(view(&topology))
 }
+
+/// What hwloc's importer must never see: a document that is not well-formed (a truncated
+/// export would otherwise read as a smaller machine), an internal DTD or entities (libxml2
+/// has crashed on them), or nesting deeper than any machine has.
+fn precheck(text: &str) -> Result<(), String> {
+    if let Some(i) = text.find("<!DOCTYPE") {
+        let decl = &text[i..text[i..].find('>').map_or(text.len(), |e| i + e)];
+        if decl.contains('[') || text.contains("<!ENTITY") {
+            return Err("an internal DTD or entity declarations: refused (hwloc exports have neither)".into());
+        }
+    }
+    if super::nccl_topo::nesting_exceeds(text, MAX_DEPTH) {
+        return Err(format!("elements nested more than {MAX_DEPTH} deep: refused"));
+    }
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        nodes_limit: 10_000_000,
+    };
+    let doc = roxmltree::Document::parse_with_options(text, opts)
+        .map_err(|e| format!("not well-formed XML ({e}): a truncated or damaged export is not read as a machine"))?;
+    // hwloc writes an infinite set as `0xf...f`: no machine has one.
+    let infinite = doc
+        .descendants()
+        .flat_map(|n| n.attributes())
+        .find(|a| a.name().ends_with("set") && a.value().contains("..."));
+    if let Some(a) = infinite {
+        return Err(format!(
+            "an infinite CPU or NUMA set ({}=\"{}\"): refused",
+            a.name(),
+            a.value()
+        ));
+    }
+    Ok(())
+}
+
+/// Deeper than any real hwloc export (PCI trees are a dozen levels).
+const MAX_DEPTH: usize = 256;
 
 fn builder() -> Result<hwlocality::topology::builder::TopologyBuilder, HwlocError> {
     Topology::builder()
@@ -190,10 +241,18 @@ fn info(obj: &TopologyObject, key: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The object's CPUs; an infinite or out-of-range set (a crafted export) reads as none —
+/// `from_xml_text` refuses such an export before it gets here.
 fn cpulist_of(obj: &TopologyObject) -> CpuList {
     obj.cpuset()
+        .filter(|set| finite(set.weight(), set.last_set().map(usize::from)))
         .map(|set| CpuList::from_ids(set.iter_set().map(|i| usize::from(i) as u32)))
         .unwrap_or_default()
+}
+
+/// A bitmap topo-tune may iterate: finite, and no id beyond [`crate::model::cpulist::MAX_ID`].
+fn finite(weight: Option<usize>, last: Option<usize>) -> bool {
+    weight.is_some() && last.is_none_or(|l| l <= crate::model::cpulist::MAX_ID as usize)
 }
 
 fn locality_of(obj: &TopologyObject) -> Locality {
@@ -202,6 +261,7 @@ fn locality_of(obj: &TopologyObject) -> Locality {
             cpus: cpulist_of(anc),
             nodes: anc
                 .nodeset()
+                .filter(|s| finite(s.weight(), s.last_set().map(usize::from)))
                 .map(|s| s.iter_set().map(|i| usize::from(i) as u32).collect())
                 .unwrap_or_default(),
             whole_machine: anc.parent().is_none(),

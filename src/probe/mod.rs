@@ -70,10 +70,10 @@ pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) 
             .unwrap_or("unknown")
             .to_string()
     };
-    match nccl_topo::kind_of(text) {
+    let snap = match nccl_topo::kind_of(text) {
         XmlKind::NcclTopology | XmlKind::NcclGraph => {
             let name = hostname.map_or_else(stem, str::to_string);
-            Ok(nccl_topo::snapshot_from_text(text, Path::new(origin), &name)?)
+            nccl_topo::snapshot_from_text(text, Path::new(origin), &name)?
         }
         XmlKind::Hwloc => {
             let view = hwloc::from_xml_text(text, origin)?;
@@ -81,7 +81,7 @@ pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) 
             if let Some(h) = hostname {
                 snap.hostname = h.to_string();
             }
-            Ok(snap)
+            snap
         }
         XmlKind::Other(root) => Err(ProbeError::NotATopology {
             path: origin.to_string(),
@@ -92,8 +92,9 @@ pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) 
                     "root element <{root}>: not an hwloc XML export (<topology>) nor an NCCL topology file (<system>)"
                 )
             },
-        }),
-    }
+        })?,
+    };
+    checked(snap, origin)
 }
 
 fn read_input(path: &Path) -> Result<String, ProbeError> {
@@ -132,12 +133,18 @@ fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeE
     if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {
         return Err(e.clone().into());
     }
-    Ok(assemble_xml(
-        view,
-        &path.display().to_string(),
-        driver,
-        fixture.is_some(),
-    ))
+    let snap = assemble_xml(view, &path.display().to_string(), driver, fixture.is_some());
+    checked(snap, &path.display().to_string())
+}
+
+/// A snapshot made from a file is input from outside: its names and counts meet the
+/// snapshot's grammar (`model::snapshot_check`) or it is refused with the field named.
+fn checked(snap: NodeSnapshot, origin: &str) -> Result<NodeSnapshot, ProbeError> {
+    crate::model::snapshot_check::check(&snap).map_err(|e| ProbeError::NotATopology {
+        path: origin.to_string(),
+        reason: format!("refused: {e}"),
+    })?;
+    Ok(snap)
 }
 
 /// A snapshot from an hwloc XML view with no driver answers (simulated nodes).

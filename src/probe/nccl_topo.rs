@@ -62,15 +62,73 @@ pub fn kind_of(text: &str) -> XmlKind {
     XmlKind::Other(String::new())
 }
 
+/// How deep elements nest, by a linear scan that stops past `limit` — before any parser
+/// recurses into the document (a few thousand levels overflow a recursive parser's stack).
+pub fn nesting_exceeds(text: &str, limit: usize) -> bool {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        match b.get(i + 1) {
+            Some(b'/') => depth = depth.saturating_sub(1),
+            Some(b'?' | b'!') => {}
+            Some(_) => depth += 1,
+            None => break,
+        }
+        // To the end of the tag, skipping quoted attribute values.
+        let mut quote: Option<u8> = None;
+        i += 1;
+        while i < b.len() {
+            match (quote, b[i]) {
+                (Some(q), c) if c == q => quote = None,
+                (None, c @ (b'"' | b'\'')) => quote = Some(c),
+                (None, b'>') => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        if i > 0 && b.get(i - 1) == Some(&b'/') && quote.is_none() {
+            depth = depth.saturating_sub(1);
+        }
+        if depth > limit {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// The most NVLinks one `<nvlink>` element may claim (a GPU has 18 at most today).
 const MAX_LINK_COUNT: u32 = 64;
+/// Deeper than any real topology (a PCI tree is a dozen levels).
+const MAX_DEPTH: usize = 256;
 
 pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<NodeSnapshot, NcclTopoError> {
     let bad = |reason: String| NcclTopoError {
         path: origin.display().to_string(),
         reason,
     };
-    let doc = roxmltree::Document::parse(text).map_err(|e| bad(e.to_string()))?;
+    if text.contains("<!ENTITY") {
+        return Err(bad("entity declarations: refused (NCCL writes none)".into()));
+    }
+    if nesting_exceeds(text, MAX_DEPTH) {
+        return Err(bad(format!("elements nested more than {MAX_DEPTH} deep: refused")));
+    }
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        nodes_limit: 10_000_000,
+    };
+    let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|e| bad(e.to_string()))?;
+    let gpus = doc.descendants().filter(|n| n.has_tag_name("gpu")).count();
+    if gpus > crate::model::snapshot_check::MAX_GPUS {
+        return Err(bad(format!(
+            "{gpus} GPUs, more than the {} one node may have: refused",
+            crate::model::snapshot_check::MAX_GPUS
+        )));
+    }
     let system = doc.root_element();
     match system.tag_name().name() {
         "system" => {}

@@ -22,7 +22,40 @@ pub fn table(headers: &[&str]) -> Table {
     t
 }
 
+/// Text for a terminal with every control character shown, not obeyed (as `ls` and `git`
+/// do): `\x1b`, `\r`, `\t`… Newlines stay. Everything topo-tune prints for people goes
+/// through here, so no name or message from a node can move the cursor, rewrite a line or
+/// set a window title.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A node's failure, the same words in every table: `kind: message`.
 pub fn failure_text(f: &Failure) -> String {
     format!("{}: {}", f.kind.name(), f.message)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        let forged = "n1\r\x1b[2Kall nodes ok\x1b]0;pwned\x07\n";
+        let shown = super::visible(forged);
+        assert!(!shown.chars().any(|c| c.is_control() && c != '\n'), "{shown}");
+        assert_eq!(shown, "n1\\r\\x1b[2Kall nodes ok\\x1b]0;pwned\\x07\n");
+        assert!(matches!(super::visible("plain\n"), std::borrow::Cow::Borrowed(_)));
+    }
 }

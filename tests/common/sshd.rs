@@ -40,6 +40,9 @@ pub enum Node {
     GarbageAnswer,
     /// The probe prints 100 MB.
     HugeAnswer,
+    /// The real node side, answering from this fake tree after 10 minutes (needs
+    /// `--features fault-injection`): a run to interrupt.
+    SlowProbe(PathBuf),
 }
 
 pub struct SshCluster {
@@ -201,6 +204,7 @@ fn presentation(node: &Node, nd: &Path, wrapper: &Path) -> String {
             p.display()
         ),
         Node::HwlocXml(p) => format!("SetEnv TOPO_TUNE_FROM_HWLOC_XML={}\n", p.display()),
+        Node::SlowProbe(p) => format!("SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_NODE_DELAY_S=600\n", p.display()),
         Node::HangingProbe => force("hang"),
         Node::GarbageAnswer => force("garbage"),
         Node::HugeAnswer => force("huge"),

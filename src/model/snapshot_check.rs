@@ -1,0 +1,269 @@
+//! The trust boundary for node answers: every field of a snapshot that reaches a file, a
+//! command line or a terminal is checked against its grammar, and every collection against a
+//! bound, before anything uses it. A snapshot that fails names the field. Pure.
+
+use super::snapshot::{Nic, NodeSnapshot, PciPlacement};
+
+/// Most GPUs one node may report (an NVL72 tray shows 4; 8-GPU and 16-GPU boards are usual).
+pub const MAX_GPUS: usize = 256;
+/// Most NICs (RDMA devices and Ethernet functions) one node may report.
+pub const MAX_NICS: usize = 1024;
+/// Most PCI bridges, switches or host bridges.
+pub const MAX_PCI: usize = 65_536;
+/// Most NVLinks per GPU (18 today).
+pub const MAX_NVLINKS: usize = 64;
+/// Most interrupts per NIC.
+pub const MAX_IRQS: usize = 8192;
+/// Most notes, NUMA nodes, ports per device.
+pub const MAX_ITEMS: usize = 4096;
+
+/// A field that does not hold what its grammar allows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn err(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Free text shown to people (a GPU model, a note): bounded, no control characters.
+fn text(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
+    if s.len() > max {
+        return Err(err(field, format!("{} bytes, more than {max}", s.len())));
+    }
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
+        return Err(err(
+            field,
+            format!("holds the control character {}", c.escape_default()),
+        ));
+    }
+    Ok(())
+}
+
+fn opt_text(field: &str, s: Option<&str>, max: usize) -> Result<(), FieldError> {
+    s.map_or(Ok(()), |s| text(field, s, max))
+}
+
+/// A token from a restricted alphabet, 1 to `max` bytes.
+fn token(field: &str, s: &str, max: usize, extra: &str, what: &str) -> Result<(), FieldError> {
+    let ok = !s.is_empty() && s.len() <= max && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(err(
+            field,
+            format!(
+                "{:?} is not {what} (letters, digits and `{extra}`, 1 to {max} characters)",
+                s.escape_default().to_string()
+            ),
+        ))
+    }
+}
+
+/// A network interface or RDMA device name as NCCL lists take them: the kernel's names
+/// without anything NCCL's list syntax reads as a separator (`,`, `=`, `:`, `^`, spaces).
+/// `max`: 15 for interfaces (IFNAMSIZ − 1), 63 for RDMA devices.
+pub fn device_name(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
+    token(field, s, max, "_.-", "a device name")?;
+    if s == "." || s == ".." {
+        return Err(err(field, "`.` and `..` are not device names"));
+    }
+    Ok(())
+}
+
+fn bounded<T>(field: &str, items: &[T], max: usize) -> Result<(), FieldError> {
+    if items.len() > max {
+        Err(err(field, format!("{} entries, more than {max}", items.len())))
+    } else {
+        Ok(())
+    }
+}
+
+fn hex_id(field: &str, s: &str) -> Result<(), FieldError> {
+    let ok =
+        s.len() == 9 && s.as_bytes()[4] == b':' && s.bytes().enumerate().all(|(i, b)| i == 4 || b.is_ascii_hexdigit());
+    if ok {
+        Ok(())
+    } else {
+        Err(err(
+            field,
+            format!("{:?} is not a vendor:device id", s.escape_default().to_string()),
+        ))
+    }
+}
+
+fn placement(field: &str, p: &PciPlacement) -> Result<(), FieldError> {
+    if let Some(id) = &p.pci_id {
+        hex_id(&format!("{field}.pci_id"), id)?;
+    }
+    let class_ok =
+        p.class.len() == 8 && p.class.starts_with("0x") && p.class[2..].bytes().all(|b| b.is_ascii_hexdigit());
+    if !class_ok {
+        return Err(err(
+            format!("{field}.class"),
+            format!(
+                "{:?} is not a PCI class (0xCCSSPP)",
+                p.class.escape_default().to_string()
+            ),
+        ));
+    }
+    token(
+        &format!("{field}.host_bridge"),
+        &p.host_bridge,
+        128,
+        ":.@_-",
+        "a host bridge id",
+    )?;
+    bounded(&format!("{field}.numa_affinity"), &p.numa_affinity, MAX_ITEMS)
+}
+
+fn nic(i: usize, n: &Nic) -> Result<(), FieldError> {
+    let f = |k: &str| format!("nics[{i}].{k}");
+    // A NIC known only by its bus id (an NCCL file without names) is named by it.
+    if n.name.parse::<super::Bdf>().is_err() {
+        device_name(&f("name"), &n.name, 63)?;
+    }
+    if let Some(p) = &n.pci {
+        placement(&f("pci"), p)?;
+    }
+    if let Some(r) = &n.rdma {
+        if r.device.parse::<super::Bdf>().is_err() {
+            device_name(&f("rdma.device"), &r.device, 63)?;
+        }
+        bounded(&f("rdma.ports"), &r.ports, MAX_ITEMS)?;
+        for (j, p) in r.ports.iter().enumerate() {
+            let g = |k: &str| format!("nics[{i}].rdma.ports[{j}].{k}");
+            opt_text(&g("state"), p.state.as_deref(), 64)?;
+            opt_text(&g("rate"), p.rate.as_deref(), 128)?;
+            if let Some(d) = &p.netdev {
+                device_name(&g("netdev"), d, 15)?;
+            }
+            bounded(&g("roce_v2_gid_indexes"), &p.roce_v2_gid_indexes, MAX_ITEMS)?;
+        }
+    }
+    bounded(&f("netdevs"), &n.netdevs, MAX_ITEMS)?;
+    for (j, d) in n.netdevs.iter().enumerate() {
+        device_name(&format!("nics[{i}].netdevs[{j}].name"), &d.name, 15)?;
+        opt_text(&format!("nics[{i}].netdevs[{j}].operstate"), d.operstate.as_deref(), 32)?;
+    }
+    if let Some(d) = &n.driver {
+        token(&f("driver"), d, 64, "_.-", "a driver name")?;
+    }
+    bounded(&f("irqs"), &n.irqs, MAX_IRQS)?;
+    for (j, q) in n.irqs.iter().enumerate() {
+        opt_text(&format!("nics[{i}].irqs[{j}].name"), q.name.as_deref(), 256)?;
+    }
+    Ok(())
+}
+
+/// Check a snapshot from outside (a node's answer, a file) before anything uses it.
+pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
+    token("hostname", &s.hostname, 253, "._-", "a host name")?;
+    text("tool_version", &s.tool_version, 64)?;
+    opt_text("source.path", s.source.path.as_deref(), 4096)?;
+    let m = &s.machine;
+    opt_text("machine.product", m.product.as_deref(), 256)?;
+    if let Some(a) = &m.architecture {
+        token("machine.architecture", a, 32, "_", "an architecture")?;
+    }
+    opt_text("machine.kernel", m.kernel.as_deref(), 256)?;
+    opt_text("machine.cpu_model", m.cpu_model.as_deref(), 256)?;
+    opt_text("machine.nvidia_driver", m.nvidia_driver.as_deref(), 64)?;
+    bounded("numa_nodes", &s.numa_nodes, MAX_ITEMS)?;
+    bounded("pci.host_bridges", &s.pci.host_bridges, MAX_PCI)?;
+    bounded("pci.bridges", &s.pci.bridges, MAX_PCI)?;
+    bounded("pci.switches", &s.pci.switches, MAX_PCI)?;
+    bounded("pci.nvswitches", &s.pci.nvswitches, MAX_PCI)?;
+    for (i, h) in s.pci.host_bridges.iter().enumerate() {
+        token(
+            &format!("pci.host_bridges[{i}].id"),
+            &h.id,
+            128,
+            ":.@_-",
+            "a host bridge id",
+        )?;
+    }
+    for (i, b) in s.pci.bridges.iter().enumerate() {
+        // Empty when the source does not say (an NCCL topology file).
+        if !(b.vendor_id.is_empty() && b.device_id.is_empty()) {
+            hex_id(
+                &format!("pci.bridges[{i}]"),
+                &format!("{}:{}", b.vendor_id, b.device_id),
+            )?;
+        }
+    }
+    for (i, sw) in s.pci.switches.iter().enumerate() {
+        if let Some(id) = &sw.pci_id {
+            hex_id(&format!("pci.switches[{i}].pci_id"), id)?;
+        }
+        bounded(
+            &format!("pci.switches[{i}].downstream_ports"),
+            &sw.downstream_ports,
+            MAX_PCI,
+        )?;
+    }
+    bounded("gpus", &s.gpus, MAX_GPUS)?;
+    for (i, g) in s.gpus.iter().enumerate() {
+        text(&format!("gpus[{i}].name"), &g.name, 128)?;
+        if let Some(u) = &g.uuid {
+            token(&format!("gpus[{i}].uuid"), u, 128, "-", "a GPU UUID")?;
+        }
+        if let Some(cc) = &g.compute_capability {
+            token(
+                &format!("gpus[{i}].compute_capability"),
+                cc,
+                8,
+                ".",
+                "a compute capability",
+            )?;
+        }
+        placement(&format!("gpus[{i}]"), &g.placement)?;
+        if let Some(l) = &g.nvlinks {
+            bounded(&format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
+        }
+    }
+    bounded("nics", &s.nics, MAX_NICS)?;
+    for (i, n) in s.nics.iter().enumerate() {
+        nic(i, n)?;
+    }
+    bounded("notes", &s.notes, MAX_ITEMS)?;
+    for (i, n) in s.notes.iter().enumerate() {
+        token(&format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
+        text(&format!("notes[{i}].message"), &n.message, 4096)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_would_change_an_nccl_list_are_refused() {
+        for bad in [
+            "mlx5_0,mlx5_1",
+            "=mlx5_0",
+            "mlx5_0:1",
+            "^eth0",
+            "eth 0",
+            "eth0\u{1b}[2J",
+            "",
+            ".",
+            "a/b",
+        ] {
+            assert!(device_name("nics[0].name", bad, 63).is_err(), "{bad:?}");
+        }
+        for ok in ["mlx5_0", "eth0", "ens1f0np0", "rdmap79s0", "bond0.100", "ib0"] {
+            assert!(device_name("nics[0].name", ok, 15).is_ok(), "{ok}");
+        }
+        assert!(device_name("n", "abcdefghijklmnop", 15).is_err(), "IFNAMSIZ");
+        assert!(text("gpus[0].name", "NVIDIA H200", 128).is_ok());
+        assert!(text("gpus[0].name", "x\u{1b}]0;owned\u{7}", 128).is_err());
+    }
+}

@@ -1,0 +1,777 @@
+//! topo-tune runs as root: attacked by a careless or hostile environment, it writes nothing
+//! outside its own files, loses no operator file, and stops with a clear message. One test
+//! (or more) per class of docs/security.md, each reproducing the case first.
+
+use crate::common::topo_tune;
+use serde_json::Value;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The operator's own `/etc/nccl.conf`: a comment, a blank line, two settings.
+pub const ORIGINAL: &str = "# site settings (ops team)\nNCCL_DEBUG=WARN\n\nNCCL_IB_TC=106\n";
+
+/// A one-node paper cluster whose files go to `out/n1`; `timeout` varies what it writes.
+pub struct Site {
+    pub dir: tempfile::TempDir,
+    pub out: PathBuf,
+}
+
+impl Site {
+    pub fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let etc = out.join("n1/etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("nccl.conf"), ORIGINAL).unwrap();
+        Site { dir, out }
+    }
+
+    pub fn config(&self, timeout: u32) -> PathBuf {
+        let cfg = self.dir.path().join(format!("cluster-{timeout}.yaml"));
+        std::fs::write(
+            &cfg,
+            format!("nccl_version: \"2.28.9\"\nnccl:\n  NCCL_IB_TIMEOUT: \"{timeout}\"\nnodes:\n  - host: n1\n    simulate: aws-p4d\n"),
+        )
+        .unwrap();
+        cfg
+    }
+
+    pub fn node(&self) -> PathBuf {
+        self.out.join("n1")
+    }
+
+    pub fn file(&self, path: &str) -> Option<String> {
+        std::fs::read_to_string(self.node().join(path.trim_start_matches('/'))).ok()
+    }
+
+    pub fn init(&self, timeout: u32, env: &[(&str, &str)]) -> Output {
+        let mut cmd = topo_tune();
+        cmd.args(["--output", "json", "init", "--cluster-config"])
+            .arg(self.config(timeout))
+            .arg("--output-dir")
+            .arg(&self.out);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    pub fn rollback(&self) -> Output {
+        topo_tune()
+            .args(["--output", "json", "rollback", "--cluster-config"])
+            .arg(self.config(0))
+            .arg("--output-dir")
+            .arg(&self.out)
+            .output()
+            .unwrap()
+    }
+
+    /// Roll back until nothing is left to roll back; the number of runs undone.
+    pub fn rollback_all(&self) -> usize {
+        for n in 0..32 {
+            let o = self.rollback();
+            let doc = json(&o);
+            if doc["nodes"][0]["error"]["kind"] == "nothing_to_roll_back" {
+                return n;
+            }
+            assert_eq!(o.status.code(), Some(0), "rollback: {doc}");
+        }
+        panic!("rollback never ran out of runs");
+    }
+}
+
+pub fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn error_of(o: &Output) -> String {
+    let doc = json(o);
+    doc["nodes"][0]["error"]["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| doc["msg"].as_str().unwrap_or_default().to_string())
+}
+
+/// Repetitions of the stress tests: `TOPO_TUNE_STRESS_REPS` (20 for the record), 2 in CI.
+fn reps() -> usize {
+    std::env::var("TOPO_TUNE_STRESS_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+// ---- 1. Writes that follow planted links ------------------------------------------------
+
+#[test]
+fn a_link_planted_as_a_managed_file_is_refused_and_its_target_untouched() {
+    for managed in [
+        "etc/nccl/conf.d/50-topo-tune.conf",
+        "etc/nccl/topo-tune/nccl.env",
+        "etc/nccl.conf",
+    ] {
+        let site = Site::new();
+        let victim = site.dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let at = site.node().join(managed);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&at);
+        symlink(&victim, &at).unwrap();
+        let o = site.init(11, &[]);
+        assert_ne!(o.status.code(), Some(0), "{managed}");
+        let err = error_of(&o);
+        assert!(err.contains("symbolic link: refused"), "{managed}: {err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        // Nothing of the victim was copied into topo-tune's state either.
+        let state = site.node().join("etc/nccl/topo-tune");
+        let copied = walk(&state)
+            .iter()
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("precious")));
+        assert!(!copied, "{managed}: the link's target reached topo-tune's backups");
+    }
+}
+
+#[test]
+fn a_directory_link_inside_the_tree_is_refused() {
+    for dir in [
+        "etc",
+        "etc/nccl",
+        "etc/nccl/conf.d",
+        "etc/nccl/topo-tune",
+        "etc/nccl/topo-tune/backups",
+    ] {
+        let site = Site::new();
+        let elsewhere = site.dir.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let at = site.node().join(dir);
+        if dir == "etc" {
+            std::fs::remove_dir_all(&at).unwrap();
+        } else if dir.ends_with("backups") {
+            // A first run makes the state directory; then the backups dir is swapped.
+            assert_eq!(site.init(11, &[]).status.code(), Some(0));
+            let _ = std::fs::remove_dir_all(&at);
+        }
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        symlink(&elsewhere, &at).unwrap();
+        let o = site.init(12, &[]);
+        assert_ne!(o.status.code(), Some(0), "{dir}");
+        assert!(
+            error_of(&o).contains("symbolic link: refused"),
+            "{dir}: {}",
+            error_of(&o)
+        );
+        assert!(
+            walk(&elsewhere).is_empty(),
+            "{dir}: files landed outside the tree: {:?}",
+            walk(&elsewhere)
+        );
+    }
+}
+
+#[test]
+fn plan_and_collect_outputs_never_write_through_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: aws-p4d\n").unwrap();
+    // plan --output-dir: plan.json is a planted link.
+    let plan_dir = dir.path().join("plan");
+    std::fs::create_dir_all(&plan_dir).unwrap();
+    symlink(&victim, plan_dir.join("plan.json")).unwrap();
+    let o = topo_tune()
+        .args(["plan", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(&plan_dir)
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("symbolic link: refused"));
+    // init --collect-only: the host's directory is a planted link.
+    let snaps = dir.path().join("snaps");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&snaps).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    symlink(&elsewhere, snaps.join("n1")).unwrap();
+    let o = topo_tune()
+        .args(["init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(&snaps)
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(walk(&elsewhere).is_empty());
+}
+
+/// Regular files under `dir` (links are not followed or listed).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// A change made to a JSON document (a manifest, a snapshot).
+type Alter = fn(&mut Value);
+
+// ---- 2. Rollback trusts the manifest ------------------------------------------------------
+
+#[test]
+fn a_tampered_manifest_is_refused_and_nothing_outside_is_touched() {
+    let tampers: [(&str, Alter); 4] = [
+        ("a run's path leaves the tree", |m| {
+            m["runs"][0]["files"][0]["path"] = "/etc/../../../victim".into();
+        }),
+        ("a backup outside the backup directory", |m| {
+            let files = m["runs"][0]["files"].as_array_mut().unwrap();
+            let f = files.iter_mut().find(|f| f["backup"].is_string()).unwrap();
+            f["backup"] = "backups/../../../../../victim".into();
+        }),
+        ("an owned path topo-tune does not manage", |m| {
+            m["owned"]["/etc/shadow"] = "0".repeat(64).into();
+        }),
+        ("a run id that is a path", |m| {
+            m["runs"][0]["id"] = "../../x".into();
+        }),
+    ];
+    for (what, tamper) in tampers {
+        let site = Site::new();
+        assert_eq!(site.init(11, &[]).status.code(), Some(0));
+        let victim = site.dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let manifest = site.node().join("etc/nccl/topo-tune/manifest.json");
+        let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        tamper(&mut m);
+        std::fs::write(&manifest, m.to_string()).unwrap();
+        let before = site.file("/etc/nccl.conf");
+        let o = site.rollback();
+        assert_ne!(o.status.code(), Some(0), "{what}");
+        assert!(
+            error_of(&o).contains("refused, nothing was changed"),
+            "{what}: {}",
+            error_of(&o)
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "{what}");
+        assert_eq!(site.file("/etc/nccl.conf"), before, "{what}");
+        // init refuses the same state rather than building on it.
+        assert_ne!(site.init(12, &[]).status.code(), Some(0), "{what}");
+    }
+}
+
+// ---- 3. Concurrent runs -----------------------------------------------------------------
+
+#[test]
+fn eight_runs_at_once_serialise_and_lose_nothing() {
+    for rep in 0..reps() {
+        let site = Site::new();
+        // Write the configs first: the runs race only on the node's files.
+        for t in 1..=8 {
+            site.config(t);
+        }
+        let children: Vec<_> = (1..=8u32)
+            .map(|t| {
+                let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"));
+                cmd.args(["--output", "json", "init", "--cluster-config"])
+                    .arg(site.dir.path().join(format!("cluster-{t}.yaml")))
+                    .arg("--output-dir")
+                    .arg(&site.out)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "rep {rep}: {}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+        }
+        check_consistent(&site, rep);
+        site.rollback_all();
+        assert_eq!(
+            site.file("/etc/nccl.conf").as_deref(),
+            Some(ORIGINAL),
+            "rep {rep}: the operator's file"
+        );
+    }
+}
+
+/// `/etc/nccl.conf` is what the drop-ins assemble, the preserved drop-in is exactly the
+/// operator's file, and the manifest owns what is on disk.
+fn check_consistent(site: &Site, rep: usize) {
+    let conf = site.file("/etc/nccl.conf").unwrap();
+    let dropin = site.file("/etc/nccl/conf.d/50-topo-tune.conf").unwrap();
+    let timeout = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("NCCL_IB_TIMEOUT="))
+            .map(str::to_string)
+    };
+    assert_eq!(
+        timeout(&conf),
+        timeout(&dropin),
+        "rep {rep}: nccl.conf and the drop-in are from one run"
+    );
+    assert_eq!(
+        site.file("/etc/nccl/conf.d/00-preserved-nccl.conf").as_deref(),
+        Some(ORIGINAL),
+        "rep {rep}: the operator's file is kept line for line, and nothing else"
+    );
+    let manifest: Value = serde_json::from_str(&site.file("/etc/nccl/topo-tune/manifest.json").unwrap()).unwrap();
+    use sha2::Digest;
+    let sha = format!("{:x}", sha2::Sha256::digest(conf.as_bytes()));
+    assert_eq!(manifest["owned"]["/etc/nccl.conf"], sha, "rep {rep}");
+    assert!(manifest["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["pending"].is_null()));
+}
+
+// ---- 4. Killed at any rename, first run or later -------------------------------------------
+
+#[test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs --features fault-injection")]
+fn killed_at_every_rename_rollback_restores_the_original() {
+    for rep in 0..reps().min(20) {
+        for later in [false, true] {
+            let mut at = 1;
+            loop {
+                let site = Site::new();
+                if later {
+                    assert_eq!(site.init(11, &[]).status.code(), Some(0));
+                }
+                let n = at.to_string();
+                let o = site.init(12, &[("TOPO_TUNE_FAULT_AT_RENAME", &n)]);
+                if o.status.code() == Some(0) {
+                    break; // past the last rename: the run completed
+                }
+                // Path 1: roll back everything.
+                site.rollback_all();
+                assert_eq!(
+                    site.file("/etc/nccl.conf").as_deref(),
+                    Some(ORIGINAL),
+                    "rep {rep}, later={later}, killed before rename {at}: rollback"
+                );
+                // Path 2: the next run recovers and completes; rolling back restores too.
+                let site = Site::new();
+                if later {
+                    assert_eq!(site.init(11, &[]).status.code(), Some(0));
+                }
+                assert_ne!(
+                    site.init(12, &[("TOPO_TUNE_FAULT_AT_RENAME", &n)]).status.code(),
+                    Some(0)
+                );
+                assert_eq!(site.init(12, &[]).status.code(), Some(0));
+                check_consistent(&site, rep);
+                site.rollback_all();
+                assert_eq!(
+                    site.file("/etc/nccl.conf").as_deref(),
+                    Some(ORIGINAL),
+                    "rep {rep}, later={later}, killed before rename {at}: rerun, then rollback"
+                );
+                at += 1;
+                assert!(at < 64, "the run never completed");
+            }
+            assert!(at > 5, "a run has several renames (got {})", at - 1);
+        }
+    }
+}
+
+// ---- 10. Path traversal through a host name -------------------------------------------------
+
+#[test]
+fn a_host_that_names_a_directory_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for host in ["..", ".", "a/b", "a..b", "x."] {
+        let cfg = dir.path().join("c.yaml");
+        std::fs::write(&cfg, format!("nodes:\n  - host: \"{host}\"\n    simulate: aws-p4d\n")).unwrap();
+        let o = topo_tune()
+            .args(["init", "--cluster-config"])
+            .arg(&cfg)
+            .arg("--output-dir")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{host}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("c.yaml:2:"), "{host}: {err}");
+        assert!(
+            !out.exists() && !dir.path().join("etc").exists(),
+            "{host}: something was written"
+        );
+    }
+}
+
+// ---- 5. Injection from node answers into files and terminals ------------------------------
+
+/// A snapshot as a node would answer it, from the repository's p5en capture, altered.
+fn crafted_snapshot(alter: impl Fn(&mut Value)) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/snapshots/aws-p5en.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    alter(&mut doc);
+    doc.to_string()
+}
+
+/// `init --from-probes` on one node whose snapshot file is `snapshot`.
+fn init_from_snapshot(snapshot: &str, human: bool) -> (Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let probes = dir.path().join("probes");
+    std::fs::create_dir_all(&probes).unwrap();
+    std::fs::write(probes.join("n1.json"), snapshot).unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "nccl_version: \"2.28.9\"\nnodes:\n  - host: n1\n").unwrap();
+    let mut cmd = topo_tune();
+    if !human {
+        cmd.args(["--output", "json"]);
+    }
+    let o = cmd
+        .args(["init", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--from-probes")
+        .arg(&probes)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    (o, dir)
+}
+
+#[test]
+fn a_crafted_snapshot_is_refused_before_it_reaches_a_file() {
+    let cases: [(&str, Alter, &str); 5] = [
+        (
+            "an attribute smuggled into the topology XML",
+            |d| d["machine"]["architecture"] = "x86_64\" evil=\"1".into(),
+            "machine.architecture",
+        ),
+        (
+            "a malformed XML value",
+            |d| d["machine"]["architecture"] = "x86<64".into(),
+            "machine.architecture",
+        ),
+        (
+            "a NIC name that adds devices to NCCL_IB_HCA",
+            |d| d["nics"][0]["name"] = "rdmap79s0,mlx5_9".into(),
+            "nics[0].name",
+        ),
+        (
+            "a NIC name that flips exact matching",
+            |d| d["nics"][0]["rdma"]["device"] = "=mlx5_0".into(),
+            "nics[0].rdma.device",
+        ),
+        (
+            "a PCI class that closes its attribute",
+            |d| d["gpus"][0]["class"] = "0x0302\"/><x".into(),
+            "gpus[0].class",
+        ),
+    ];
+    for (what, alter, field) in cases {
+        let (o, dir) = init_from_snapshot(&crafted_snapshot(alter), false);
+        assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE), "{what}");
+        let err = error_of(&o);
+        assert!(err.contains("refused") && err.contains(field), "{what}: {err}");
+        assert!(!dir.path().join("out/n1/etc").exists(), "{what}: something was written");
+    }
+}
+
+#[test]
+fn control_characters_from_a_node_are_shown_not_obeyed() {
+    // A GPU model with a terminal escape: refused at the boundary, and the message that says
+    // so shows the escape as text.
+    let (o, _dir) = init_from_snapshot(
+        &crafted_snapshot(|d| d["gpus"][0]["name"] = "NVIDIA H200\u{1b}]0;owned\u{7}\r\u{1b}[2Kall nodes ok".into()),
+        true,
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    for text in [&out, &err] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{7}'),
+            "{text}"
+        );
+    }
+    assert!(out.contains("gpus[0].name"), "{out}");
+    // A path with an escape in it reaches the table through a failure message.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "nodes:\n  - host: n1\n    simulate: \"/nonexistent/\\e[2Jx.xml\"\n",
+    )
+    .unwrap();
+    let o = topo_tune()
+        .args(["init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains('\u{1b}') && out.contains("\\x1b[2Jx.xml"), "{out}");
+}
+
+// ---- 6 and 13. Panics, hangs, unbounded work ------------------------------------------------
+
+fn quick(cmd: &mut assert_cmd::Command) -> Output {
+    let start = std::time::Instant::now();
+    let o = cmd.output().unwrap();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "{cmd:?} took {:?}",
+        start.elapsed()
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{cmd:?}: {err}");
+    o
+}
+
+#[test]
+fn out_of_range_numbers_are_refused_not_panicked_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: aws-p4d\n").unwrap();
+    let o = quick(
+        topo_tune()
+            .env("TOPO_TUNE_FORKS", "4611686018427387904")
+            .args(["plan", "--cluster-config"])
+            .arg(&cfg),
+    );
+    assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE));
+    for flag in ["--command-timeout", "--connect-timeout"] {
+        let o = quick(
+            topo_tune()
+                .args(["plan", flag, "18446744073709551615", "--cluster-config"])
+                .arg(&cfg),
+        );
+        assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE), "{flag}");
+    }
+    for (key, line) in [
+        ("command_timeout", "ssh:\n  command_timeout: 18446744073709551615\n"),
+        ("connect_timeout", "ssh:\n  connect_timeout: 100000\n"),
+        ("control_persist", "ssh:\n  control_persist: 99999999\n"),
+        ("forks", "ssh:\n  forks: 4611686018427387904\n"),
+    ] {
+        std::fs::write(&cfg, format!("{line}nodes:\n  - host: n1\n    simulate: aws-p4d\n")).unwrap();
+        let o = quick(topo_tune().args(["plan", "--cluster-config"]).arg(&cfg));
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{key}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(key), "{key}");
+    }
+}
+
+#[test]
+fn devices_fifos_and_huge_inputs_are_refused_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.yaml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let o = quick(topo_tune().args(["plan", "--cluster-config"]).arg(&fifo));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a FIFO: refused"));
+    // simulate: /dev/zero
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: /dev/zero\n").unwrap();
+    let o = quick(
+        topo_tune()
+            .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+            .arg(&cfg)
+            .arg("--output-dir")
+            .arg(dir.path().join("o")),
+    );
+    assert!(error_of(&o).contains("a character device: refused"), "{}", error_of(&o));
+    // An NCCL file with 100,000 GPUs (7.6 MB): refused by count, not planned.
+    let mut big = String::from("<system version=\"1\"><cpu numaid=\"0\" affinity=\"ff\">\n");
+    for i in 0..100_000u32 {
+        big.push_str(&format!(
+            "<pci busid=\"{:04x}:{:02x}:{:02x}.0\" class=\"0x030200\"><gpu dev=\"{i}\" sm=\"90\"/></pci>\n",
+            i >> 16,
+            (i >> 8) & 0xff,
+            i & 0x1f
+        ));
+    }
+    big.push_str("</cpu></system>\n");
+    let f = dir.path().join("big.xml");
+    std::fs::write(&f, &big).unwrap();
+    let o = quick(topo_tune().args(["probe", "--from-nccl-topo"]).arg(&f));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("100000 GPUs, more than the 256"));
+    // 5,000 nested <pci>: refused, no stack overflow.
+    let deep = format!(
+        "<system version=\"1\"><cpu numaid=\"0\">{}{}</cpu></system>",
+        "<pci busid=\"0000:01:00.0\" class=\"0x060400\">".repeat(5000),
+        "</pci>".repeat(5000)
+    );
+    std::fs::write(&f, &deep).unwrap();
+    let o = quick(topo_tune().args(["probe", "--from-nccl-topo"]).arg(&f));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nested"));
+    // A 10 MB foreign nccl.conf of duplicate lines: refused by size, nothing changed.
+    let site = Site::new();
+    std::fs::write(site.node().join("etc/nccl.conf"), "NCCL_DEBUG=WARN\n".repeat(700_000)).unwrap();
+    let o = quick(
+        topo_tune()
+            .args(["--output", "json", "init", "--cluster-config"])
+            .arg(site.config(1))
+            .arg("--output-dir")
+            .arg(&site.out),
+    );
+    assert!(error_of(&o).contains("larger than 1048576 bytes"), "{}", error_of(&o));
+    assert!(!site.node().join("etc/nccl/conf.d").exists());
+}
+
+#[test]
+fn an_infinite_or_truncated_or_dtd_laden_hwloc_export_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/aws-p4d.xml")).unwrap();
+    let f = dir.path().join("x.xml");
+    let cases = [
+        ("truncated", good[..good.len() * 2 / 3].to_string(), "not well-formed"),
+        (
+            "internal DTD",
+            good.replacen(
+                "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
+                "<!DOCTYPE topology [<!ENTITY a \"aaaaaaaaaa\">]>",
+                1,
+            ),
+            "internal DTD",
+        ),
+        (
+            "infinite cpuset",
+            good.replace("cpuset=\"0x000000ff,0xffff0000,0x00ffffff\"", "cpuset=\"0xf...f\""),
+            "infinite",
+        ),
+    ];
+    for (what, text, expect) in cases {
+        std::fs::write(&f, &text).unwrap();
+        let o = quick(topo_tune().args(["probe", "--from-hwloc-xml"]).arg(&f));
+        assert_eq!(
+            o.status.code(),
+            Some(topo_tune::exit::DATA_ERROR),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(expect),
+            "{what}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+// ---- 7. Silently accepted ---------------------------------------------------------------
+
+#[test]
+fn yaml_that_only_looks_right_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    for (what, text, at) in [
+        ("port 0", "ssh:\n  port: 0\nnodes:\n  - host: n1\n", "c.yaml:2:"),
+        ("port null", "ssh:\n  port: null\nnodes:\n  - host: n1\n", "c.yaml:2:"),
+        ("a node's port null", "nodes:\n  - host: n1\n    port:\n", "c.yaml:3:"),
+        ("a core tag", "nodes:\n  - host: !!str n1\n", "c.yaml:2:11"),
+        (
+            "a custom tag",
+            "nodes:\n  - host: n1\n    labels: {rack: !rack r1}\n",
+            "c.yaml:3:",
+        ),
+        ("CR-only line ends", "nodes:\r  - host: n1\r", "c.yaml:1:"),
+        (
+            "a version with a newline",
+            "nccl_version: \"2.28.9\\nX\"\nnodes:\n  - host: n1\n",
+            "c.yaml:1:",
+        ),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{what}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(at), "{what}: {err}");
+    }
+    // Quoted `!` is text, not a tag.
+    std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: \"!odd-but-quoted.xml\"\n").unwrap();
+    let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn twenty_ranges_cannot_add_up_to_millions_of_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let mut text = String::from("nodes:\n");
+    for r in 0..20 {
+        text.push_str(&format!("  - host: \"r{r}-n[00001-99999]\"\n    simulate: aws-p4d\n"));
+    }
+    std::fs::write(&cfg, text).unwrap();
+    let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("more than 100000 nodes in all"));
+}
+
+// ---- 13. Operator edits, closed stdout, FSROOT=/ ---------------------------------------------
+
+#[test]
+fn an_edited_nccl_conf_keeps_only_the_operators_lines() {
+    let site = Site::new();
+    assert_eq!(site.init(11, &[]).status.code(), Some(0));
+    let mut conf = site.file("/etc/nccl.conf").unwrap();
+    conf.push_str("NCCL_IB_SL=3\n");
+    std::fs::write(site.node().join("etc/nccl.conf"), &conf).unwrap();
+    assert_eq!(site.init(12, &[]).status.code(), Some(0));
+    assert_eq!(
+        site.file("/etc/nccl/conf.d/00-preserved-nccl.conf").as_deref(),
+        Some(format!("{ORIGINAL}NCCL_IB_SL=3\n").as_str()),
+        "the operator's added line joins their kept file; topo-tune's own lines do not"
+    );
+    let conf = site.file("/etc/nccl.conf").unwrap();
+    assert!(
+        conf.contains("NCCL_IB_SL=3\n") && conf.contains("NCCL_IB_TIMEOUT=12\n"),
+        "{conf}"
+    );
+}
+
+#[test]
+fn an_unwritable_stdout_is_an_error() {
+    // `> /dev/full`: every write fails (ENOSPC). A closed stdout, by contrast, is reopened on
+    // /dev/null by the Rust runtime before main (docs/exit-codes.md).
+    let xml = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/aws-p4d.xml");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} probe --from-hwloc-xml {} > /dev/full",
+            assert_cmd::cargo::cargo_bin("topo-tune").display(),
+            xml.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(topo_tune::exit::IO_ERROR),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("writing output"));
+}
