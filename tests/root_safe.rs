@@ -775,3 +775,327 @@ fn an_unwritable_stdout_is_an_error() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("writing output"));
 }
+
+// ---- 8. Interrupted collection ----------------------------------------------------------
+
+/// Processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle))
+        .collect()
+}
+
+fn ssh_control_dirs() -> std::collections::BTreeSet<PathBuf> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("topo-tune-ssh-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+fn wait_until(what: &str, secs: u64, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} (waited {secs} s)");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs --features fault-injection")]
+fn sigterm_during_collection_leaves_nothing_behind() {
+    use crate::common::machines;
+    use crate::common::sshd::{Node, SshCluster};
+    for (signal, code) in [
+        ("-TERM", topo_tune::exit::TERMINATED),
+        ("-INT", topo_tune::exit::INTERRUPTED),
+    ] {
+        let trees = tempfile::tempdir().unwrap();
+        machines::cpu_only(&trees.path().join("cpu"));
+        let cluster = SshCluster::start(&[Node::SlowProbe(trees.path().join("cpu"))]);
+        let cfg = cluster.cluster_yaml("");
+        let remote = cluster.dir.path().join("remote-cache").display().to_string();
+        let masters = cluster.ssh_config.display().to_string();
+        let out = tempfile::tempdir().unwrap();
+        let dirs_before = ssh_control_dirs();
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+            .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+            .arg(&cfg)
+            .arg("--output-dir")
+            .arg(out.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the node side starts", 60, || {
+            processes_with(&remote).iter().any(|c| c.contains(" node probe"))
+        });
+        let ours: Vec<PathBuf> = ssh_control_dirs().difference(&dirs_before).cloned().collect();
+        assert!(!ours.is_empty(), "a private ssh directory exists while the run is on");
+        let pid = child.id().to_string();
+        assert!(std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{signal}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(json(&o)["error"]["kind"], "interrupted", "{signal}");
+        assert!(
+            ours.iter().all(|d| !d.exists()),
+            "{signal}: the ssh control directory is removed"
+        );
+        wait_until(&format!("{signal}: the ssh master ends"), 10, || {
+            processes_with(&masters).iter().all(|c| !c.starts_with("ssh "))
+        });
+        wait_until(&format!("{signal}: the node side ends"), 10, || {
+            processes_with(&remote).is_empty()
+        });
+    }
+}
+
+// ---- 5 (over ssh). A crafted answer from a node ----------------------------------------------
+
+#[test]
+fn a_crafted_answer_over_ssh_is_refused_at_the_boundary() {
+    use crate::common::machines;
+    use crate::common::sshd::{Node, SshCluster};
+    let trees = tempfile::tempdir().unwrap();
+    machines::cpu_only(&trees.path().join("cpu"));
+    // A stand-in for the node side that answers a well-formed report with a crafted snapshot.
+    let snapshot = crafted_snapshot(|d| d["machine"]["architecture"] = "x86_64\" evil=\"1".into());
+    let report = format!(
+        "{{\"protocol\":1,\"tool_version\":\"{}\",\"ok\":{snapshot}}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let answer = trees.path().join("answer.json");
+    std::fs::write(&answer, report).unwrap();
+    let fake = trees.path().join("topo-tune-crafted");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\ncat {}\nprintf '\\033]0;owned\\007' >&2\nexit 0\n",
+            answer.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cluster = SshCluster::start(&[Node::Fsroot(trees.path().join("cpu"))]);
+    let cfg = cluster.cluster_yaml("");
+    let out = tempfile::tempdir().unwrap();
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(out.path())
+        .arg("--remote-binary")
+        .arg(&fake)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    let doc = json(&o);
+    assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc}");
+    assert!(error_of(&o).contains("machine.architecture"), "{}", error_of(&o));
+    assert!(!out.path().join("node1/snapshot.json").exists());
+}
+
+// ---- 13. One crashing import takes down only its node ---------------------------------------
+
+#[test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs --features fault-injection")]
+fn an_import_that_crashes_fails_only_its_node() {
+    // An hwloc export on which the C library dies (here: made to, by the fault hook) fails
+    // its node; the child process takes the crash and the other node is collected.
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/aws-p4d.xml")).unwrap();
+    std::fs::write(dir.path().join("crashes.xml"), &good).unwrap();
+    std::fs::write(dir.path().join("good.xml"), &good).unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "nodes:\n  - host: bad\n    simulate: crashes.xml\n  - host: good\n    simulate: good.xml\n",
+    )
+    .unwrap();
+    let o = topo_tune()
+        .env("TOPO_TUNE_FAULT_CRASH_ON", "crashes.xml")
+        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let doc = json(&o);
+    assert_eq!(doc["nodes"][1]["status"], "ok", "{doc}");
+    assert_eq!(doc["nodes"][0]["status"], "failed", "{doc}");
+    assert!(
+        doc["nodes"][0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("died (signal 6)"),
+        "{doc}"
+    );
+}
+
+// ---- 9 and 12. irq-pin off its own rules; --fsroot trees; the irqbalance config ------------
+
+fn irq_pin(root: &Path, args: &[&str]) -> Output {
+    quick(
+        topo_tune()
+            .args(["--output", "json", "irq-pin"])
+            .args(args)
+            .arg("--fsroot")
+            .arg(root),
+    )
+}
+
+fn affinities(root: &Path) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = walk(&root.join("proc/irq"))
+        .into_iter()
+        .filter(|p| p.ends_with("smp_affinity_list"))
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_garbage_online_list_stops_irq_pin_before_anything_moves() {
+    use crate::common::machines::{self, Mlx5Naming};
+    for online in ["0-99999\n", "garbage\n", "0-3,,5\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        machines::irq_box(dir.path(), Mlx5Naming::Modern);
+        std::fs::write(dir.path().join("sys/devices/system/cpu/online"), online).unwrap();
+        let before = affinities(dir.path());
+        let o = irq_pin(dir.path(), &["--reserve-cpus", "0-31"]);
+        assert_eq!(
+            o.status.code(),
+            Some(topo_tune::exit::DATA_ERROR),
+            "{online:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(String::from_utf8_lossy(&o.stderr).contains("cpu/online"), "{online:?}");
+        assert_eq!(affinities(dir.path()), before, "{online:?}: nothing moved");
+    }
+}
+
+#[test]
+fn irq_pin_never_writes_through_a_planted_link_or_waits_on_a_fifo() {
+    use crate::common::machines::{self, Mlx5Naming};
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // Two completion vectors the plan moves: one's file is a link out, the other a FIFO.
+    let plan = json(&irq_pin(dir.path(), &["--dry-run", "--reserve-cpus", "0-3"]));
+    let moved: Vec<u64> = plan["nodes"][0]["plan"]["pins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["action"] == "set")
+        .map(|p| p["irq"].as_u64().unwrap())
+        .take(2)
+        .collect();
+    let (linked, fifo_irq) = (moved[0], moved[1]);
+    let irq = dir.path().join(format!("proc/irq/{linked}/smp_affinity_list"));
+    std::fs::remove_file(&irq).unwrap();
+    symlink(&victim, &irq).unwrap();
+    let fifo = dir.path().join(format!("proc/irq/{fifo_irq}/smp_affinity_list"));
+    std::fs::remove_file(&fifo).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let o = irq_pin(dir.path(), &["--reserve-cpus", "0-3"]);
+    let doc = json(&o);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let pins = doc["nodes"][0]["plan"]["pins"].as_array().unwrap();
+    for irq in [linked, fifo_irq] {
+        let p = pins.iter().find(|p| p["irq"] == irq).unwrap();
+        assert_eq!(p["action"], "failed", "IRQ {irq}: {p}");
+    }
+    // /proc/interrupts as a FIFO: read as unreadable, never waited on.
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let interrupts = dir.path().join("proc/interrupts");
+    std::fs::remove_file(&interrupts).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&interrupts)
+        .status()
+        .unwrap()
+        .success());
+    irq_pin(dir.path(), &["--dry-run", "--reserve-cpus", "0-3"]);
+}
+
+#[test]
+fn the_unit_runs_a_binary_whose_path_has_spaces_and_percent() {
+    use crate::common::machines::{self, Mlx5Naming};
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path().join("tree").as_path(), Mlx5Naming::Modern);
+    let odd = dir.path().join("my tools 100%");
+    std::fs::create_dir_all(&odd).unwrap();
+    let bin = odd.join("topo-tune");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("topo-tune"), &bin).unwrap();
+    let o = std::process::Command::new(&bin)
+        .args(["irq-pin", "--install", "--reserve-cpus", "0-3", "--fsroot"])
+        .arg(dir.path().join("tree"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let unit = dir.path().join("tree/etc/systemd/system/topo-tune-irq-pin.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(
+        text.contains(&format!(
+            "ExecStart=\"{}/my tools 100%%/topo-tune\" irq-pin",
+            dir.path().display()
+        )),
+        "{text}"
+    );
+    let v = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+        .unwrap();
+    assert!(
+        v.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr)
+    );
+}
+
+#[test]
+fn the_irqbalance_ban_edits_one_assignment_and_keeps_a_backup() {
+    use crate::common::machines::{self, Mlx5Naming};
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    std::fs::create_dir_all(dir.path().join("proc/4242")).unwrap();
+    std::fs::write(dir.path().join("proc/4242/comm"), "irqbalance\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("etc/default")).unwrap();
+    let original = "# ops\r\nIRQBALANCE_ONESHOT=yes\r\nIRQBALANCE_ARGS='--hintpolicy=subset \\\n  --policyscript=/etc/x.sh'  # tuned\r\nTAIL=1";
+    let config = dir.path().join("etc/default/irqbalance");
+    std::fs::write(&config, original).unwrap();
+    let o = irq_pin(dir.path(), &["--reserve-cpus", "0-3", "--irqbalance", "ban"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "# ops\r\nIRQBALANCE_ONESHOT=yes\r\nIRQBALANCE_ARGS='--hintpolicy=subset \\\n  --policyscript=/etc/x.sh --banmod=mlx5'  # tuned\r\nTAIL=1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("etc/default/irqbalance.topo-tune.bak")).unwrap(),
+        original
+    );
+}

@@ -123,6 +123,7 @@ fn probe_nccl_topo(path: &Path) -> Result<NodeSnapshot, ProbeError> {
 
 fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let text = read_input(path)?;
+    crash_for_tests(path);
     if nccl_topo::kind_of(&text) != nccl_topo::XmlKind::Hwloc {
         // An NCCL topology file (or something else): no driver answers apply to it.
         return snapshot_from_xml_text(&text, &path.display().to_string(), None);
@@ -146,6 +147,20 @@ fn checked(snap: NodeSnapshot, origin: &str) -> Result<NodeSnapshot, ProbeError>
     })?;
     Ok(snap)
 }
+
+/// Tests of crash isolation (built with `--features fault-injection` only): die as a crash
+/// in the C library would, on a file whose path holds `TOPO_TUNE_FAULT_CRASH_ON`.
+#[cfg(feature = "fault-injection")]
+fn crash_for_tests(path: &Path) {
+    if let Ok(marker) = std::env::var("TOPO_TUNE_FAULT_CRASH_ON") {
+        if path.display().to_string().contains(&marker) {
+            std::process::abort();
+        }
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn crash_for_tests(_path: &Path) {}
 
 /// A snapshot from an hwloc XML view with no driver answers (simulated nodes).
 pub fn snapshot_from_hwloc_view(view: hwloc::HwlocView, origin: &str) -> NodeSnapshot {
