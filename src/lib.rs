@@ -13,6 +13,9 @@ pub(crate) mod digest;
 pub(crate) mod emit;
 pub mod error;
 pub mod exit;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
 pub mod graph;
 pub(crate) mod input;
 pub(crate) mod irq;
@@ -40,7 +43,7 @@ where
     // hwloc's own minimal XML importer, never libxml2 (which crashed on crafted DTDs); set
     // while the process is still one thread.
     std::env::set_var("HWLOC_LIBXML_IMPORT", "0");
-    transport::simulated::isolate_hwloc_imports();
+    probe::isolate_imports();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e, cli::wants_json(&args)),

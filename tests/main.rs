@@ -7,6 +7,7 @@ mod common;
 mod architecture;
 mod cli;
 mod from_probes;
+mod fuzz;
 mod guard_property;
 mod inventory;
 mod irq;

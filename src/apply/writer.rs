@@ -340,7 +340,7 @@ fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) -> Result<Vec
     let current_conf = read_text(tree, NCCL_CONF)?;
     let mut preserved = read_text(tree, PRESERVED)?;
     if let Some(kept) = foreign_conf(
-        tree,
+        &tree.show(NCCL_CONF),
         current_conf.as_deref(),
         manifest,
         preserved.as_deref(),
@@ -381,8 +381,8 @@ fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) -> Result<Vec
 /// (comments too), every setting validated. A file topo-tune did not write is theirs
 /// entirely; a file it wrote and the operator edited since adds to what was kept before only
 /// the lines topo-tune did not write. `None`: nothing of theirs to keep.
-fn foreign_conf(
-    tree: &Tree,
+pub(crate) fn foreign_conf(
+    shown: &str,
     conf: Option<&str>,
     manifest: &Manifest,
     preserved: Option<&str>,
@@ -416,7 +416,7 @@ fn foreign_conf(
         if !line.starts_with('#') && line.contains('=') {
             let (n, v) = line.split_once('=').unwrap_or((line, ""));
             crate::nccl::table::validate(n, v, version).map_err(|r| WriteError::Invalid {
-                path: format!("{}:{}", tree.show(NCCL_CONF), i + 1),
+                path: format!("{shown}:{}", i + 1),
                 message: format!(
                     "cannot be kept as it is: {} (fix or remove the line; nothing was changed)",
                     r.reason

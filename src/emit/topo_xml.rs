@@ -74,6 +74,8 @@ pub fn topology_xml(snap: &NodeSnapshot) -> String {
         out.push_str(">\n");
         let mut devs = devs;
         devs.sort_by_key(|p| p.bdf);
+        // A multi-port NIC is several devices on one PCI function: one <pci> element.
+        devs.dedup_by_key(|p| p.bdf);
         for p in devs {
             let _ = write!(
                 out,
@@ -110,5 +112,14 @@ mod tests {
             affinity_mask(&CpuList::parse("64").unwrap()),
             "00000001,00000000,00000000"
         );
+    }
+
+    #[test]
+    fn a_multi_port_nic_is_one_pci_element() {
+        // Found by the fuzz harness: mlx5_0 and mlx5_1 share bus 0000:12:00.0.
+        let snap =
+            NodeSnapshot::from_json(include_str!("../../fuzz/corpus/snapshot_json/seed-dual-port.json")).unwrap();
+        let xml = topology_xml(&snap);
+        assert_eq!(xml.matches("busid=\"0000:12:00.0\"").count(), 1, "{xml}");
     }
 }

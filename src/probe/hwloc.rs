@@ -208,6 +208,18 @@ fn precheck(text: &str) -> Result<(), String> {
     };
     let doc = roxmltree::Document::parse_with_options(text, opts)
         .map_err(|e| format!("not well-formed XML ({e}): a truncated or damaged export is not read as a machine"))?;
+    // Every set hwloc writes comes with its `complete_` twin; its importer crashes on an
+    // object that has one without the other (found by the fuzz harness).
+    for n in doc.descendants().filter(|n| n.has_tag_name("object")) {
+        for set in ["cpuset", "nodeset"] {
+            if n.attribute(set).is_some() && n.attribute(format!("complete_{set}").as_str()).is_none() {
+                return Err(format!(
+                    "an object with a {set} but no complete_{set} (line {}): not what hwloc exports; refused",
+                    doc.text_pos_at(n.range().start).row
+                ));
+            }
+        }
+    }
     // hwloc writes an infinite set as `0xf...f`: no machine has one.
     let infinite = doc
         .descendants()

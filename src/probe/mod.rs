@@ -121,13 +121,40 @@ fn probe_nccl_topo(path: &Path) -> Result<NodeSnapshot, ProbeError> {
     }
 }
 
+/// Set by the command-line entry point: hwloc imports of files run in a child process.
+static ISOLATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Marks the child that does the import (it must not isolate again).
+const IMPORT_CHILD: &str = "TOPO_TUNE_IMPORT_CHILD";
+/// The longest an isolated import may take.
+const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// From now on, import hwloc exports given as files in a child process: if hwloc's C code
+/// crashes on a crafted file, the child dies, not topo-tune (the CLI calls this; a library
+/// user keeps imports in-process).
+pub fn isolate_imports() {
+    ISOLATE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A machine described by a file: an hwloc export (isolated, see [`isolate_imports`]) or an
+/// NCCL topology file.
+pub fn snapshot_of_file(path: &Path) -> Result<NodeSnapshot, ProbeError> {
+    probe_xml(path, None)
+}
+
 fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let text = read_input(path)?;
-    crash_for_tests(path);
     if nccl_topo::kind_of(&text) != nccl_topo::XmlKind::Hwloc {
         // An NCCL topology file (or something else): no driver answers apply to it.
         return snapshot_from_xml_text(&text, &path.display().to_string(), None);
     }
+    if ISOLATE.load(std::sync::atomic::Ordering::SeqCst) && std::env::var_os(IMPORT_CHILD).is_none() {
+        let exe = std::env::current_exe().map_err(|e| ProbeError::NotATopology {
+            path: path.display().to_string(),
+            reason: format!("finding topo-tune's own binary for the import: {e}"),
+        })?;
+        return import_in_child(&exe, path, fixture);
+    }
+    crash_for_tests(path);
     let view = hwloc::from_xml_text(&text, &path.display().to_string())?;
     let driver = nvml::driver_for(fixture, false).report();
     // A broken fixture is the operator's input: report it rather than quietly ignoring it.
@@ -146,6 +173,63 @@ fn checked(snap: NodeSnapshot, origin: &str) -> Result<NodeSnapshot, ProbeError>
         reason: format!("refused: {e}"),
     })?;
     Ok(snap)
+}
+
+/// `BIN --output json probe --from-hwloc-xml FILE` in a child marked as the importer: its
+/// envelope carries the snapshot, read back through the snapshot's own checks. A child that
+/// dies on a signal (hwloc crashed) or runs too long is a refusal of that file, not a crash.
+pub fn import_in_child(exe: &Path, path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+    use std::process::{Command, Stdio};
+    let refused = |reason: String| ProbeError::NotATopology {
+        path: path.display().to_string(),
+        reason,
+    };
+    let mut cmd = Command::new(exe);
+    cmd.args(["--output", "json", "probe", "--from-hwloc-xml"]).arg(path);
+    if let Some(f) = fixture {
+        cmd.arg("--nvml-fixture").arg(f);
+    }
+    let child = cmd
+        .env(IMPORT_CHILD, "1")
+        .env_remove("TOPO_TUNE_FSROOT")
+        .env_remove("TOPO_TUNE_NVML_FIXTURE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| refused(format!("starting the import: {e}")))?;
+    // Read the answer while waiting (a full pipe would stall the child), within a limit.
+    let pid = rustix::process::Pid::from_child(&child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(IMPORT_TIMEOUT) {
+        Ok(r) => r.map_err(|e| refused(e.to_string()))?,
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            return Err(refused(format!(
+                "the import ran past {} s: refused",
+                IMPORT_TIMEOUT.as_secs()
+            )));
+        }
+    };
+    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
+        return Err(refused(format!(
+            "hwloc's import died (signal {signal}) on this file: refused"
+        )));
+    }
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err
+            .lines()
+            .next()
+            .unwrap_or("the import failed")
+            .trim_start_matches("error: ");
+        return Err(refused(first.to_string()));
+    }
+    let text = String::from_utf8(out.stdout).map_err(|_| refused("the import's answer is not UTF-8".into()))?;
+    NodeSnapshot::from_json(&text).map_err(|e| refused(e.to_string()))
 }
 
 /// Tests of crash isolation (built with `--features fault-injection` only): die as a crash

@@ -1,0 +1,113 @@
+//! Entry points for the fuzz harness (`tests/fuzz.rs`, feature `fuzzing`): each takes any
+//! bytes, runs one parser topo-tune applies to outside input — and, where it accepts, what
+//! consumes the result — and returns a short outcome (a crash is a panic, a hang is time).
+//! Nothing here writes files outside a temporary directory.
+
+use crate::model::NodeSnapshot;
+use std::path::Path;
+
+fn text(data: &[u8]) -> String {
+    String::from_utf8_lossy(data).into_owned()
+}
+
+/// First word of an error: enough to tell outcomes apart, not to grow without bound.
+fn outcome<E: std::fmt::Display>(r: Result<(), E>) -> String {
+    match r {
+        Ok(()) => "ok".into(),
+        Err(e) => {
+            let e = e.to_string();
+            let cut: String = e.split([':', '(']).nth(1).unwrap_or(&e).chars().take(48).collect();
+            format!("err:{}", cut.trim())
+        }
+    }
+}
+
+/// Whatever consumes an accepted snapshot: paths, NCCL rules, the guard, the topology file.
+fn consume(snap: &NodeSnapshot) {
+    let classes = crate::graph::paths::path_classes(snap);
+    let _ = crate::graph::paths::path_matrix(snap);
+    let facts = crate::nccl::rules::Facts::new(snap, &classes, Some(8), None);
+    if let Ok(d) = crate::nccl::rules::derive_from(&facts, &Default::default()) {
+        let _ = crate::nccl::guard::check(&d.settings, facts.gpu_ports(), &[], true, None);
+    }
+    let xml = crate::emit::topo_xml::topology_xml(snap);
+    // What topo-tune writes must read back as an NCCL topology.
+    crate::probe::snapshot_from_xml_text(&xml, "emitted", Some("n1"))
+        .map(|_| ())
+        .unwrap_or_else(|e| {
+            // An emitted file that is refused by our own reader is a bug only if the snapshot
+            // had GPUs or RDMA NICs to place; an empty system is fine either way.
+            if !snap.gpus.is_empty() {
+                panic!("the emitted topology file does not read back: {e}\n{xml}");
+            }
+        });
+}
+
+/// cluster.yaml.
+pub fn cluster_yaml(data: &[u8]) -> String {
+    outcome(crate::config::Inventory::parse(Path::new("fuzz.yaml"), &text(data)).map(|_| ()))
+}
+
+static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// The `topo-tune` binary hwloc imports run in (the harness's build of it).
+pub fn set_binary(path: std::path::PathBuf) {
+    let _ = BINARY.set(path);
+}
+
+/// An hwloc XML export, imported as the CLI imports it: topo-tune's prechecks, then hwloc in
+/// a child process ([`set_binary`]), so a crash inside hwloc is an outcome (`died (signal N)`)
+/// rather than the end of the run. Without a binary, in-process.
+pub fn hwloc_xml(data: &[u8]) -> String {
+    let Some(bin) = BINARY.get() else {
+        let r = crate::probe::snapshot_from_xml_text(&text(data), "fuzz.xml", Some("n1")).map(|s| consume(&s));
+        return outcome(r);
+    };
+    let Ok(dir) = tempfile::tempdir() else {
+        return "skip:tempdir".into();
+    };
+    let file = dir.path().join("fuzz.xml");
+    if std::fs::write(&file, data).is_err() {
+        return "skip:write".into();
+    }
+    outcome(crate::probe::import_in_child(bin, &file, None).map(|s| consume(&s)))
+}
+
+/// An NCCL topology file.
+pub fn nccl_topology(data: &[u8]) -> String {
+    let t = text(data);
+    if crate::probe::nccl_topo::kind_of(&t) == crate::probe::nccl_topo::XmlKind::Hwloc {
+        return "skip:hwloc".into();
+    }
+    outcome(crate::probe::snapshot_from_xml_text(&t, "fuzz.xml", Some("n1")).map(|s| consume(&s)))
+}
+
+/// `/proc/interrupts`.
+pub fn proc_interrupts(data: &[u8]) -> String {
+    outcome(crate::probe::procfs::Interrupts::parse(&text(data)).map(|_| ()))
+}
+
+/// A foreign `/etc/nccl.conf`: what is kept of it, then the assembly with topo-tune's drop-in.
+pub fn foreign_nccl_conf(data: &[u8]) -> String {
+    use crate::apply::writer::{foreign_conf, Manifest};
+    let version = Some(crate::model::NcclVersion(2, 28, 9));
+    let conf = text(data);
+    let r = foreign_conf("/etc/nccl.conf", Some(&conf), &Manifest::default(), None, version).and_then(|kept| {
+        let mut dropins = vec![("50-topo-tune.conf".to_string(), "NCCL_IB_HCA==mlx5_0\n".to_string())];
+        if let Some(k) = kept {
+            dropins.push(("00-preserved-nccl.conf".to_string(), k));
+        }
+        crate::nccl::conf::assemble(&dropins, version, "managed by topo-tune")
+            .map(|_| ())
+            .map_err(|r| crate::apply::writer::WriteError::Invalid {
+                path: "conf.d".into(),
+                message: r.to_string(),
+            })
+    });
+    outcome(r)
+}
+
+/// A snapshot JSON (a node's answer, a `--from-probes` file).
+pub fn snapshot_json(data: &[u8]) -> String {
+    outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))
+}
