@@ -281,7 +281,7 @@ fn fuzz(target: &str, run: fn(&[u8]) -> String) {
             }
             Ok(outcome) => {
                 if seen.insert(outcome) && corpus.len() < MAX_CORPUS {
-                    if save {
+                    if save && input.len() <= 64 * 1024 {
                         let _ = std::fs::write(corpus_dir(target).join(format!("found-{:016x}", fnv(&input))), &input);
                     }
                     corpus.push(input);

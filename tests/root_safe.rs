@@ -660,6 +660,27 @@ fn an_infinite_or_truncated_or_dtd_laden_hwloc_export_is_refused() {
             "internal DTD",
         ),
         (
+            "a set without its complete_ twin (hwloc crashed on it)",
+            good.replacen(
+                " complete_nodeset=\"0x00000003\" allowed_nodeset=\"0x00000003\"",
+                " allowed_nodeset=\"0x00000003\"",
+                1,
+            ),
+            "no complete_nodeset",
+        ),
+        (
+            "a GPU's bus id twice",
+            {
+                let gpu = "<object type=\"PCIDev\" gp_index=\"351\" pci_busid=\"0000:10:1c.0\"";
+                let at = good.find(gpu).unwrap();
+                // The GPU's PCIDev holds only self-closed OS devices: it ends at the next `</object>`.
+                let end = good[at..].find("</object>").unwrap() + at + "</object>".len();
+                let copy = good[at..end].replace("gp_index=\"351\"", "gp_index=\"9351\"");
+                format!("{}{}{}", &good[..end], copy, &good[end..])
+            },
+            "appears twice",
+        ),
+        (
             "infinite cpuset",
             good.replace("cpuset=\"0x000000ff,0xffff0000,0x00ffffff\"", "cpuset=\"0xf...f\""),
             "infinite",

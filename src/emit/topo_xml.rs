@@ -56,6 +56,12 @@ pub fn topology_xml(snap: &NodeSnapshot) -> String {
             by_node.entry(n).or_default().push(p);
         }
     }
+    // A PCI function is listed once, under the first NUMA node that claims it.
+    let mut listed = std::collections::HashSet::new();
+    for devs in by_node.values_mut() {
+        devs.retain(|p| listed.insert(p.bdf));
+    }
+    by_node.retain(|_, devs| !devs.is_empty());
     let mut out = String::from("<system version=\"1\">\n");
     for (node, devs) in by_node {
         let cpus = snap

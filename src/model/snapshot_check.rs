@@ -232,6 +232,30 @@ pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     for (i, n) in s.nics.iter().enumerate() {
         nic(i, n)?;
     }
+    // The ports of one multi-port NIC share a PCI function: then they share its placement.
+    for (i, n) in s.nics.iter().enumerate() {
+        let Some(p) = &n.pci else { continue };
+        if s.nics[..i]
+            .iter()
+            .filter_map(|m| m.pci.as_ref())
+            .any(|q| q.bdf == p.bdf && q != p)
+        {
+            return Err(err(
+                format!("nics[{i}].pci"),
+                format!("bus id {} is placed two ways by two NICs", p.bdf),
+            ));
+        }
+    }
+    // One device per PCI function: a GPU's bus id appears once, and is no NIC's (the ports
+    // of one multi-port NIC do share theirs).
+    let mut gpu_bdfs = std::collections::HashSet::new();
+    for (i, g) in s.gpus.iter().enumerate() {
+        let bdf = g.placement.bdf;
+        let nic_has_it = s.nics.iter().any(|n| n.pci.as_ref().is_some_and(|p| p.bdf == bdf));
+        if !gpu_bdfs.insert(bdf) || nic_has_it {
+            return Err(err(format!("gpus[{i}].bdf"), format!("bus id {bdf} appears twice")));
+        }
+    }
     bounded("notes", &s.notes, MAX_ITEMS)?;
     for (i, n) in s.notes.iter().enumerate() {
         token(&format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;

@@ -35,6 +35,7 @@ pub fn render(settings: &[Setting], version: Option<NcclVersion>, header: &str) 
 /// always skip them, they are never ours to keep), first occurrence of a name wins.
 pub fn parse(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for line in text.split('\n') {
         if line.starts_with('#') {
             continue;
@@ -42,7 +43,7 @@ pub fn parse(text: &str) -> Vec<(String, String)> {
         let Some((name, value)) = line.split_once('=') else {
             continue;
         };
-        if !out.iter().any(|(n, _)| n == name) {
+        if seen.insert(name) {
             out.push((name.to_string(), value.to_string()));
         }
     }

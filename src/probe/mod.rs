@@ -221,11 +221,17 @@ pub fn import_in_child(exe: &Path, path: &Path, fixture: Option<&Path>) -> Resul
     }
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
+        let shown = format!("{}: ", path.display());
         let first = err
             .lines()
             .next()
             .unwrap_or("the import failed")
             .trim_start_matches("error: ");
+        // The child names the file already, and may name the reader too.
+        let first = first.trim_start_matches(shown.as_str());
+        let first = first
+            .strip_prefix("hwloc could not read ")
+            .map_or(first, |r| r.trim_start_matches(shown.as_str()));
         return Err(refused(first.to_string()));
     }
     let text = String::from_utf8(out.stdout).map_err(|_| refused("the import's answer is not UTF-8".into()))?;
