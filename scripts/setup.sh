@@ -12,6 +12,7 @@ packages=(
   openssh-client    # ssh: topo-tune reaches nodes through the operator's own ssh
   openssh-server    # sshd: the tests start real sshd instances on loopback
   systemd           # systemd-analyze: the tests verify the irq-pin unit
+  python3           # runs the nccl-tests double (tests/data/nccl-tests/fake_all_reduce_perf)
 )
 
 missing=()

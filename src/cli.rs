@@ -37,14 +37,16 @@ pub enum Command {
     Init(InitArgs),
     /// Solve intra-node rings, the node order and NCCL settings; predict what they are worth.
     Plan(PlanArgs),
-    /// Roll a plan out rack by rack behind a measured canary [not implemented yet].
-    Apply(PendingArgs),
+    /// Roll a plan out wave by wave behind a measured canary: stage, benchmark baseline vs
+    /// candidate on the same nodes, promote a proven change, roll back by itself otherwise.
+    Apply(ApplyArgs),
     /// Pin mlx5 NIC interrupts to CPUs local to the NIC, away from training CPUs.
     IrqPin(IrqPinArgs),
     /// Check the host basics that make NCCL slow: one table, a fix for each finding.
     Doctor(DoctorArgs),
-    /// Show what topo-tune has applied where [not implemented yet].
-    Status(PendingArgs),
+    /// Show what topo-tune has applied where: per node the last run, drift, staged
+    /// candidates and the rollout wave it belongs to.
+    Status(StatusArgs),
     /// Restore, on every node, the files topo-tune's last `init` replaced.
     Rollback(RollbackArgs),
     /// Node side of every cluster command: one request (JSON on stdin), one report out.
@@ -120,37 +122,7 @@ pub struct InitArgs {
     pub dry_run: bool,
 }
 
-/// A message size: bytes, or with K/M/G/T (binary units, as nccl-tests reads them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteSize(pub u64);
-
-impl std::str::FromStr for ByteSize {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        let t = text.trim();
-        let (num, unit) = t.find(|c: char| !c.is_ascii_digit()).map_or((t, ""), |i| t.split_at(i));
-        let n: u64 = num
-            .parse()
-            .map_err(|_| format!("`{text}` is not a size (e.g. 4096, 256M, 1G)"))?;
-        let mult: u64 = match unit
-            .trim_end_matches("iB")
-            .trim_end_matches('B')
-            .to_ascii_uppercase()
-            .as_str()
-        {
-            "" => 1,
-            "K" => 1 << 10,
-            "M" => 1 << 20,
-            "G" => 1 << 30,
-            "T" => 1 << 40,
-            _ => return Err(format!("`{text}`: unknown unit `{unit}` (K, M, G, T)")),
-        };
-        n.checked_mul(mult)
-            .filter(|&b| b > 0)
-            .map(ByteSize)
-            .ok_or_else(|| format!("`{text}` is out of range"))
-    }
-}
+pub use crate::model::size::ByteSize;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -249,6 +221,96 @@ pub struct DoctorArgs {
     pub reserve_cpus: Option<CpuList>,
 }
 
+/// `apply`: exactly one of --canary SEL, --all, --resume ID.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["canary", "all", "resume"])))]
+#[command(
+    after_help = "The decision rule, the benchmark template and a first-rollout runbook: docs/apply.md.\n\
+Exit codes: 0 rolled out (or the canary, with --canary-only); 7 a wave was halted by its\n\
+measurement and rolled back; 4 nodes failed beyond --max-fail; 75 another rollout runs."
+)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub gather: GatherArgs,
+
+    /// The first wave: a rack name (nodes labelled `rack: NAME`), `KEY=VALUE` on any label,
+    /// or hosts (`gpu[001-016]`, `a,b`). Measured before anything else is touched.
+    #[arg(long, value_name = "SEL", conflicts_with_all = ["all", "resume"])]
+    pub canary: Option<String>,
+
+    /// Roll out to every node without a canary first (each wave is still measured).
+    #[arg(long, conflicts_with = "resume")]
+    pub all: bool,
+
+    /// Continue rollout ID (as recorded in the state directory) where it stopped.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+
+    /// Stop after the canary wave (promoted if proven).
+    #[arg(long, requires = "canary")]
+    pub canary_only: bool,
+
+    /// Nodes per wave after the canary (default: one wave per rack, in fabric order).
+    #[arg(long, value_name = "N",
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub wave_size: Option<usize>,
+
+    /// Benchmark rounds per wave, each one baseline and one candidate run, interleaved
+    /// (A B, B A, …); 6 to 50 (default: benchmark.rounds, else 6).
+    #[arg(long, value_name = "N",
+          value_parser = RangedU64ValueParser::<u32>::new().range(6..=50))]
+    pub rounds: Option<u32>,
+
+    /// Halt when large-message bandwidth drops by more than PCT percent, significantly
+    /// (default: benchmark.threshold_pct, else 3).
+    #[arg(long, value_name = "PCT")]
+    pub threshold: Option<f64>,
+
+    /// Halt when small-message P99 time grows by more than PCT percent, significantly
+    /// (default: benchmark.p99_threshold_pct, else 3).
+    #[arg(long, value_name = "PCT")]
+    pub p99_threshold: Option<f64>,
+
+    /// Promote only on a significant gain ("no significant change" halts).
+    #[arg(long)]
+    pub require_gain: bool,
+
+    /// Apply this reviewed plan (`plan --output-dir` wrote it) instead of planning again.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with = "from_probes")]
+    pub plan: Option<PathBuf>,
+
+    /// Work under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Where rollout records live (default: $XDG_STATE_HOME/topo-tune, else
+    /// ~/.local/state/topo-tune).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 every node as recorded; 6 drift, a staged candidate or an interrupted\n\
+run somewhere; 4 some nodes could not be read."
+)]
+pub struct StatusArgs {
+    /// The cluster description (docs/cluster-yaml.md).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    pub cluster_config: PathBuf,
+
+    /// Read under `DIR/<host>/` (what `init`/`apply --output-dir DIR` wrote).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Where rollout records live (as for `apply`).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub reach: ReachArgs,
+}
+
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
     /// The cluster description (docs/cluster-yaml.md).
@@ -324,14 +386,6 @@ pub struct GatherArgs {
 
     #[command(flatten)]
     pub reach: ReachArgs,
-}
-
-/// Arguments of commands that are declared but not built yet: accepted, so that the answer is
-/// "not implemented" rather than a usage error about flags that will exist.
-#[derive(Debug, Args)]
-pub struct PendingArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
 }
 
 /// `--output json` as the user asked for it, read without clap (for usage errors, where clap

@@ -3,6 +3,7 @@
 
 use crate::apply::tree::TreeError;
 use crate::apply::writer::WriteError;
+use crate::canary::state::StateError;
 use crate::config::ConfigError;
 use crate::exit;
 use crate::irq::IrqError;
@@ -42,6 +43,9 @@ pub enum Error {
     Serialize(#[from] serde_json::Error),
     #[error(transparent)]
     Serve(#[from] crate::node::ServeError),
+    /// A rollout record (`apply`, `status`): missing, unreadable, or its lock held.
+    #[error(transparent)]
+    State(#[from] crate::canary::state::StateError),
 }
 
 impl Error {
@@ -78,6 +82,10 @@ impl Error {
             Error::Interrupted { signal } => 128 + signal,
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,
             Error::Serve(_) => exit::USAGE,
+            Error::State(StateError::Tree(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
+            Error::State(StateError::Tree(_)) => exit::IO_ERROR,
+            Error::State(StateError::Unknown { .. }) => exit::NO_INPUT,
+            Error::State(StateError::Invalid { .. }) => exit::DATA_ERROR,
         }
     }
 
@@ -97,6 +105,7 @@ impl Error {
             Error::Output(_) | Error::Io { .. } => "io",
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => "internal",
             Error::Serve(_) => "usage",
+            Error::State(_) => "state",
         }
     }
 

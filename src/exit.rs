@@ -13,6 +13,12 @@ pub const CHANGES_PENDING: i32 = 3;
 pub const PARTIAL_FAILURE: i32 = 4;
 /// `doctor` found at least one failing check.
 pub const CHECKS_FAILED: i32 = 5;
+/// `status`: drift (a file topo-tune wrote was changed or removed), a staged candidate, or an
+/// interrupted run on some node.
+pub const DRIFT: i32 = 6;
+/// `apply`: a wave's measurement said no (a loss, a failed benchmark, no gain where one was
+/// required): that wave was rolled back; earlier waves stay promoted.
+pub const HALTED: i32 = 7;
 /// The subcommand exists in the interface but is not built yet: nothing was done.
 pub const NOT_IMPLEMENTED: i32 = 10;
 /// Input data is malformed (XML, JSON, a /sys tree that is not one).
@@ -40,6 +46,8 @@ pub const ALL: &[(i32, &str)] = &[
     (CHANGES_PENDING, "--check: changes pending"),
     (PARTIAL_FAILURE, "some nodes failed"),
     (CHECKS_FAILED, "doctor found failing checks"),
+    (DRIFT, "status: drift or pending work"),
+    (HALTED, "apply: halted and rolled back"),
     (NOT_IMPLEMENTED, "subcommand not implemented yet"),
     (DATA_ERROR, "malformed input data"),
     (NO_INPUT, "input file or directory missing"),

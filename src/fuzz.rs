@@ -128,3 +128,28 @@ pub fn foreign_nccl_conf(data: &[u8]) -> String {
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))
 }
+
+/// What consumes a parsed benchmark run: the decision rule over rounds made of it.
+fn judge_run(run: &crate::bench::parse::BenchRun) {
+    use crate::bench::stats::{judge, Gate, Round};
+    let round = Round {
+        baseline: run.clone(),
+        candidate: run.clone(),
+    };
+    let _ = judge(&vec![round; 6], &Gate::default());
+}
+
+/// nccl-tests' text output (stdout and stderr of a benchmark run).
+pub fn nccl_tests_text(data: &[u8]) -> String {
+    outcome(crate::bench::parse::parse_text(&text(data)).map(|r| judge_run(&r)))
+}
+
+/// nccl-tests' `-J` JSON, through the runner's judgement (as `apply` reads a run).
+pub fn nccl_tests_json(data: &[u8]) -> String {
+    let answer = crate::canary::runner::BenchAnswer {
+        exit_code: Some(0),
+        json: Some(text(data)),
+        ..Default::default()
+    };
+    outcome(crate::canary::runner::judge(&answer, 1).map(|r| judge_run(&r)))
+}

@@ -6,6 +6,8 @@
 //! `transport` and `node` do the I/O; `report` renders; `cmd` is thin; `cli` parses.
 
 pub(crate) mod apply;
+pub mod bench;
+pub(crate) mod canary;
 pub(crate) mod cli;
 pub(crate) mod cmd;
 pub mod config;
@@ -52,10 +54,10 @@ where
         Command::Probe(a) => cmd::probe::run(a, cli.output),
         Command::Init(a) => cmd::init::run(a, cli.output),
         Command::Plan(a) => cmd::plan::run(a, cli.output),
-        Command::Apply(_) => Err(cmd::not_implemented("apply")),
+        Command::Apply(a) => cmd::apply::run(a, cli.output),
         Command::IrqPin(a) => cmd::irq_pin::run(a, cli.output),
         Command::Doctor(a) => cmd::doctor::run(a, cli.output),
-        Command::Status(_) => Err(cmd::not_implemented("status")),
+        Command::Status(a) => cmd::status::run(a, cli.output),
         Command::Rollback(a) => cmd::rollback::run(a, cli.output),
         Command::Node(a) => cmd::node::run(a),
     };

@@ -336,3 +336,13 @@ fn foreign_nccl_conf() {
 fn snapshot_json() {
     fuzz("snapshot_json", topo_tune::fuzz::snapshot_json);
 }
+
+#[test]
+fn nccl_tests_text() {
+    fuzz("nccl_tests_text", topo_tune::fuzz::nccl_tests_text);
+}
+
+#[test]
+fn nccl_tests_json() {
+    fuzz("nccl_tests_json", topo_tune::fuzz::nccl_tests_json);
+}

@@ -239,6 +239,24 @@ impl Tree {
         }
     }
 
+    /// Remove an empty directory topo-tune made; absent or not empty is left as it is.
+    pub fn remove_empty_dir(&self, path: &str) -> Result<bool, TreeError> {
+        let shown = self.show(path);
+        let (dirs, name) = self.split(path)?;
+        let Some(dir) = self.dir(&dirs, false, &shown)? else {
+            return Ok(false);
+        };
+        match rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR) {
+            Ok(()) => {
+                rustix::fs::fsync(&dir).map_err(|e| io_err(&shown, e))?;
+                Ok(true)
+            }
+            Err(Errno::NOENT | Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+            Err(Errno::NOTDIR) => Err(TreeError::NotRegular { path: shown }),
+            Err(e) => Err(io_err(&shown, e)),
+        }
+    }
+
     /// Remove temp files a killed run left in a directory and the directories below it
     /// (only ours; links are not descended).
     pub fn remove_stale_temps(&self, dir_path: &str) {

@@ -202,11 +202,11 @@ const MANIFEST_LIMIT: u64 = 16 << 20;
 /// Runs kept for `rollback`; older runs and their backups are pruned.
 pub const MAX_RUNS: usize = 64;
 
-fn read_text(tree: &Tree, path: &str) -> Result<Option<String>, WriteError> {
+pub(super) fn read_text(tree: &Tree, path: &str) -> Result<Option<String>, WriteError> {
     Ok(tree.read_text(path, CONF_LIMIT)?)
 }
 
-fn read_manifest(tree: &Tree) -> Result<Manifest, WriteError> {
+pub(super) fn read_manifest(tree: &Tree) -> Result<Manifest, WriteError> {
     let manifest = match tree.read_text(MANIFEST, MANIFEST_LIMIT)? {
         None => Manifest {
             version: 1,
@@ -264,7 +264,7 @@ fn check_manifest(m: &Manifest) -> Result<(), String> {
 }
 
 /// `20261129T110500Z-1234`, optionally with a `-N` suffix.
-fn run_id_ok(id: &str) -> bool {
+pub(crate) fn run_id_ok(id: &str) -> bool {
     let b = id.as_bytes();
     b.len() >= 18
         && b.len() <= 40
@@ -304,9 +304,25 @@ fn change(path: &str, before: Option<String>, after: String, reason: &str) -> Fi
 }
 
 /// Write (or, with `check`, only report) a bundle under `root`; diffs when asked. A write
-/// holds the tree's lock, and first undoes a run that was interrupted.
-pub fn write_bundle(root: &Path, bundle: &Bundle, check: bool, with_diff: bool) -> Result<WriteReport, WriteError> {
+/// holds the tree's lock, and first undoes a run that was interrupted. The run is recorded
+/// under `run_id` when the caller names it (a rollout's wave), else under a fresh one.
+pub fn write_bundle(
+    root: &Path,
+    bundle: &Bundle,
+    check: bool,
+    with_diff: bool,
+    run_id: Option<&str>,
+) -> Result<WriteReport, WriteError> {
     let tree = Tree::open(root)?;
+    if let Some(id) = run_id.filter(|id| !run_id_ok(id)) {
+        return Err(WriteError::Invalid {
+            path: tree.show(MANIFEST),
+            message: format!(
+                "run id {:?} is not one topo-tune makes",
+                id.escape_default().to_string()
+            ),
+        });
+    }
     if check {
         let manifest = read_manifest(&tree)?;
         if let Some(run) = manifest.runs.last().filter(|r| r.pending) {
@@ -328,14 +344,14 @@ pub fn write_bundle(root: &Path, bundle: &Bundle, check: bool, with_diff: bool) 
     let mut manifest = read_manifest(&tree)?;
     recover(&tree, &mut manifest)?;
     let changes = changes_with(&tree, &manifest, bundle)?;
-    let id = run_id();
+    let id = run_id.map_or_else(self::run_id, str::to_string);
     let applied = apply(&tree, &mut manifest, changes, &id)?;
     let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
     Ok(WriteReport::of(&applied, with_diff, recorded))
 }
 
 /// Work out every change the bundle implies, reading the node's current files. Writes nothing.
-fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) -> Result<Vec<FileChange>, WriteError> {
+pub(super) fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) -> Result<Vec<FileChange>, WriteError> {
     let mut out = Vec::new();
     let current_conf = read_text(tree, NCCL_CONF)?;
     let mut preserved = read_text(tree, PRESERVED)?;
@@ -563,11 +579,18 @@ fn undo_run(tree: &Tree, manifest: &mut Manifest, run: &Run) -> Result<Vec<FileC
     run.files.iter().rev().map(|f| undo(tree, manifest, f)).collect()
 }
 
-/// Undo the last recorded run: restore its backups, remove the files it created.
-pub fn rollback(root_dir: &Path) -> Result<WriteReport, WriteError> {
+/// Undo the last recorded run: restore its backups, remove the files it created. With
+/// `only`, undo it only when it is that run (a rollout undoing its own wave): otherwise
+/// nothing is touched and the report names no run.
+pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, WriteError> {
     let tree = Tree::open(root_dir)?;
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
     let mut manifest = read_manifest(&tree)?;
+    if let Some(id) = only {
+        if manifest.runs.last().is_none_or(|r| r.id != id) {
+            return Ok(WriteReport::default());
+        }
+    }
     let run = manifest
         .runs
         .pop()

@@ -100,6 +100,7 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
                 bundle,
                 check: args.check,
                 diff: args.diff,
+                run_id: None,
             },
         });
     }
@@ -124,7 +125,7 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
 }
 
 /// The never-slower guard on one node's class of the plan.
-fn guard_class(inv: &Inventory, node: &NodeSpec, class: &NcclClass) -> Result<(), Violation> {
+pub(crate) fn guard_class(inv: &Inventory, node: &NodeSpec, class: &NcclClass) -> Result<(), Violation> {
     guard::check(
         &class.settings,
         &class.gpu_ports,

@@ -1,6 +1,7 @@
 //! One module per subcommand: typed options in, a typed result out, rendered once as a table
 //! (`report/`) and once as the JSON envelope.
 
+pub mod apply;
 pub mod doctor;
 mod gather;
 pub mod init;
@@ -10,6 +11,7 @@ pub mod plan;
 pub mod probe;
 mod reach;
 pub mod rollback;
+pub mod status;
 
 use crate::cli::OutputFormat;
 use crate::error::Error;
@@ -20,14 +22,6 @@ use serde::Serialize;
 pub struct Done {
     pub text: String,
     pub exit_code: i32,
-}
-
-/// The answer of every subcommand that is declared but not built yet.
-pub fn not_implemented(command: &str) -> Error {
-    Error::NotImplemented {
-        command: command.to_string(),
-        version: env!("CARGO_PKG_VERSION"),
-    }
 }
 
 /// Render a command's result: the envelope as JSON, or the human table made from it.

@@ -20,7 +20,7 @@ pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
         .map(|n| NodeJob {
             node: n.clone(),
             target: write_target(n, args.output_dir.as_deref()),
-            call: Rollback {},
+            call: Rollback::default(),
         })
         .collect();
     let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;

@@ -1,6 +1,7 @@
 //! cluster.yaml: its schema (documented in docs/cluster-yaml.md) and its validation into an
 //! [`Inventory`]. Every error names `file:line:col`; nothing is guessed.
 
+pub mod benchmark;
 pub mod hostlist;
 pub mod names;
 
@@ -37,6 +38,9 @@ struct RawConfig {
     /// NICs or ports that carry no GPU traffic on every node (storage, front-end).
     #[serde(default)]
     non_gpu_nics: Vec<Spanned<String>>,
+    /// How `apply --canary` measures (docs/apply.md).
+    #[serde(default, deserialize_with = "present")]
+    benchmark: Option<benchmark::RawBenchmark>,
     nodes: Vec<RawNode>,
 }
 
@@ -140,6 +144,7 @@ pub struct Inventory {
     pub nccl: BTreeMap<String, String>,
     pub reserved_cpus: Option<crate::model::CpuList>,
     pub nccl_version: Option<crate::model::NcclVersion>,
+    pub benchmark: benchmark::Benchmark,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -227,6 +232,7 @@ impl Inventory {
         cx.check_overrides(&raw.nccl, nccl_version)?;
         let ssh_user = raw.ssh.user.as_ref().map(|u| cx.user(u)).transpose()?;
         let non_gpu = cx.nic_names(&raw.non_gpu_nics)?;
+        let benchmark = cx.benchmark(raw.benchmark.as_ref())?;
         let shared = Shared {
             ssh: &raw.ssh,
             ssh_user: ssh_user.as_deref(),
@@ -251,6 +257,7 @@ impl Inventory {
             nccl: raw.nccl,
             reserved_cpus,
             nccl_version,
+            benchmark,
             nodes,
         })
     }

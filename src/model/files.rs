@@ -16,6 +16,16 @@ pub const STATE_DIR: &str = "/etc/nccl/topo-tune";
 pub const TOPOLOGY: &str = "/etc/nccl/topo-tune/topology.xml";
 pub const ENV_FILE: &str = "/etc/nccl/topo-tune/nccl.env";
 pub const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
+/// A canary's candidate files, staged beside the live ones while they are measured
+/// (`apply`): NCCL reads them only through `NCCL_CONF_FILE`.
+pub const STAGE_DIR: &str = "/etc/nccl/topo-tune/candidate";
+pub const STAGE_CONF: &str = "/etc/nccl/topo-tune/candidate/nccl.conf";
+pub const STAGE_TOPOLOGY: &str = "/etc/nccl/topo-tune/candidate/topology.xml";
+pub const STAGE_ENV: &str = "/etc/nccl/topo-tune/candidate/nccl.env";
+/// The live settings as an env file, for the baseline of a launcher that takes env files.
+pub const STAGE_BASELINE_ENV: &str = "/etc/nccl/topo-tune/candidate/baseline.env";
+/// Which rollout staged the candidate, and each staged file's sha256.
+pub const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json";
 /// Backups of replaced files, per run, relative to [`STATE_DIR`].
 pub const BACKUPS: &str = "backups";
 /// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).

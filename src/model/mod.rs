@@ -11,6 +11,7 @@ pub mod path;
 pub mod pci;
 pub mod plan;
 pub mod ring;
+pub mod size;
 pub mod snapshot;
 pub mod snapshot_check;
 pub mod topo_h;

@@ -1,9 +1,12 @@
-//! The calls a node serves: probe, write, rollback, irq-pin, doctor. Each maps its module's
+//! The calls a node serves: probe, write, rollback, irq-pin, doctor, and for canaries stage,
+//! unstage, state and bench. Each maps its module's
 //! typed errors to a failure kind the controller reports as `nodes[].error`.
 
 use super::Call;
+use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::tree::TreeError;
 use crate::apply::writer::{self, Bundle, WriteError, WriteReport};
+use crate::canary::runner::{self, BenchAnswer, BenchRequest};
 use crate::config::NodeSpec;
 use crate::irq::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
@@ -57,6 +60,9 @@ pub struct Write {
     pub bundle: Bundle,
     pub check: bool,
     pub diff: bool,
+    /// The run id to record (a rollout's wave); none: a fresh one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 fn write_failure(e: WriteError) -> Failure {
@@ -78,7 +84,14 @@ impl Call for Write {
     const KIND: &'static str = "write";
 
     fn here(&self, env: &NodeEnv) -> Result<WriteReport, Failure> {
-        writer::write_bundle(&env.write_root, &self.bundle, self.check, self.diff).map_err(write_failure)
+        writer::write_bundle(
+            &env.write_root,
+            &self.bundle,
+            self.check,
+            self.diff,
+            self.run_id.as_deref(),
+        )
+        .map_err(write_failure)
     }
 
     fn check_answer(report: &WriteReport) -> Result<(), String> {
@@ -92,16 +105,19 @@ impl Call for Write {
     }
 }
 
-/// Undo the last recorded write.
+/// Undo the last recorded write (with `run_id`: only if it is that run).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Rollback {}
+pub struct Rollback {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
 
 impl Call for Rollback {
     type Answer = WriteReport;
     const KIND: &'static str = "rollback";
 
     fn here(&self, env: &NodeEnv) -> Result<WriteReport, Failure> {
-        writer::rollback(&env.write_root).map_err(write_failure)
+        writer::rollback(&env.write_root, self.run_id.as_deref()).map_err(write_failure)
     }
 
     fn check_answer(report: &WriteReport) -> Result<(), String> {
@@ -196,5 +212,81 @@ impl Call for Doctor {
 
     fn on_paper(&self, _node: &NodeSpec) -> Result<DoctorReport, Failure> {
         Err(paper("a simulated node has no /proc or /sys to check"))
+    }
+}
+
+/// Stage a canary's candidate beside the live files (`apply`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stage {
+    pub bundle: Bundle,
+    pub rollout: String,
+}
+
+impl Call for Stage {
+    type Answer = StageRecord;
+    const KIND: &'static str = "stage";
+
+    fn here(&self, env: &NodeEnv) -> Result<StageRecord, Failure> {
+        crate::apply::stage::stage(&env.write_root, &self.bundle, &self.rollout).map_err(write_failure)
+    }
+
+    fn check_answer(record: &StageRecord) -> Result<(), String> {
+        record.check()
+    }
+}
+
+/// Remove a rollout's staged candidate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Unstage {
+    pub rollout: String,
+}
+
+impl Call for Unstage {
+    type Answer = StageRecord;
+    const KIND: &'static str = "unstage";
+
+    fn here(&self, env: &NodeEnv) -> Result<StageRecord, Failure> {
+        crate::apply::stage::unstage(&env.write_root, &self.rollout).map_err(write_failure)
+    }
+
+    fn check_answer(record: &StageRecord) -> Result<(), String> {
+        record.check()
+    }
+}
+
+/// What topo-tune wrote and staged on the node, and whether it still holds (`status`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {}
+
+impl Call for State {
+    type Answer = NodeState;
+    const KIND: &'static str = "state";
+
+    fn here(&self, env: &NodeEnv) -> Result<NodeState, Failure> {
+        crate::apply::stage::state(&env.write_root).map_err(write_failure)
+    }
+
+    fn check_answer(state: &NodeState) -> Result<(), String> {
+        state.check()
+    }
+}
+
+/// Run the benchmark once, for one variant (on the wave's first node, or here).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Bench {
+    pub request: BenchRequest,
+}
+
+impl Call for Bench {
+    type Answer = BenchAnswer;
+    const KIND: &'static str = "bench";
+
+    fn here(&self, env: &NodeEnv) -> Result<BenchAnswer, Failure> {
+        runner::run(&self.request, &env.write_root)
+            .map_err(|e| Failure::new(FailureKind::BenchmarkFailed, format!("starting the benchmark: {e}")))
+    }
+
+    fn check_answer(answer: &BenchAnswer) -> Result<(), String> {
+        answer.check()
     }
 }

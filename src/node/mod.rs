@@ -96,7 +96,7 @@ impl<T> NodeReport<T> {
 /// Why `topo-tune node` could not even produce a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("`{0}` is not a node request (probe, write, rollback, irq-pin, doctor)")]
+    #[error("`{0}` is not a node request (probe, write, rollback, irq-pin, doctor, stage, unstage, state, bench)")]
     UnknownKind(String),
     #[error("stdin is not a `{kind}` request: {source}")]
     BadRequest {
@@ -116,6 +116,10 @@ pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, ServeErr
         calls::Rollback::KIND => serve_one::<calls::Rollback>(input, env),
         calls::IrqPin::KIND => serve_one::<calls::IrqPin>(input, env),
         calls::Doctor::KIND => serve_one::<calls::Doctor>(input, env),
+        calls::Stage::KIND => serve_one::<calls::Stage>(input, env),
+        calls::Unstage::KIND => serve_one::<calls::Unstage>(input, env),
+        calls::State::KIND => serve_one::<calls::State>(input, env),
+        calls::Bench::KIND => serve_one::<calls::Bench>(input, env),
         other => Err(ServeError::UnknownKind(other.to_string())),
     }
 }
@@ -242,7 +246,7 @@ fn ssh_context<C>(
             )
         })?,
     };
-    let binary = LocalBinary::load(&path)
+    let binary = LocalBinary::load_cached(&path)
         .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("reading {}: {e}", path.display())))?;
     let dir = ControlDir::create().ok_or_else(|| {
         Failure::new(
@@ -255,7 +259,7 @@ fn ssh_context<C>(
             settings: inv.ssh.clone(),
             connect_timeout: reach.connect_timeout,
             command_timeout: reach.command_timeout,
-            remote_binary: Arc::new(binary),
+            remote_binary: binary,
         },
         dir,
     )))

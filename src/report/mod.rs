@@ -1,6 +1,7 @@
 //! Renders typed results for people (tables) and for programs (the JSON envelope): one source,
 //! two forms.
 
+pub mod apply;
 pub mod collect;
 pub mod doctor;
 pub mod envelope;
@@ -8,6 +9,7 @@ pub mod irq;
 pub mod matrix;
 pub mod plan;
 pub mod probe;
+pub mod status;
 pub mod write;
 
 use crate::transport::Failure;

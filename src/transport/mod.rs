@@ -65,6 +65,8 @@ pub enum FailureKind {
     IrqFailed,
     /// The node-side command needs root.
     NotRoot,
+    /// The canary's benchmark could not start on the node (`apply`).
+    BenchmarkFailed,
     /// A bug in topo-tune.
     Internal,
 }

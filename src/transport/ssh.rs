@@ -42,6 +42,19 @@ impl LocalBinary {
         Ok(LocalBinary { bytes, sha256 })
     }
 
+    /// [`LocalBinary::load`] once per process and path: a command that fans out many times
+    /// (`apply`: stage, every benchmark run, promote) reads and hashes the binary once.
+    pub fn load_cached(path: &Path) -> std::io::Result<Arc<Self>> {
+        static CACHE: std::sync::Mutex<Option<(std::path::PathBuf, Arc<LocalBinary>)>> = std::sync::Mutex::new(None);
+        let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, b)) = cache.as_ref().filter(|(p, _)| p == path) {
+            return Ok(Arc::clone(b));
+        }
+        let binary = Arc::new(Self::load(path)?);
+        *cache = Some((path.to_path_buf(), Arc::clone(&binary)));
+        Ok(binary)
+    }
+
     /// Where it lives on a node: one directory per version and content, so upgrades never
     /// overwrite a binary another run is using.
     pub fn remote_dir(&self, base: &str) -> String {

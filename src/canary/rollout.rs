@@ -1,0 +1,349 @@
+//! The rollout engine: wave by wave, stage the candidate beside the live files, measure
+//! baseline and candidate interleaved on the same nodes, decide by the rule in
+//! `bench::stats`, then promote with the atomic writer — or undo exactly what this wave did.
+//! Every step is recorded before it is taken, so a killed rollout resumes from its record.
+//! Nodes are reached through [`Fleet`] (the node calls over the usual transports).
+
+use super::runner::{self, BenchAnswer, Variant};
+use super::state::{Phase, Rollout, RolloutStatus, RoundRecord, RunRecord, StateError, Store, Wave};
+use crate::apply::stage::StageRecord;
+use crate::apply::writer::WriteReport;
+use crate::bench::stats::{self, Round};
+use crate::transport::Failure;
+
+/// Per-host results of one call on many nodes.
+pub type Results<T> = Vec<(String, Result<T, Failure>)>;
+
+/// Why the engine stopped without finishing its record.
+#[derive(Debug)]
+pub enum EngineError<S> {
+    State(StateError),
+    /// The fleet could not go on (the fan-out could not run, or a signal stopped it): the
+    /// record says where the rollout stands, and `--resume` continues it.
+    Stopped(S),
+}
+
+impl<S> From<StateError> for EngineError<S> {
+    fn from(e: StateError) -> Self {
+        EngineError::State(e)
+    }
+}
+
+/// How the engine reaches nodes. `Stop` is why the fleet itself cannot go on.
+pub trait Fleet {
+    type Stop;
+    fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Self::Stop>;
+    fn unstage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Self::Stop>;
+    fn promote(&mut self, r: &Rollout, hosts: &[String], run_id: &str) -> Result<Results<WriteReport>, Self::Stop>;
+    fn rollback(&mut self, r: &Rollout, hosts: &[String], run_id: &str) -> Result<Results<WriteReport>, Self::Stop>;
+    fn bench(
+        &mut self,
+        r: &Rollout,
+        hosts: &[String],
+        variant: Variant,
+    ) -> Result<Result<BenchAnswer, Failure>, Self::Stop>;
+}
+
+type Step<F> = Result<(), EngineError<<F as Fleet>::Stop>>;
+
+/// Progress for a terminal (one line per step).
+pub type Progress<'a> = &'a dyn Fn(&str);
+
+/// Run (or resume) the rollout to its end; the record is saved after every step.
+pub fn drive<F: Fleet>(r: &mut Rollout, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
+    if r.status != RolloutStatus::Running {
+        return Ok(());
+    }
+    for i in 0..r.waves.len() {
+        wave(r, i, fleet, store, progress)?;
+        match r.waves[i].phase {
+            Phase::Promoted => continue,
+            _ => return Ok(()),
+        }
+    }
+    r.status = RolloutStatus::Completed;
+    store.save(r)?;
+    Ok(())
+}
+
+fn wave<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
+    loop {
+        let w = &r.waves[i];
+        let hosts = w.hosts.clone();
+        match w.phase {
+            Phase::Pending | Phase::Staging => {
+                set_phase(r, i, Phase::Staging, store)?;
+                progress(&format!(
+                    "wave {} ({}): staging on {} node(s)",
+                    i + 1,
+                    r.waves[i].name,
+                    hosts.len()
+                ));
+                let results = fleet.stage(r, &hosts).map_err(EngineError::Stopped)?;
+                let mut failed = 0;
+                for (host, res) in results {
+                    match res {
+                        Ok(rec) => {
+                            r.waves[i].staged.insert(host, rec);
+                        }
+                        Err(f) => {
+                            failed += 1;
+                            r.waves[i].failures.insert(host, format!("staging: {}", f.message));
+                        }
+                    }
+                }
+                if failed > r.options.max_fail {
+                    let why = format!("{failed} node(s) failed staging (--max-fail {})", r.options.max_fail);
+                    return undo(r, i, fleet, store, progress, RolloutStatus::Failed, why);
+                }
+                set_phase(r, i, Phase::Measuring, store)?;
+            }
+            Phase::Measuring => {
+                let bench_hosts: Vec<String> = hosts
+                    .iter()
+                    .filter(|h| !r.waves[i].failures.contains_key(*h))
+                    .cloned()
+                    .collect();
+                match measure(r, i, &bench_hosts, fleet, store, progress)? {
+                    Err(why) => return undo(r, i, fleet, store, progress, RolloutStatus::Halted, why),
+                    Ok(()) => {
+                        let verdict = r.waves[i].verdict.as_ref();
+                        if !verdict.is_some_and(|v| v.decision.promotes()) {
+                            let why = verdict.map_or_else(|| "no verdict".into(), |v| v.reason.clone());
+                            return undo(r, i, fleet, store, progress, RolloutStatus::Halted, why);
+                        }
+                        set_phase(r, i, Phase::Promoting, store)?;
+                    }
+                }
+            }
+            Phase::Promoting => return promote(r, i, fleet, store, progress),
+            Phase::RollingBack => {
+                let why = r.waves[i].outcome.clone().unwrap_or_else(|| "rolled back".into());
+                let status = if r.status == RolloutStatus::Running {
+                    RolloutStatus::Halted
+                } else {
+                    r.status
+                };
+                return undo(r, i, fleet, store, progress, status, why);
+            }
+            Phase::Promoted | Phase::RolledBack => return Ok(()),
+        }
+    }
+}
+
+fn set_phase(r: &mut Rollout, i: usize, phase: Phase, store: &Store) -> Result<(), StateError> {
+    r.waves[i].phase = phase;
+    store.save(r)?;
+    Ok(())
+}
+
+/// The interleaved rounds (A B, B A, A B, …) still missing, then the verdict. `Err`: a
+/// benchmark run failed (the wave is halted with that reason).
+fn measure<F: Fleet>(
+    r: &mut Rollout,
+    i: usize,
+    hosts: &[String],
+    fleet: &mut F,
+    store: &Store,
+    progress: Progress,
+) -> Result<Result<(), String>, EngineError<F::Stop>> {
+    if hosts.is_empty() {
+        return Ok(Err("no node of this wave is staged".into()));
+    }
+    let rounds = r.options.rounds as usize;
+    while r.waves[i].rounds.len() < rounds {
+        let n = r.waves[i].rounds.len();
+        let candidate_first = n % 2 == 1;
+        let order = if candidate_first {
+            [Variant::Candidate, Variant::Baseline]
+        } else {
+            [Variant::Baseline, Variant::Candidate]
+        };
+        let mut got = Vec::new();
+        for v in order {
+            progress(&format!(
+                "wave {} ({}): round {}/{rounds}, {}",
+                i + 1,
+                r.waves[i].name,
+                n + 1,
+                v.name()
+            ));
+            let record = one_run(r, hosts, v, fleet)?;
+            if let Some(e) = &record.error {
+                let why = format!("round {}: the {} benchmark failed: {e}", n + 1, v.name());
+                got.push((v, record));
+                push_round(&mut r.waves[i], candidate_first, got);
+                store.save(r)?;
+                return Ok(Err(why));
+            }
+            if let Some(f) = &record.figures {
+                progress(&format!("    {}", headline(f)));
+            }
+            got.push((v, record));
+        }
+        push_round(&mut r.waves[i], candidate_first, got);
+        store.save(r)?;
+    }
+    let rounds: Vec<Round> = r.waves[i]
+        .rounds
+        .iter()
+        .filter_map(|rr| {
+            Some(Round {
+                baseline: rr.baseline.figures.clone()?,
+                candidate: rr.candidate.figures.clone()?,
+            })
+        })
+        .collect();
+    match stats::judge(&rounds, &r.options.gate) {
+        Ok(v) => {
+            progress(&format!("wave {} ({}): {}", i + 1, r.waves[i].name, v.reason));
+            r.waves[i].verdict = Some(v);
+            store.save(r)?;
+            Ok(Ok(()))
+        }
+        Err(e) => Ok(Err(format!("the figures cannot be judged: {e}"))),
+    }
+}
+
+fn headline(f: &crate::bench::parse::BenchRun) -> String {
+    f.rows
+        .last()
+        .map(|l| {
+            format!(
+                "{} B: {:.1} GB/s algbw, {:.1} GB/s busbw, {} rank(s)",
+                l.size, l.algbw, l.busbw, f.ranks
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn push_round(w: &mut Wave, candidate_first: bool, got: Vec<(Variant, RunRecord)>) {
+    let mut baseline = None;
+    let mut candidate = None;
+    for (v, rec) in got {
+        match v {
+            Variant::Baseline => baseline = Some(rec),
+            Variant::Candidate => candidate = Some(rec),
+        }
+    }
+    let missing = || RunRecord {
+        command: String::new(),
+        seconds: 0.0,
+        figures: None,
+        error: Some("not run: the round stopped at the other variant's failure".into()),
+    };
+    w.rounds.push(RoundRecord {
+        candidate_first,
+        baseline: baseline.unwrap_or_else(missing),
+        candidate: candidate.unwrap_or_else(missing),
+    });
+}
+
+fn one_run<F: Fleet>(
+    r: &Rollout,
+    hosts: &[String],
+    v: Variant,
+    fleet: &mut F,
+) -> Result<RunRecord, EngineError<F::Stop>> {
+    let answer = fleet.bench(r, hosts, v).map_err(EngineError::Stopped)?;
+    Ok(match answer {
+        Err(f) => RunRecord {
+            command: String::new(),
+            seconds: 0.0,
+            figures: None,
+            error: Some(f.message),
+        },
+        Ok(a) => {
+            let judged = runner::judge(&a, r.options.benchmark.timeout_s);
+            RunRecord {
+                command: a.command,
+                seconds: a.seconds,
+                figures: judged.as_ref().ok().cloned(),
+                error: judged.err(),
+            }
+        }
+    })
+}
+
+/// Install the candidate on the wave's staged nodes, then remove the staged copies.
+fn promote<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
+    let w = &r.waves[i];
+    let hosts: Vec<String> = w.hosts.iter().filter(|h| w.staged.contains_key(*h)).cloned().collect();
+    let run_id = w.run_id.clone();
+    progress(&format!(
+        "wave {} ({}): promoting on {} node(s)",
+        i + 1,
+        w.name,
+        hosts.len()
+    ));
+    let mut failed = 0;
+    for (host, res) in fleet.promote(r, &hosts, &run_id).map_err(EngineError::Stopped)? {
+        match res {
+            Ok(rep) if rep.changed() => r.waves[i].changed.push(host),
+            Ok(_) => {}
+            Err(f) => {
+                failed += 1;
+                r.waves[i].failures.insert(host, format!("promotion: {}", f.message));
+            }
+        }
+    }
+    r.waves[i].changed.sort();
+    r.waves[i].changed.dedup();
+    if failed > r.options.max_fail {
+        let why = format!("{failed} node(s) failed promotion (--max-fail {})", r.options.max_fail);
+        return undo(r, i, fleet, store, progress, RolloutStatus::Failed, why);
+    }
+    for (host, res) in fleet.unstage(r, &hosts).map_err(EngineError::Stopped)? {
+        if let Err(f) = res {
+            r.waves[i]
+                .failures
+                .insert(host, format!("removing the staged copy: {}", f.message));
+        }
+    }
+    let w = &mut r.waves[i];
+    w.outcome = Some(match &w.verdict {
+        Some(v) => format!("promoted: {}", v.reason),
+        None => "promoted".into(),
+    });
+    Ok(set_phase(r, i, Phase::Promoted, store)?)
+}
+
+/// Undo this wave on exactly its nodes: staged files removed, promoted files restored (only
+/// this wave's run). Earlier waves stay promoted.
+fn undo<F: Fleet>(
+    r: &mut Rollout,
+    i: usize,
+    fleet: &mut F,
+    store: &Store,
+    progress: Progress,
+    status: RolloutStatus,
+    why: String,
+) -> Step<F> {
+    r.status = status;
+    r.waves[i].outcome = Some(why.clone());
+    set_phase(r, i, Phase::RollingBack, store)?;
+    progress(&format!("wave {} ({}): rolling back: {why}", i + 1, r.waves[i].name));
+    let hosts = r.waves[i].hosts.clone();
+    let run_id = r.waves[i].run_id.clone();
+    let mut unfinished = Vec::new();
+    for (host, res) in fleet.rollback(r, &hosts, &run_id).map_err(EngineError::Stopped)? {
+        if let Err(f) = res {
+            unfinished.push(format!("{host}: {}", f.message));
+        }
+    }
+    for (host, res) in fleet.unstage(r, &hosts).map_err(EngineError::Stopped)? {
+        if let Err(f) = res {
+            unfinished.push(format!("{host}: {}", f.message));
+        }
+    }
+    if !unfinished.is_empty() {
+        r.status = RolloutStatus::Failed;
+        r.waves[i].outcome = Some(format!(
+            "{why}; the rollback did not finish on: {}",
+            unfinished.join("; ")
+        ));
+        store.save(r)?;
+        return Ok(());
+    }
+    Ok(set_phase(r, i, Phase::RolledBack, store)?)
+}

@@ -1,0 +1,281 @@
+//! Runs the benchmark command of cluster.yaml once, for one variant: placeholders filled
+//! (each value shell-quoted), `NCCL_CONF_FILE` set, output and the `-J` file collected, the
+//! whole process group killed at the timeout. Runs where the template says: here (the
+//! controller) or on the wave's first node (as the node call `bench`). Judging the output is
+//! `bench::parse`'s job, on the controller.
+
+use crate::bench::parse::{parse_json, parse_text, BenchError, BenchRun, OUTPUT_LIMIT};
+use crate::model::files::{NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// The live files (`/etc/nccl.conf`).
+    Baseline,
+    /// The staged candidate (`/etc/nccl/topo-tune/candidate/nccl.conf`).
+    Candidate,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Baseline => "baseline",
+            Variant::Candidate => "candidate",
+        }
+    }
+}
+
+/// One benchmark run to make.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRequest {
+    pub template: String,
+    pub variant: Variant,
+    pub hosts: Vec<String>,
+    pub gpus_per_node: u32,
+    pub timeout_s: u64,
+}
+
+/// What the run did: the raw material for [`judge`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchAnswer {
+    /// The command as run (placeholders filled).
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub seconds: f64,
+    /// stdout and stderr together (the last 16 MiB).
+    pub output: String,
+    /// The `-J` file, when the run wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<String>,
+}
+
+impl BenchAnswer {
+    pub fn check(&self) -> Result<(), String> {
+        let big = |s: &str| s.len() > OUTPUT_LIMIT;
+        if big(&self.output) || self.json.as_deref().is_some_and(big) || self.command.len() > 1 << 16 {
+            return Err(format!("a benchmark answer larger than {OUTPUT_LIMIT} bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// Single-quote a value for `sh`.
+fn quote(v: &str) -> String {
+    format!("'{}'", v.replace('\'', r"'\''"))
+}
+
+fn under(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+/// The template with every placeholder filled for this run.
+pub fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> String {
+    let (conf, env) = match req.variant {
+        Variant::Baseline => (NCCL_CONF, STAGE_BASELINE_ENV),
+        Variant::Candidate => (STAGE_CONF, STAGE_ENV),
+    };
+    let g = req.gpus_per_node;
+    let value = |name: &str| -> String {
+        match name {
+            "hosts" => req.hosts.join(","),
+            "hosts_slots" => req
+                .hosts
+                .iter()
+                .map(|h| format!("{h}:{g}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            "hostfile" => hostfile.display().to_string(),
+            "nodes" => req.hosts.len().to_string(),
+            "ranks" => (req.hosts.len() as u64 * u64::from(g)).to_string(),
+            "gpus_per_node" => g.to_string(),
+            "nccl_conf" => under(root, conf).display().to_string(),
+            "env_file" => under(root, env).display().to_string(),
+            "json" => json.display().to_string(),
+            _ => req.variant.name().to_string(),
+        }
+    };
+    let mut out = String::new();
+    let mut rest = req.template.as_str();
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let Some(end) = after.find('}') else { break };
+        out.push_str(&quote(&value(&after[..end])));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Run the benchmark under `root` (the node's `/`, or its `--output-dir` tree).
+pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
+    let dir = tempfile::Builder::new().prefix("topo-tune-bench-").tempdir()?;
+    let json = dir.path().join("nccl-tests.json");
+    let hostfile = dir.path().join("hostfile");
+    let lines: String = req
+        .hosts
+        .iter()
+        .map(|h| format!("{h} slots={}\n", req.gpus_per_node))
+        .collect();
+    std::fs::write(&hostfile, lines)?;
+    let command = expand(req, root, &json, &hostfile);
+    let log_path = dir.path().join("output.log");
+    let log = std::fs::File::create(&log_path)?;
+    let conf = match req.variant {
+        Variant::Baseline => under(root, NCCL_CONF),
+        Variant::Candidate => under(root, STAGE_CONF),
+    };
+    let started = Instant::now();
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&command)
+            .env("NCCL_CONF_FILE", &conf)
+            .env("TOPO_TUNE_BENCH_VARIANT", req.variant.name())
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()?
+    };
+    let limit = Duration::from_secs(req.timeout_s);
+    let (status, timed_out) = loop {
+        if let Some(s) = child.try_wait()? {
+            break (Some(s), false);
+        }
+        if started.elapsed() >= limit {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+            let _ = child.wait();
+            break (None, true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(BenchAnswer {
+        command,
+        exit_code: status.and_then(|s| s.code()),
+        timed_out,
+        seconds: started.elapsed().as_secs_f64(),
+        output: tail(&log_path)?,
+        json: read_limited(&json)?,
+    })
+}
+
+fn tail(path: &Path) -> std::io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    let start = bytes.len().saturating_sub(OUTPUT_LIMIT);
+    Ok(String::from_utf8_lossy(&bytes[start..]).into_owned())
+}
+
+fn read_limited(path: &Path) -> std::io::Result<Option<String>> {
+    let Ok(f) = std::fs::File::open(path) else {
+        return Ok(None);
+    };
+    let mut buf = Vec::new();
+    f.take(OUTPUT_LIMIT as u64 + 1).read_to_end(&mut buf)?;
+    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+/// The figures of a run, or why it is a failed run: a timeout, a non-zero exit, wrong or
+/// out-of-bounds values, an NCCL `WARN` — never a number.
+pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, String> {
+    if a.timed_out {
+        return Err(format!("timed out after {timeout_s} s (benchmark.timeout)"));
+    }
+    let last = || {
+        let l: String = a
+            .output
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect();
+        l.chars().filter(|c| !c.is_control()).collect::<String>()
+    };
+    match a.exit_code {
+        Some(0) => {}
+        Some(c) => return Err(format!("exited with {c}: {}", last())),
+        None => return Err(format!("killed by a signal: {}", last())),
+    }
+    let text = match parse_text(&a.output) {
+        Ok(run) => Some(run),
+        Err(BenchError::NoRows) => None,
+        Err(e) => return Err(format!("output {e}")),
+    };
+    let json = a
+        .json
+        .as_deref()
+        .map(parse_json)
+        .transpose()
+        .map_err(|e| format!("-J file: {e}"))?;
+    match (json, text) {
+        (Some(mut j), t) => {
+            if let Some(t) = t {
+                j.ranks = j.ranks.max(t.ranks);
+                j.nccl_tests_version = t.nccl_tests_version;
+            }
+            Ok(j)
+        }
+        (None, Some(t)) => Ok(t),
+        (None, None) => Err(format!("no results: neither a table nor a -J file ({})", last())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_and_quoted() {
+        let req = BenchRequest {
+            template: "launch -np {ranks} -H {hosts_slots} --conf {nccl_conf} -J {json} {variant}".into(),
+            variant: Variant::Candidate,
+            hosts: vec!["gpu1".into(), "gpu'2".into()],
+            gpus_per_node: 8,
+            timeout_s: 5,
+        };
+        let cmd = expand(&req, Path::new("/"), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
+        assert_eq!(
+            cmd,
+            r"launch -np '16' -H 'gpu1:8,gpu'\''2:8' --conf '/etc/nccl/topo-tune/candidate/nccl.conf' -J '/tmp/x.json' 'candidate'"
+        );
+    }
+
+    #[test]
+    fn a_timeout_kills_the_group_and_is_a_failure() {
+        let req = BenchRequest {
+            template: "sleep 30 & sleep 30; echo {json}".into(),
+            variant: Variant::Baseline,
+            hosts: vec!["h".into()],
+            gpus_per_node: 1,
+            timeout_s: 1,
+        };
+        let started = Instant::now();
+        let a = run(&req, Path::new("/")).unwrap();
+        assert!(a.timed_out && started.elapsed() < Duration::from_secs(10));
+        assert!(judge(&a, 1).unwrap_err().contains("timed out"));
+    }
+
+    #[test]
+    fn a_failing_exit_is_a_failure_with_its_last_line() {
+        let req = BenchRequest {
+            template: "echo 'boom: no GPU'; exit 3 # {json}".into(),
+            variant: Variant::Baseline,
+            hosts: vec!["h".into()],
+            gpus_per_node: 1,
+            timeout_s: 10,
+        };
+        let a = run(&req, Path::new("/")).unwrap();
+        assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");
+    }
+}

@@ -1,0 +1,226 @@
+//! A rollout's record on the controller (`STATE_DIR/rollouts/<id>.json`): its options, the
+//! exact candidate each node gets, every wave's phase, nodes, rounds, figures and decision.
+//! Saved (atomically) before and after every step, so `apply --resume ID` continues a killed
+//! rollout and `status` says where each node stands. One lock per cluster refuses a second
+//! rollout while one runs.
+
+use crate::apply::stage::StageRecord;
+use crate::apply::tree::{Lock, Tree, TreeError};
+use crate::apply::writer::Bundle;
+use crate::bench::parse::BenchRun;
+use crate::bench::stats::{Gate, Verdict};
+use crate::config::benchmark::Benchmark;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const STATE_VERSION: u32 = 1;
+const STATE_LIMIT: u64 = 256 << 20;
+
+/// How the rollout was asked for (kept, so a resume does exactly what was started).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Options {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_size: Option<usize>,
+    pub canary_only: bool,
+    pub max_fail: usize,
+    pub rounds: u32,
+    pub gate: Gate,
+    pub benchmark: Benchmark,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutStatus {
+    Running,
+    /// Every wave promoted (or the canary, with `--canary-only`).
+    Completed,
+    /// A wave's measurement said no: it was rolled back; earlier waves stay promoted.
+    Halted,
+    /// Nodes failed beyond `--max-fail`, or a rollback could not finish.
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Pending,
+    /// Candidates being written to the staging directory (recorded before the first write).
+    Staging,
+    Measuring,
+    /// Installing the candidate with the atomic writer (run id recorded before).
+    Promoting,
+    Promoted,
+    /// Undoing this wave (staged files removed, promoted files restored).
+    RollingBack,
+    RolledBack,
+}
+
+/// One benchmark run as recorded: its figures or why it has none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub command: String,
+    pub seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<BenchRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    /// `true`: the candidate ran first in this round (A B B A …).
+    pub candidate_first: bool,
+    pub baseline: RunRecord,
+    pub candidate: RunRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Wave {
+    pub name: String,
+    pub hosts: Vec<String>,
+    pub phase: Phase,
+    /// The run id promotion records on every node of this wave (what its rollback undoes).
+    pub run_id: String,
+    #[serde(default)]
+    pub rounds: Vec<RoundRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Node → what went wrong there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, String>,
+    /// Per node: what was staged (sha256 per file).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub staged: BTreeMap<String, StageRecord>,
+    /// Nodes whose live files the promotion changed (the others already held them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    /// Why the wave ended as it did, in one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rollout {
+    pub version: u32,
+    pub id: String,
+    pub cluster_config: PathBuf,
+    pub created_unix: u64,
+    pub options: Options,
+    pub status: RolloutStatus,
+    /// The candidates (one per NCCL class) and which host gets which.
+    pub bundles: Vec<Bundle>,
+    pub host_bundle: BTreeMap<String, usize>,
+    /// GPUs per host, from the plan (the benchmark's ranks).
+    pub gpus: BTreeMap<String, u32>,
+    pub waves: Vec<Wave>,
+    /// Hosts the plan gives nothing, with the reason: never touched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub untouched: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("no rollout {id} in {dir}")]
+    Unknown { id: String, dir: String },
+}
+
+/// The state directory: `--state-dir`, else `$XDG_STATE_HOME/topo-tune`, else
+/// `~/.local/state/topo-tune`.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("topo-tune");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join(".local/state/topo-tune")
+}
+
+/// The rollout records of one state directory.
+pub struct Store {
+    tree: Tree,
+}
+
+fn record_path(id: &str) -> String {
+    format!("rollouts/{id}.json")
+}
+
+impl Store {
+    pub fn open(dir: &Path) -> Result<Store, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| TreeError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        Ok(Store { tree: Tree::open(dir)? })
+    }
+
+    pub fn show(&self, id: &str) -> String {
+        self.tree.show(&record_path(id))
+    }
+
+    /// One rollout at a time per cluster (by its cluster.yaml): a second is refused at once,
+    /// naming the holder.
+    pub fn lock(&self, cluster_config: &Path) -> Result<Lock, StateError> {
+        let canonical = std::fs::canonicalize(cluster_config).unwrap_or_else(|_| cluster_config.to_path_buf());
+        let key = &crate::digest::sha256_hex(canonical.display().to_string().as_bytes())[..16];
+        Ok(self.tree.lock(&format!("locks/{key}.lock"), Duration::ZERO)?)
+    }
+
+    pub fn save(&self, r: &Rollout) -> Result<(), StateError> {
+        let text = serde_json::to_string_pretty(r).map_err(|e| StateError::Invalid {
+            path: self.show(&r.id),
+            message: e.to_string(),
+        })? + "\n";
+        self.tree.write(&record_path(&r.id), text.as_bytes(), 0o600)?;
+        Ok(())
+    }
+
+    pub fn load(&self, id: &str) -> Result<Rollout, StateError> {
+        if !crate::apply::writer::run_id_ok(id) {
+            return Err(StateError::Invalid {
+                path: id.to_string(),
+                message: "not a rollout id (they look like 20261130T120000Z-4242)".into(),
+            });
+        }
+        let text = self
+            .tree
+            .read_text(&record_path(id), STATE_LIMIT)?
+            .ok_or_else(|| StateError::Unknown {
+                id: id.to_string(),
+                dir: self.tree.show("rollouts"),
+            })?;
+        let r: Rollout = serde_json::from_str(&text).map_err(|e| StateError::Invalid {
+            path: self.show(id),
+            message: format!("not a rollout record: {e}"),
+        })?;
+        if r.version != STATE_VERSION || r.id != id {
+            return Err(StateError::Invalid {
+                path: self.show(id),
+                message: format!("version {} / id {} is not this record's", r.version, r.id),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Every readable rollout, oldest first (unreadable records are skipped by `status`).
+    pub fn all(&self) -> Vec<Rollout> {
+        let mut out: Vec<Rollout> = self
+            .tree
+            .list("rollouts")
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|n| n.strip_suffix(".json"))
+            .filter_map(|id| self.load(id).ok())
+            .collect();
+        out.sort_by(|a, b| (a.created_unix, &a.id).cmp(&(b.created_unix, &b.id)));
+        out
+    }
+}

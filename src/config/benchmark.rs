@@ -1,0 +1,223 @@
+//! cluster.yaml's `benchmark:` section: how the canary runs NCCL's benchmark (the launcher
+//! command as a template, where it runs, its timeout) and the thresholds of the decision
+//! rule. Validated at load: an unknown placeholder or an out-of-range figure names its line.
+
+use crate::bench::stats::Gate;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// The placeholders a command template may use (docs/apply.md).
+pub const PLACEHOLDERS: &[(&str, &str)] = &[
+    ("hosts", "the wave's hosts, comma-separated"),
+    ("hosts_slots", "the hosts with their GPU count, `h1:8,h2:8` (mpirun -H)"),
+    (
+        "hostfile",
+        "a file with one `HOST slots=N` line per host (mpirun --hostfile)",
+    ),
+    ("nodes", "the number of hosts"),
+    ("ranks", "hosts × GPUs per node"),
+    ("gpus_per_node", "GPUs per node"),
+    (
+        "nccl_conf",
+        "the NCCL config file of this variant (NCCL_CONF_FILE, NCCL 2.23+)",
+    ),
+    ("env_file", "the same settings as an env file (older NCCL, containers)"),
+    ("json", "where nccl-tests writes its -J output"),
+    ("variant", "`baseline` or `candidate`"),
+];
+
+/// Default launcher: nccl-tests' all_reduce_perf under Open MPI, one process per GPU.
+pub const DEFAULT_COMMAND: &str =
+    "mpirun --allow-run-as-root -np {ranks} -H {hosts_slots} -x NCCL_CONF_FILE={nccl_conf} \
+     all_reduce_perf -b 8 -e 4G -f 2 -g 1 -I 1 -J {json}";
+
+pub const DEFAULT_TIMEOUT_S: u64 = 1800;
+pub const DEFAULT_ROUNDS: u32 = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunsOn {
+    /// The machine running topo-tune (mpirun/srun reach the nodes themselves).
+    Controller,
+    /// The wave's first node, through the same transport as the node work.
+    FirstNode,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBenchmark {
+    #[serde(default, deserialize_with = "super::present")]
+    command: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "super::present")]
+    runs_on: Option<RunsOn>,
+    #[serde(default, deserialize_with = "super::present")]
+    timeout: Option<Spanned<u64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    gpus_per_node: Option<Spanned<u32>>,
+    #[serde(default, deserialize_with = "super::present")]
+    rounds: Option<Spanned<u32>>,
+    #[serde(default, deserialize_with = "super::present")]
+    threshold_pct: Option<Spanned<f64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    p99_threshold_pct: Option<Spanned<f64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    small_max: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "super::present")]
+    large_min: Option<Spanned<String>>,
+}
+
+/// The validated section (defaults where cluster.yaml says nothing).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Benchmark {
+    pub command: String,
+    pub runs_on: RunsOn,
+    pub timeout_s: u64,
+    /// GPUs per node; default: what the plan found on the wave's nodes.
+    pub gpus_per_node: Option<u32>,
+    pub rounds: u32,
+    pub gate: Gate,
+}
+
+impl Default for Benchmark {
+    fn default() -> Self {
+        Benchmark {
+            command: DEFAULT_COMMAND.to_string(),
+            runs_on: RunsOn::Controller,
+            timeout_s: DEFAULT_TIMEOUT_S,
+            gpus_per_node: None,
+            rounds: DEFAULT_ROUNDS,
+            gate: Gate::default(),
+        }
+    }
+}
+
+/// The placeholders of a template, or the first unknown or unclosed one (byte offset).
+pub fn placeholders(template: &str) -> Result<Vec<&str>, (usize, String)> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    let mut offset = 0;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| (offset + i, "a `{` without its `}`".to_string()))?;
+        let name = &after[..end];
+        if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
+            let known: Vec<&str> = PLACEHOLDERS.iter().map(|(p, _)| *p).collect();
+            return Err((
+                offset + i,
+                format!("unknown placeholder `{{{name}}}` (known: {})", known.join(", ")),
+            ));
+        }
+        out.push(name);
+        offset += i + 1 + end + 1;
+        rest = &after[end + 1..];
+    }
+    Ok(out)
+}
+
+impl super::Loader<'_> {
+    pub(super) fn benchmark(&self, raw: Option<&RawBenchmark>) -> Result<Benchmark, super::ConfigError> {
+        let empty = RawBenchmark::default();
+        let raw = raw.unwrap_or(&empty);
+        let d = Benchmark::default();
+        let command = match &raw.command {
+            Some(c) => {
+                if c.value.trim().is_empty() || c.value.contains(['\n', '\r', '\0']) {
+                    return Err(self.at(&c.referenced, "benchmark.command must be one non-empty line"));
+                }
+                let used = placeholders(&c.value).map_err(|(_, m)| self.at(&c.referenced, m))?;
+                if !used.contains(&"json") {
+                    return Err(self.at(
+                        &c.referenced,
+                        "benchmark.command must pass `-J {json}` (topo-tune reads nccl-tests' JSON there)",
+                    ));
+                }
+                c.value.clone()
+            }
+            None => d.command,
+        };
+        let int = |v: &Option<Spanned<u64>>, key: &str, range: std::ops::RangeInclusive<u64>, dflt: u64| {
+            v.as_ref().map_or(Ok(dflt), |s| {
+                if range.contains(&s.value) {
+                    Ok(s.value)
+                } else {
+                    Err(self.at(
+                        &s.referenced,
+                        format!("{key} must be {}..={}", range.start(), range.end()),
+                    ))
+                }
+            })
+        };
+        let widen = |v: &Option<Spanned<u32>>| {
+            v.as_ref().map(|s| Spanned {
+                value: u64::from(s.value),
+                referenced: s.referenced,
+                defined: s.defined,
+            })
+        };
+        let gpus = raw
+            .gpus_per_node
+            .as_ref()
+            .map(|_| int(&widen(&raw.gpus_per_node), "benchmark.gpus_per_node", 1..=64, 0))
+            .transpose()?;
+        Ok(Benchmark {
+            command,
+            runs_on: raw.runs_on.unwrap_or(RunsOn::Controller),
+            timeout_s: int(&raw.timeout, "benchmark.timeout", 1..=86_400, DEFAULT_TIMEOUT_S)?,
+            gpus_per_node: gpus.map(|g| g as u32),
+            rounds: int(
+                &widen(&raw.rounds),
+                "benchmark.rounds",
+                6..=50,
+                u64::from(DEFAULT_ROUNDS),
+            )? as u32,
+            gate: Gate {
+                threshold: self.pct(&raw.threshold_pct, "benchmark.threshold_pct", d.gate.threshold)?,
+                p99_threshold: self.pct(
+                    &raw.p99_threshold_pct,
+                    "benchmark.p99_threshold_pct",
+                    d.gate.p99_threshold,
+                )?,
+                small_max: self.size(&raw.small_max, "benchmark.small_max", d.gate.small_max)?,
+                large_min: self.size(&raw.large_min, "benchmark.large_min", d.gate.large_min)?,
+                require_gain: false,
+            },
+        })
+    }
+
+    fn pct(&self, v: &Option<Spanned<f64>>, key: &str, dflt: f64) -> Result<f64, super::ConfigError> {
+        match v {
+            None => Ok(dflt),
+            Some(s) if s.value.is_finite() && s.value > 0.0 && s.value <= 50.0 => Ok(s.value / 100.0),
+            Some(s) => Err(self.at(&s.referenced, format!("{key} is a percentage in (0, 50]"))),
+        }
+    }
+
+    fn size(&self, v: &Option<Spanned<String>>, key: &str, dflt: u64) -> Result<u64, super::ConfigError> {
+        match v {
+            None => Ok(dflt),
+            Some(s) => s
+                .value
+                .parse::<crate::model::size::ByteSize>()
+                .map(|b| b.0)
+                .map_err(|m| self.at(&s.referenced, format!("{key}: {m}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_known_or_refused() {
+        assert_eq!(placeholders("a {hosts} b {json}").unwrap(), vec!["hosts", "json"]);
+        assert!(placeholders("x {host} {json}")
+            .unwrap_err()
+            .1
+            .contains("unknown placeholder `{host}`"));
+        assert_eq!(placeholders("x {json").unwrap_err().0, 2);
+        assert!(placeholders(DEFAULT_COMMAND).is_ok());
+    }
+}

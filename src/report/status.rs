@@ -1,0 +1,104 @@
+//! The table of `status`: one row per node.
+
+use super::envelope::{Envelope, NodeRow, Summary};
+use super::{failure_text, table};
+use crate::apply::stage::{LiveState, NodeState};
+use crate::bench::stats::{Change, Decision};
+use crate::canary::state::{Phase, RolloutStatus};
+use serde::Serialize;
+
+/// Where a node stands in the latest rollout that touched it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RolloutRef {
+    pub id: String,
+    pub status: RolloutStatus,
+    pub wave: usize,
+    pub wave_name: String,
+    pub phase: Phase,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_change: Option<Change>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct StatusDetail {
+    /// A file topo-tune wrote was changed or removed since.
+    pub drift: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<NodeState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutRef>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusPayload {
+    pub state_dir: String,
+    pub summary: Summary,
+}
+
+fn name<T: Serialize>(v: T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|x| x.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn files(s: &NodeState) -> String {
+    let bad: Vec<String> = s
+        .files
+        .iter()
+        .filter(|f| f.live != LiveState::Matches)
+        .map(|f| format!("{} {}", f.path, name(f.live)))
+        .collect();
+    if bad.is_empty() {
+        format!("{} match", s.files.len())
+    } else {
+        bad.join(", ")
+    }
+}
+
+fn rollout(r: &RolloutRef) -> String {
+    let decision = r.decision.map(name).unwrap_or_else(|| "-".into());
+    let change = r
+        .large_change
+        .map(|c| format!(" {:+.1}%", c.median * 100.0))
+        .unwrap_or_default();
+    format!(
+        "{} wave {} ({}): {}, {decision}{change}",
+        r.id,
+        r.wave,
+        r.wave_name,
+        name(r.phase)
+    )
+}
+
+fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
+    let ro = r.detail.rollout.as_ref().map_or_else(|| "-".into(), rollout);
+    match (&r.error, &r.detail.state) {
+        (Some(f), _) => vec![r.host.clone(), "-".into(), failure_text(f), "-".into(), ro],
+        (None, Some(s)) => {
+            let run = match (&s.last_run, s.pending) {
+                (Some(id), true) => format!("{id} (interrupted)"),
+                (Some(id), false) => id.clone(),
+                (None, _) => "never written".into(),
+            };
+            let staged = s
+                .staged
+                .as_ref()
+                .map_or_else(|| "-".into(), |st| format!("candidate of {}", st.rollout));
+            vec![r.host.clone(), run, files(s), staged, ro]
+        }
+        (None, None) => vec![r.host.clone(), "-".into(), "-".into(), "-".into(), ro],
+    }
+}
+
+pub fn render_status(e: &Envelope<StatusPayload, StatusDetail>) -> String {
+    let mut t = table(&["Host", "Last run", "Files", "Staged", "Rollout"]);
+    for r in &e.nodes {
+        t.add_row(row(r));
+    }
+    format!("{t}\n\n{}\n", e.msg)
+}
