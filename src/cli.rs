@@ -225,7 +225,14 @@ pub struct DoctorArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("scope").required(true).args(["canary", "all", "resume"])))]
 #[command(
-    after_help = "The decision rule, the benchmark template and a first-rollout runbook: docs/apply.md.\n\
+    after_help = "How a wave goes: the candidate files are staged in /etc/nccl/topo-tune/candidate/ (live\n\
+files untouched); cluster.yaml's benchmark.command (default: nccl-tests all_reduce_perf under\n\
+mpirun) runs --rounds times with the live /etc/nccl.conf and with the candidate (NCCL_CONF_FILE),\n\
+interleaved; the rule promotes on a gain or no significant change and halts on a significant\n\
+loss beyond --threshold (or when one cannot be ruled out). --max-fail N is per wave: more than\n\
+N nodes failing to stage or promote fails the wave. Every step is recorded in the state\n\
+directory: `apply --resume ID` continues, `topo-tune status` shows where each node stands.\n\
+The rule with a worked example, the benchmark template and a runbook: docs/apply.md.\n\n\
 Exit codes: 0 rolled out (or the canary, with --canary-only); 7 a wave was halted by its\n\
 measurement and rolled back; 4 nodes failed beyond --max-fail; 75 another rollout runs."
 )]

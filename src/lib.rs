@@ -138,17 +138,22 @@ fn usage_error(e: &clap::Error, json: bool) -> i32 {
     let code = e.exit_code();
     let _ = e.print();
     if json && code == exit::USAGE {
-        let message = e.kind().as_str().map_or_else(
-            || e.to_string().lines().next().unwrap_or("usage error").to_string(),
-            |_| {
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or("usage error")
-                    .trim_start_matches("error: ")
-                    .to_string()
-            },
-        );
+        // clap's message up to the usage line: "error: …" and what it lists after a colon
+        // (the missing arguments), on one line.
+        let text = e.to_string();
+        let message = text
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim_start_matches("error: ")
+            .to_string();
+        let message = if message.is_empty() {
+            "usage error".to_string()
+        } else {
+            message
+        };
         let _ = write_stdout(&error_envelope(
             "topo-tune",
             "usage",

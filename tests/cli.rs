@@ -1,32 +1,37 @@
-//! The command line as scripts see it: exit codes, JSON errors, commands not built yet.
+//! The command line as scripts see it: exit codes, JSON errors.
 
 use crate::common::topo_tune;
 use topo_tune::exit;
 
 #[test]
-fn commands_not_built_yet_say_so_with_their_own_code() {
+fn apply_and_status_answer_in_the_envelope_with_their_codes() {
     for cmd in ["apply", "status"] {
-        let out = topo_tune().args([cmd, "--cluster-config", "x.yaml"]).output().unwrap();
-        assert_eq!(out.status.code(), Some(exit::NOT_IMPLEMENTED), "{cmd}");
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert!(
-            err.contains(&format!("`topo-tune {cmd}` is not implemented yet")),
-            "{cmd}: {err}"
+        let mut c = topo_tune();
+        c.args(["--output", "json", cmd, "--cluster-config", "/nonexistent/x.yaml"]);
+        if cmd == "apply" {
+            c.arg("--all");
+        }
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(exit::NO_INPUT), "{cmd}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (
+                doc["command"].as_str(),
+                doc["failed"].as_bool(),
+                doc["changed"].as_bool()
+            ),
+            (Some(cmd), Some(true), Some(false))
         );
-        assert!(err.contains("nothing was done"));
-        assert!(out.stdout.is_empty(), "{cmd}: no fake success on stdout");
+        crate::common::assert_schema("error", &doc);
     }
-    let out = topo_tune().args(["--output", "json", "apply"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(exit::NOT_IMPLEMENTED));
+    // apply needs a scope: a canary, --all, or a rollout to resume.
+    let out = topo_tune()
+        .args(["--output", "json", "apply", "--cluster-config", "x.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(exit::USAGE));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        (
-            doc["failed"].as_bool(),
-            doc["changed"].as_bool(),
-            doc["exit_code"].as_i64()
-        ),
-        (Some(true), Some(false), Some(10))
-    );
+    assert!(doc["error"]["message"].as_str().unwrap().contains("--canary"), "{doc}");
 }
 
 #[test]

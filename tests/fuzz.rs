@@ -7,6 +7,9 @@
 //! record) and `TOPO_TUNE_FUZZ_SAVE=1` to keep new corpus entries:
 //!
 //!   TOPO_TUNE_FUZZ_SECS=600 TOPO_TUNE_FUZZ_SAVE=1 cargo test --release --all-features --test main fuzz::
+//!
+//! A finding is replayed with `TOPO_TUNE_FUZZ_REPLAY=target/fuzz-findings/<target>-… cargo test
+//! --release --all-features --test main fuzz::<target> -- --nocapture`.
 
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
@@ -202,9 +205,28 @@ fn fnv(data: &[u8]) -> u64 {
     })
 }
 
+/// `TOPO_TUNE_FUZZ_REPLAY=FILE`: run one saved input (a finding) of this target once and say
+/// what it does and how long it takes. Returns whether a replay was asked for.
+fn replay(target: &str, run: fn(&[u8]) -> String) -> bool {
+    let Some(file) = std::env::var_os("TOPO_TUNE_FUZZ_REPLAY").filter(|f| Path::new(f).exists()) else {
+        return false;
+    };
+    let name = Path::new(&file).file_name().map(|n| n.to_string_lossy().into_owned());
+    if name.is_some_and(|n| n.starts_with(target)) {
+        let input = std::fs::read(&file).unwrap();
+        let t = Instant::now();
+        let outcome = run(&input);
+        eprintln!("fuzz {target}: replayed in {:?}: {outcome}", t.elapsed());
+    }
+    true
+}
+
 /// Run one target for `TOPO_TUNE_FUZZ_SECS` (default 3) and report executions; a panic or a
 /// hang fails the test, with the input saved under `target/fuzz-findings/`.
 fn fuzz(target: &str, run: fn(&[u8]) -> String) {
+    if replay(target, run) {
+        return;
+    }
     let secs: u64 = std::env::var("TOPO_TUNE_FUZZ_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -238,7 +260,10 @@ fn fuzz(target: &str, run: fn(&[u8]) -> String) {
         );
         std::thread::spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
-            let since = epoch.elapsed().as_millis() as u64 - started.load(Ordering::SeqCst);
+            // Read the start first: an input that starts after `elapsed` was read must not
+            // underflow into a false hang.
+            let start = started.load(Ordering::SeqCst);
+            let since = (epoch.elapsed().as_millis() as u64).saturating_sub(start);
             if busy.load(Ordering::SeqCst) && since > SLOW.as_millis() as u64 {
                 let input = current.lock().map(|c| c.clone()).unwrap_or_default();
                 let _ = std::fs::create_dir_all(&findings);

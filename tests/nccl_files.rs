@@ -343,7 +343,9 @@ fn killed_between_temp_write_and_rename_leaves_the_old_file() {
         "nccl_version: \"2.28.9\"\nnccl:\n  NCCL_IB_TIMEOUT: \"22\"\nnodes:\n  - host: gpu1\n  - host: vm1\n",
     )
     .unwrap();
-    let (code, _, _) = init(&c, &[], &[("TOPO_TUNE_FAULT_BEFORE_RENAME", "1")]);
+    // One node at a time: gpu1 is written first, so it is the one the fault stops (with two
+    // at once, vm1 could die first and gpu1 never start).
+    let (code, _, _) = init(&c, &["--forks", "1"], &[("TOPO_TUNE_FAULT_BEFORE_RENAME", "1")]);
     assert_ne!(code, Some(0), "the writer was killed");
     assert_eq!(read(&c, "gpu1", "/etc/nccl.conf").unwrap(), before, "old file intact");
     let node_root = c.out.join("gpu1");

@@ -120,9 +120,24 @@ fn errors_and_usage_errors_print_the_error_envelope() {
     let (code, doc) = run(&["plan", "--cluster-config", &example(), "--forks", "0"]);
     assert_eq!(code, Some(topo_tune::exit::USAGE));
     assert_schema("error", &doc);
-    let (code, doc) = run(&["apply"]);
-    assert_eq!(code, Some(topo_tune::exit::NOT_IMPLEMENTED));
+    let (code, doc) = run(&["apply", "--cluster-config", &example()]);
+    assert_eq!(code, Some(topo_tune::exit::USAGE), "no --canary, --all or --resume");
     assert_schema("error", &doc);
+    let state = tempfile::tempdir().unwrap();
+    let state = state.path().display().to_string();
+    let resume = [
+        "apply",
+        "--cluster-config",
+        &example(),
+        "--resume",
+        "20261130T000000Z-1",
+        "--state-dir",
+        &state,
+    ];
+    let (code, doc) = run(&resume);
+    assert_eq!(code, Some(topo_tune::exit::NO_INPUT), "no such rollout");
+    assert_schema("error", &doc);
+    assert_eq!(doc["error"]["kind"], "state");
 }
 
 #[test]

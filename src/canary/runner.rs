@@ -65,6 +65,15 @@ impl BenchAnswer {
     }
 }
 
+/// Set when SIGINT/SIGTERM ends a run on the nodes: a benchmark in flight is killed (its
+/// whole process group) instead of being waited for.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Kill every benchmark this process is running, now and from now on.
+pub fn stop_all() {
+    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Single-quote a value for `sh`.
 fn quote(v: &str) -> String {
     format!("'{}'", v.replace('\'', r"'\''"))
@@ -150,12 +159,13 @@ pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
         if let Some(s) = child.try_wait()? {
             break (Some(s), false);
         }
-        if started.elapsed() >= limit {
+        let stopped = STOP.load(std::sync::atomic::Ordering::SeqCst);
+        if stopped || started.elapsed() >= limit {
             if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
                 let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             }
             let _ = child.wait();
-            break (None, true);
+            break (None, !stopped);
         }
         std::thread::sleep(Duration::from_millis(20));
     };

@@ -208,6 +208,10 @@ pub fn run<C: Call>(
             signal = interrupted() => Err(signal),
         }
     });
+    if result.is_err() {
+        // A benchmark runs in its own process group: end it rather than wait for it.
+        crate::canary::runner::stop_all();
+    }
     // Tasks still in flight are dropped with the runtime: each drops its ssh session, which
     // shuts that node's master down (ending its remote command) before the control
     // directory goes with `shared`.
