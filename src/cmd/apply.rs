@@ -2,9 +2,8 @@
 //! it with the engine in `canary::rollout` over the node calls, and report every wave's
 //! figures and decision.
 
-use super::gather::gather;
 use super::init::guard_class;
-use super::plan::{build_plan, read_plan};
+use super::plan::{gather_and_plan, read_plan};
 use super::reach::{on_nodes, progress_bar, resolve};
 use super::{finish, Done};
 use crate::apply::stage::StageRecord;
@@ -91,7 +90,7 @@ fn start(inv: &Inventory, args: &ApplyArgs, output: OutputFormat) -> Result<Roll
         .map_err(Error::Usage)?;
     let plan = match &args.plan {
         Some(path) => read_plan(path, inv)?,
-        None => build_plan(inv, &gather(inv, &args.gather, output)?, 1 << 30),
+        None => gather_and_plan(inv, &args.gather, output, 1 << 30)?.0,
     };
     let Candidates {
         bundles,

@@ -3,16 +3,19 @@
 
 use super::reach::{machine_jobs, on_nodes};
 use crate::cli::{GatherArgs, OutputFormat};
-use crate::config::Inventory;
+use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::model::NodeSnapshot;
 use crate::node::calls::Probe;
 use crate::transport::ssh::MAX_ANSWER_BYTES;
-use crate::transport::{Deploy, Failure, FailureKind, NodeOutcome};
+use crate::transport::{simulated, transport_name, Deploy, Failure, FailureKind, NodeOutcome};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
-pub(crate) type Snapshots = Vec<NodeOutcome<NodeSnapshot>>;
+/// One snapshot per node, shared where nodes are the same on paper (a `simulate:` source is
+/// read and held once, however many nodes are made from it).
+pub(crate) type Snapshots = Vec<NodeOutcome<Arc<NodeSnapshot>>>;
 
 /// Every node's snapshot, in inventory order.
 pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
@@ -23,7 +26,39 @@ pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -
 }
 
 fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
-    let mut outcomes = on_nodes(inv, &args.reach, output, machine_jobs(inv, |_| Probe {}))?;
+    // Paper nodes answer here from their shared source; through the fan-out only when a
+    // latency is simulated (benchmarks of the fan-out itself).
+    let on_paper = |n: &NodeSpec| n.transport == TransportKind::Simulated && args.reach.simulate_latency_ms == 0;
+    let jobs = machine_jobs(inv, |_| Probe {})
+        .into_iter()
+        .filter(|j| !on_paper(&j.node))
+        .collect();
+    let mut reached = on_nodes(inv, &args.reach, output, jobs)?.into_iter();
+    let mut outcomes = Vec::with_capacity(inv.nodes.len());
+    for n in &inv.nodes {
+        let o = if on_paper(n) {
+            let start = Instant::now();
+            NodeOutcome {
+                host: n.host.clone(),
+                transport: transport_name(n),
+                result: simulated::shared(n),
+                duration: start.elapsed(),
+                attempts: 0,
+                deploy: Some(Deploy::NotNeeded),
+            }
+        } else {
+            let Some(o) = reached.next() else { break };
+            NodeOutcome {
+                host: o.host,
+                transport: o.transport,
+                duration: o.duration,
+                attempts: o.attempts,
+                deploy: o.deploy,
+                result: o.result.map(Arc::new),
+            }
+        };
+        outcomes.push(o);
+    }
     // A snapshot from another build is refused here, where it enters.
     for o in &mut outcomes {
         if let Ok(s) = &o.result {
@@ -37,40 +72,59 @@ fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<S
 
 /// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
 fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
-    if !dir.is_dir() {
-        return Err(Error::Io {
-            what: format!("--from-probes {}", dir.display()),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
-        });
-    }
+    probes_dir(dir)?;
     Ok(inv
         .nodes
         .iter()
         .map(|n| {
-            let start = Instant::now();
-            let candidates: [PathBuf; 2] = [
-                dir.join(format!("{}.json", n.host)),
-                crate::model::files::host_dir(dir, &n.host)
-                    .unwrap_or_else(|_| dir.join("-"))
-                    .join("snapshot.json"),
-            ];
-            let result = match candidates.iter().find(|p| p.exists()) {
-                None => Err(Failure::new(
-                    FailureKind::ProbeFileMissing,
-                    format!("no {} or {}", candidates[0].display(), candidates[1].display()),
-                )),
-                Some(p) => read_probe_file(p),
-            };
+            let o = probe_file(n, dir);
             NodeOutcome {
-                host: n.host.clone(),
-                transport: "files",
-                duration: start.elapsed(),
-                attempts: 0,
-                deploy: Some(Deploy::NotNeeded),
-                result,
+                host: o.host,
+                transport: o.transport,
+                duration: o.duration,
+                attempts: o.attempts,
+                deploy: o.deploy,
+                result: o.result.map(Arc::new),
             }
         })
         .collect())
+}
+
+/// `--from-probes DIR` must be a directory.
+pub(crate) fn probes_dir(dir: &Path) -> Result<(), Error> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Error::Io {
+        what: format!("--from-probes {}", dir.display()),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+    })
+}
+
+/// One node's snapshot file, read and parsed.
+pub(crate) fn probe_file(n: &NodeSpec, dir: &Path) -> NodeOutcome<NodeSnapshot> {
+    let start = Instant::now();
+    let candidates: [PathBuf; 2] = [
+        dir.join(format!("{}.json", n.host)),
+        crate::model::files::host_dir(dir, &n.host)
+            .unwrap_or_else(|_| dir.join("-"))
+            .join("snapshot.json"),
+    ];
+    let result = match candidates.iter().find(|p| p.exists()) {
+        None => Err(Failure::new(
+            FailureKind::ProbeFileMissing,
+            format!("no {} or {}", candidates[0].display(), candidates[1].display()),
+        )),
+        Some(p) => read_probe_file(p),
+    };
+    NodeOutcome {
+        host: n.host.clone(),
+        transport: "files",
+        duration: start.elapsed(),
+        attempts: 0,
+        deploy: Some(Deploy::NotNeeded),
+        result,
+    }
 }
 
 fn read_probe_file(path: &Path) -> Result<NodeSnapshot, Failure> {

@@ -3,7 +3,7 @@
 //! (`--plan`), or stop after collecting (`--collect-only`), or only list (`--dry-run`).
 
 use super::gather::{gather, Snapshots};
-use super::plan::{build_plan, read_plan};
+use super::plan::{gather_and_plan, read_plan};
 use super::reach::on_nodes;
 use super::{finish, Done};
 use crate::apply::tree::Tree;
@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::model::files::host_dir;
 use crate::model::plan::{NcclClass, Plan};
+use crate::model::NodeSnapshot;
 use crate::nccl::guard::{self, Violation};
 use crate::node::{calls::Write, write_target, NodeJob};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
@@ -34,10 +35,7 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     }
     let plan = match &args.plan {
         Some(path) => read_plan(path, &inv)?,
-        None => {
-            let snapshots = gather(&inv, &args.gather, output)?;
-            build_plan(&inv, &snapshots, 1 << 30)
-        }
+        None => gather_and_plan(&inv, &args.gather, output, 1 << 30)?.0,
     };
     write_plan(&inv, args, &plan, output)
 }
@@ -207,7 +205,17 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
             Ok(snap) => {
                 let dir = host_dir(&out_dir, &o.host).map_err(Error::Usage)?;
                 let rel = format!("{}/snapshot.json", o.host);
-                let changed = write_file(&tree, &rel, &to_json(snap)?)?;
+                // A shared paper snapshot carries no host name of its own: this node's. A
+                // machine's snapshot keeps the name the machine reported.
+                let text = if o.transport != "simulated" || snap.hostname == o.host {
+                    to_json(&**snap)?
+                } else {
+                    to_json(&NodeSnapshot {
+                        hostname: o.host.clone(),
+                        ..(**snap).clone()
+                    })?
+                };
+                let changed = write_file(&tree, &rel, &text)?;
                 detail.snapshot = Some(dir.join("snapshot.json").display().to_string());
                 NodeRow::ok(&o.host, changed, detail)
             }

@@ -1,56 +1,137 @@
 //! `topo-tune plan`: gather snapshots (as `init` does), solve, print the plan, and with
 //! `--output-dir` write plan.json (what `init --plan` applies) and the launcher files.
 
-use super::gather::{gather, Snapshots};
+use super::gather::{gather, probe_file, probes_dir};
 use super::{finish, Done};
 use crate::apply::tree::Tree;
 use crate::apply::writer::WriteError;
-use crate::cli::{OutputFormat, PlanArgs};
-use crate::config::Inventory;
+use crate::cli::{GatherArgs, OutputFormat, PlanArgs};
+use crate::config::{Inventory, NodeSpec};
 use crate::emit;
 use crate::error::Error;
 use crate::exit;
 use crate::model::plan::{Excluded, Plan, PLAN_SCHEMA_VERSION};
+use crate::model::NodeSnapshot;
 use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
-use crate::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
+use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
+use crate::transport::NodeOutcome;
 use std::collections::HashSet;
 use std::path::Path;
 
-/// The plan for every node that answered; nodes that did not are `excluded` with why.
-pub(crate) fn build_plan(inv: &Inventory, snapshots: &Snapshots, message_bytes: u64) -> Plan {
-    let mut failed = Vec::new();
-    let nodes: Vec<PlanNode> = snapshots
-        .iter()
-        .zip(&inv.nodes)
-        .filter_map(|(o, spec)| match &o.result {
-            Ok(snap) => Some(PlanNode {
-                host: o.host.clone(),
-                labels: spec.labels.clone(),
-                snapshot: snap,
-                hints: spec.hints.clone(),
-            }),
-            Err(f) => {
-                failed.push(Excluded {
-                    host: o.host.clone(),
-                    reason: format!("not probed: {}", f.message),
-                });
-                None
-            }
-        })
-        .collect();
+/// How many threads digest nodes: the work is per node and independent.
+fn workers(jobs: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(16)
+        .min(jobs.max(1))
+}
+
+/// `f` over `items` on every core, results in order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let chunk = items.len().div_ceil(workers(items.len())).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| s.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// A node's outcome without its answer: what the command reports per node.
+pub(crate) type Reached = NodeOutcome<()>;
+
+fn strip<T>(o: NodeOutcome<T>) -> (Reached, Option<T>) {
+    let (result, answer) = match o.result {
+        Ok(a) => (Ok(()), Some(a)),
+        Err(f) => (Err(f), None),
+    };
+    let reached = NodeOutcome {
+        host: o.host,
+        transport: o.transport,
+        duration: o.duration,
+        attempts: o.attempts,
+        deploy: o.deploy,
+        result,
+    };
+    (reached, answer)
+}
+
+/// Gather every node's facts (as `init` does) and plan. Each snapshot is digested as soon as
+/// it is read, on every core, and dropped: a fleet's snapshots are never all held at once
+/// when they come from files; paper nodes share one snapshot per source.
+pub(crate) fn gather_and_plan(
+    inv: &Inventory,
+    args: &GatherArgs,
+    output: OutputFormat,
+    message_bytes: u64,
+) -> Result<(Plan, Vec<Reached>), Error> {
     let policy = NcclPolicy {
         cluster_version: inv.nccl_version,
         overrides: inv.nccl.clone(),
     };
-    let mut p = plan(&PlanInput {
-        nodes: &nodes,
+    let cx = Context {
         fabric: inv.fabric.as_ref(),
         message_bytes,
         nccl: &policy,
-    });
+    };
+    let digest_of = |spec: &NodeSpec, snap: &NodeSnapshot| {
+        digest(
+            &PlanNode {
+                host: spec.host.clone(),
+                labels: spec.labels.clone(),
+                snapshot: snap,
+                hints: spec.hints.clone(),
+            },
+            &cx,
+        )
+    };
+    let digested: Vec<(Reached, Option<Digest>)> = match &args.from_probes {
+        Some(dir) => {
+            probes_dir(dir)?;
+            par_map(&inv.nodes, |n| {
+                let (reached, snap) = strip(probe_file(n, dir));
+                (reached, snap.map(|s| digest_of(n, &s)))
+            })
+        }
+        None => {
+            let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
+                inv.nodes.iter().zip(gather(inv, args, output)?).collect();
+            par_map(&pairs, |(n, o)| {
+                let snap = o.result.as_ref().ok().cloned();
+                let (reached, _) = strip(NodeOutcome {
+                    host: o.host.clone(),
+                    transport: o.transport,
+                    duration: o.duration,
+                    attempts: o.attempts,
+                    deploy: o.deploy,
+                    result: o.result.as_ref().map(|_| ()).map_err(Clone::clone),
+                });
+                (reached, snap.map(|s| digest_of(n, &s)))
+            })
+        }
+    };
+    let mut failed = Vec::new();
+    let mut digests = Vec::new();
+    let mut reached = Vec::new();
+    for (r, d) in digested {
+        match (&r.result, d) {
+            (Ok(()), Some(d)) => digests.push(d),
+            (Err(f), _) => failed.push(Excluded {
+                host: r.host.clone(),
+                reason: format!("not probed: {}", f.message),
+            }),
+            (Ok(()), None) => {}
+        }
+        reached.push(r);
+    }
+    let mut p = plan_digests(digests, &cx);
     p.excluded.extend(failed);
-    p
+    Ok((p, reached))
 }
 
 /// A reviewed plan.json, checked against this build and this cluster before anything runs.
@@ -119,8 +200,7 @@ fn check_plan_files(plan: &Plan) -> Result<(), String> {
 
 pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
-    let snapshots = gather(&inv, &args.gather, output)?;
-    let mut p = build_plan(&inv, &snapshots, args.message_size.0);
+    let (mut p, snapshots) = gather_and_plan(&inv, &args.gather, output, args.message_size.0)?;
     let changed = match &args.output_dir {
         Some(dir) => write_outputs(&mut p, dir)?,
         None => false,
@@ -176,4 +256,15 @@ fn write_outputs(p: &mut Plan, dir: &Path) -> Result<bool, Error> {
     changed |= write("torchrun-node-ranks.txt", &emit::launch::torchrun_node_ranks(p))?;
     changed |= write("plan.json", &to_json(p)?)?;
     Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn par_map_keeps_the_order_and_covers_every_item() {
+        let items: Vec<u32> = (0..1001).collect();
+        let out = super::par_map(&items, |x| x * 2);
+        assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        assert!(super::par_map(&[] as &[u32], |x| *x).is_empty());
+    }
 }

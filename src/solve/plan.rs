@@ -42,8 +42,24 @@ pub struct PlanInput<'a> {
     pub nccl: &'a NcclPolicy,
 }
 
-/// What the planner decides for one node from its own facts.
-struct PerNode {
+/// What the plan is made for, beside the nodes.
+pub struct Context<'a> {
+    pub fabric: Option<&'a Fabric>,
+    pub message_bytes: u64,
+    pub nccl: &'a NcclPolicy,
+}
+
+/// One node as the planner keeps it once its snapshot has been read: its decisions and the
+/// few facts the cluster-wide steps need. A fleet is planned from these, so a snapshot can
+/// be dropped as soon as it is digested (16,384 snapshots need not be held at once).
+pub struct Digest {
+    host: String,
+    labels: BTreeMap<String, String>,
+    nvlink_hint: NvlinkHint,
+    has_gpus: bool,
+    /// No RDMA NIC: NCCL falls back to sockets there.
+    no_rdma: bool,
+    net_gbps: f64,
     /// The GPU link matrix (none without GPUs) and how its NVLink is known.
     matrix: Option<LinkMatrix>,
     basis: NvlinkBasis,
@@ -51,22 +67,34 @@ struct PerNode {
     nccl: Result<NcclKey, String>,
 }
 
-fn per_node(n: &PlanNode, input: &PlanInput) -> PerNode {
+/// Everything the planner decides for one node from its own facts.
+pub fn digest(n: &PlanNode, cx: &Context) -> Digest {
     let classes = path_classes(n.snapshot);
     let basis = nvlink_basis(n.snapshot, &n.hints);
-    let nccl = node_nccl(n, input, &classes);
-    let matrix = (!n.snapshot.gpus.is_empty()).then(|| gpu_link_matrix_with(n.snapshot, classes, &basis));
-    PerNode { matrix, basis, nccl }
+    let nccl = node_nccl(n, cx, &classes);
+    let has_gpus = !n.snapshot.gpus.is_empty();
+    let matrix = has_gpus.then(|| gpu_link_matrix_with(n.snapshot, classes, &basis));
+    Digest {
+        host: n.host.clone(),
+        labels: n.labels.clone(),
+        nvlink_hint: n.hints.nvlink,
+        has_gpus,
+        no_rdma: n.snapshot.nics.iter().all(|nic| nic.kind != NicKind::Rdma),
+        net_gbps: host_net_gbps(n.snapshot),
+        matrix,
+        basis,
+        nccl,
+    }
 }
 
 /// Derive the node's NCCL settings, render its topology file, and hold the result to the
 /// never-slower guard.
-fn node_nccl(n: &PlanNode, input: &PlanInput, classes: &[Vec<PathClass>]) -> Result<NcclKey, String> {
+fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<NcclKey, String> {
     // The node's own NCCL when the probe found one, else cluster.yaml's.
-    let version = n.snapshot.nccl_version.or(input.nccl.cluster_version);
-    let rails = input.fabric.and_then(|f| f.rails);
+    let version = n.snapshot.nccl_version.or(cx.nccl.cluster_version);
+    let rails = cx.fabric.and_then(|f| f.rails);
     let facts = Facts::new(n.snapshot, classes, rails, version);
-    let derived = derive_from(&facts, &input.nccl.overrides).map_err(|r| format!("refused setting: {r}"))?;
+    let derived = derive_from(&facts, &cx.nccl.overrides).map_err(|r| format!("refused setting: {r}"))?;
     let topology_xml = derived
         .wants_topology_file
         .then(|| emit::topo_xml::topology_xml(n.snapshot));
@@ -89,13 +117,19 @@ fn node_nccl(n: &PlanNode, input: &PlanInput, classes: &[Vec<PathClass>]) -> Res
 }
 
 pub fn plan(input: &PlanInput) -> Plan {
-    let per: Vec<PerNode> = input.nodes.iter().map(|n| per_node(n, input)).collect();
-    let (usable, excluded): (Vec<&PlanNode>, Vec<&PlanNode>) =
-        input.nodes.iter().partition(|n| !n.snapshot.gpus.is_empty());
-    let notes_of_nodes = nvlink_notes(input.nodes, &per);
-    let (matrices, nccl): (Vec<Option<LinkMatrix>>, Vec<Result<NcclKey, String>>) =
-        per.into_iter().map(|p| (p.matrix, p.nccl)).unzip();
-    let matrices: Vec<LinkMatrix> = matrices.into_iter().flatten().collect();
+    let cx = Context {
+        fabric: input.fabric,
+        message_bytes: input.message_bytes,
+        nccl: input.nccl,
+    };
+    plan_digests(input.nodes.iter().map(|n| digest(n, &cx)).collect(), &cx)
+}
+
+/// The plan of digested nodes (in inventory order).
+pub fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
+    let notes_of_nodes = nvlink_notes(&nodes);
+    let usable: Vec<&Digest> = nodes.iter().filter(|n| n.has_gpus).collect();
+    let matrices: Vec<&LinkMatrix> = usable.iter().filter_map(|n| n.matrix.as_ref()).collect();
     let (node_classes, facts) = ring_classes(&usable, &matrices);
     let specs: Vec<HostSpec> = usable
         .iter()
@@ -106,26 +140,37 @@ pub fn plan(input: &PlanInput) -> Plan {
             facts,
         })
         .collect();
-    let graph = ClusterGraph::build(&specs, input.fabric);
+    let graph = ClusterGraph::build(&specs, cx.fabric);
     let hosts: Vec<String> = usable.iter().map(|n| n.host.clone()).collect();
     let node_order = solved_order(&graph);
     let default = default_order(&hosts);
-    let solved = predict(&node_order, &graph, input.message_bytes);
-    let default_pred = predict(&default, &graph, input.message_bytes);
+    let solved = predict(&node_order, &graph, cx.message_bytes);
+    let default_pred = predict(&default, &graph, cx.message_bytes);
     let gain = if default_pred.busbw_gbps > 0.0 {
         solved.busbw_gbps / default_pred.busbw_gbps
     } else {
         1.0
     };
+    let notes = [notes_of_nodes, planning_notes(&usable, cx.fabric)].concat();
+    let crossings = CrossingReport {
+        solved: crossings(&node_order, &graph),
+        default: crossings(&default, &graph),
+        lower_bound: lower_bound(&hosts, &graph),
+    };
+    drop(specs);
+    let excluded = nodes
+        .iter()
+        .filter(|n| !n.has_gpus)
+        .map(|n| Excluded {
+            host: n.host.clone(),
+            reason: "no GPU: it cannot hold a rank".into(),
+        })
+        .collect();
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        message_bytes: input.message_bytes,
-        crossings: CrossingReport {
-            solved: crossings(&node_order, &graph),
-            default: crossings(&default, &graph),
-            lower_bound: lower_bound(&hosts, &graph),
-        },
+        message_bytes: cx.message_bytes,
+        crossings,
         node_order,
         default_order: default,
         predicted: Predicted {
@@ -134,15 +179,9 @@ pub fn plan(input: &PlanInput) -> Plan {
             gain,
         },
         node_classes,
-        nccl: nccl_plan(input, nccl),
-        excluded: excluded
-            .iter()
-            .map(|n| Excluded {
-                host: n.host.clone(),
-                reason: "no GPU: it cannot hold a rank".into(),
-            })
-            .collect(),
-        notes: [notes_of_nodes, planning_notes(&usable, input.fabric)].concat(),
+        nccl: nccl_plan(nodes),
+        excluded,
+        notes,
     }
 }
 
@@ -155,10 +194,10 @@ fn signature(m: &LinkMatrix) -> Vec<(i64, u32)> {
 }
 
 /// One ring per distinct GPU link matrix; each host's facts for the cluster graph.
-fn ring_classes(usable: &[&PlanNode], matrices: &[LinkMatrix]) -> (Vec<NodeClass>, Vec<HostFacts>) {
+fn ring_classes(usable: &[&Digest], matrices: &[&LinkMatrix]) -> (Vec<NodeClass>, Vec<HostFacts>) {
     let mut groups: Vec<(&LinkMatrix, Vec<usize>)> = Vec::new();
     let mut index: HashMap<Vec<(i64, u32)>, usize> = HashMap::new();
-    for (i, m) in matrices.iter().enumerate() {
+    for (i, m) in matrices.iter().copied().enumerate() {
         let g = *index.entry(signature(m)).or_insert_with(|| {
             groups.push((m, Vec::new()));
             groups.len() - 1
@@ -181,7 +220,7 @@ fn ring_classes(usable: &[&PlanNode], matrices: &[LinkMatrix]) -> (Vec<NodeClass
         };
         for i in members {
             facts[i] = Some(HostFacts {
-                net_gbps: host_net_gbps(usable[i].snapshot),
+                net_gbps: usable[i].net_gbps,
                 ..ring_facts.clone()
             });
         }
@@ -230,7 +269,7 @@ fn node_class(index: usize, m: &LinkMatrix, hosts: Vec<String>) -> NodeClass {
     class
 }
 
-fn planning_notes(usable: &[&PlanNode], fabric: Option<&Fabric>) -> Vec<Note> {
+fn planning_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
     let mut notes = Vec::new();
     let unplaced: Vec<&str> = usable
         .iter()
@@ -246,9 +285,7 @@ fn planning_notes(usable: &[&PlanNode], fabric: Option<&Fabric>) -> Vec<Note> {
             format!("{} node(s) have no rack or leaf in the fabric (e.g. {}): they go last in the ring and their network path is unknown", unplaced.len(), unplaced[0]),
         ));
     }
-    let no_rdma = usable
-        .iter()
-        .any(|n| n.snapshot.nics.iter().all(|nic| nic.kind != NicKind::Rdma));
+    let no_rdma = usable.iter().any(|n| n.no_rdma);
     if no_rdma && usable.len() > 1 {
         notes.push(Note::warn(
             "no-rdma-nic",
@@ -270,11 +307,11 @@ struct NcclKey {
 
 /// Every node's NCCL settings (GPU-less nodes included: they run NCCL's bootstrap too),
 /// grouped by identical files.
-fn nccl_plan(input: &PlanInput, nccl: Vec<Result<NcclKey, String>>) -> NcclPlan {
+fn nccl_plan(nodes: Vec<Digest>) -> NcclPlan {
     let mut out = NcclPlan::default();
     let mut index: HashMap<NcclKey, usize> = HashMap::new();
-    for (n, key) in input.nodes.iter().zip(nccl) {
-        let key = match key {
+    for n in nodes {
+        let key = match n.nccl {
             Ok(k) => k,
             Err(reason) => {
                 out.refused.push(Excluded {
@@ -304,25 +341,25 @@ fn nccl_plan(input: &PlanInput, nccl: Vec<Result<NcclKey, String>>) -> NcclPlan 
 /// Say, per group of nodes, how their NVLink is known: reported, an NVSwitch fabric assumed
 /// or stated (and why), or unknown (PCIe only, and why); and where cluster.yaml's statement
 /// was overruled by what the node reported.
-fn nvlink_notes(nodes: &[PlanNode], per: &[PerNode]) -> Vec<Note> {
+fn nvlink_notes(nodes: &[Digest]) -> Vec<Note> {
     let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
-    for (n, p) in nodes.iter().zip(per) {
-        let (code, why) = match &p.basis {
-            NvlinkBasis::Reported if n.hints.nvlink != NvlinkHint::Auto && !n.snapshot.gpus.is_empty() => (
+    for n in nodes {
+        let (code, why) = match &n.basis {
+            NvlinkBasis::Reported if n.nvlink_hint != NvlinkHint::Auto && n.has_gpus => (
                 "nvlink-hint-ignored",
                 "the node reports its NVLink itself: cluster.yaml's `nvlink:` is not needed and was not used"
                     .to_string(),
             ),
             NvlinkBasis::Reported => continue,
             NvlinkBasis::Nvswitch { links, gbps, why } => (
-                p.basis.code(),
+                n.basis.code(),
                 format!("an all-to-all NVSwitch fabric, NV{links} × {gbps} GB/s per GPU pair: {why}"),
             ),
-            NvlinkBasis::Unknown { .. } if n.hints.nvlink == NvlinkHint::None => (
+            NvlinkBasis::Unknown { .. } if n.nvlink_hint == NvlinkHint::None => (
                 "stated-no-nvlink",
                 "PCIe paths only: stated in cluster.yaml (`nvlink: none`)".to_string(),
             ),
-            NvlinkBasis::Unknown { why } => (p.basis.code(), why.clone()),
+            NvlinkBasis::Unknown { why } => (n.basis.code(), why.clone()),
         };
         match groups.iter_mut().find(|(c, w, _)| c == code && *w == why) {
             Some((_, _, hosts)) => hosts.push(&n.host),

@@ -27,6 +27,16 @@ pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
     from_source(source, &node.host)
 }
 
+/// The one snapshot of a source, shared by every node made from it (named `simulated`:
+/// callers that show a host name use the node's). Checked once, as a node's answer is.
+pub fn shared(node: &NodeSpec) -> Result<Arc<NodeSnapshot>, Failure> {
+    let source = node
+        .simulate
+        .as_deref()
+        .ok_or_else(|| Failure::new(FailureKind::SimulationFailed, "no `simulate:` source"))?;
+    slot(source).get_or_init(|| read_source(source).map(Arc::new)).clone()
+}
+
 /// A snapshot named `hostname` from a profile name or a topology file path.
 pub fn from_source(source: &str, hostname: &str) -> Result<NodeSnapshot, Failure> {
     let cached = slot(source).get_or_init(|| read_source(source).map(Arc::new)).clone()?;
@@ -42,4 +52,8 @@ fn read_source(source: &str) -> Result<NodeSnapshot, Failure> {
         None => crate::probe::snapshot_of_file(std::path::Path::new(source)),
     }
     .map_err(|e| failed(format!("simulate: {e}")))
+    .and_then(|snap| {
+        crate::model::snapshot_check::check(&snap).map_err(|e| failed(format!("simulate: {e}")))?;
+        Ok(snap)
+    })
 }
