@@ -5,6 +5,7 @@
 mod common;
 
 mod architecture;
+mod bench_pdsh;
 mod canary;
 mod cli;
 mod from_probes;

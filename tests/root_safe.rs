@@ -856,8 +856,22 @@ fn sigterm_during_collection_leaves_nothing_behind() {
         wait_until("the node side starts", 60, || {
             processes_with(&remote).iter().any(|c| c.contains(" node probe"))
         });
-        let ours: Vec<PathBuf> = ssh_control_dirs().difference(&dirs_before).cloned().collect();
-        assert!(!ours.is_empty(), "a private ssh directory exists while the run is on");
+        // This run's control directory: the new one its ssh master names (other tests may be
+        // making their own at the same time).
+        let named: Vec<String> = processes_with(&masters)
+            .iter()
+            .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .filter(|t| t.starts_with("/tmp/topo-tune-ssh-"))
+            .collect();
+        let ours: Vec<PathBuf> = ssh_control_dirs()
+            .difference(&dirs_before)
+            .filter(|d| named.iter().any(|t| t.starts_with(&*d.to_string_lossy())))
+            .cloned()
+            .collect();
+        assert!(
+            !ours.is_empty(),
+            "a private ssh directory exists while the run is on: {named:?}"
+        );
         let pid = child.id().to_string();
         assert!(std::process::Command::new("kill")
             .args([signal, &pid])

@@ -138,6 +138,24 @@ fn eight_nodes_in_one_run_then_the_binary_is_reused() {
         0,
         "control masters are closed after the run"
     );
+    // A binary that is not whole at its content-addressed path is not run: it is uploaded
+    // again (verified on the node before it is put in place).
+    let cached: Vec<std::path::PathBuf> = std::fs::read_dir(cluster.dir.path().join("remote-cache"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("topo-tune"))
+        .collect();
+    assert_eq!(
+        cached.len(),
+        1,
+        "one content-addressed copy on the shared loopback disk"
+    );
+    let bytes = std::fs::read(&cached[0]).unwrap();
+    std::fs::write(&cached[0], &bytes[..bytes.len() / 2]).unwrap();
+    let (code, third) = init_json(&cfg, out.path(), &["--forks", "1"]);
+    assert_eq!(code, 0, "{third:#}");
+    assert_eq!(third["nodes"][0]["deploy"], "uploaded", "{third:#}");
+    assert_eq!(std::fs::read(&cached[0]).unwrap(), bytes, "whole again");
 }
 
 #[test]

@@ -99,9 +99,18 @@ pub async fn call(
         Err((f, attempts)) => return (Err(f), attempts),
     };
     let result = async {
-        let (path, deploy) = deploy(&session, opts).await?;
-        let out = run_tool(&session, node, opts, &path, &["node", kind], Some(request)).await?;
-        Ok((out.stdout, deploy))
+        let dir = opts.remote_binary.remote_dir(&opts.settings.remote_dir);
+        let path = format!("{dir}/topo-tune");
+        let args = ["node", kind];
+        // One round trip when the binary is already there; else upload (verified), then run.
+        if let Some(out) = run_tool(&session, node, opts, &path, &args, Some(request), Some(&dir)).await? {
+            return Ok((out.stdout, Deploy::Reused));
+        }
+        deploy(&session, opts, &dir).await?;
+        let out = run_tool(&session, node, opts, &path, &args, Some(request), None)
+            .await?
+            .ok_or_else(|| Failure::new(FailureKind::Internal, "no output from the node"))?;
+        Ok((out.stdout, Deploy::Uploaded))
     }
     .await;
     // Closing the master ends every remote process of this session, including a hung one.
@@ -295,63 +304,52 @@ async fn run(
     }
 }
 
-async fn remote_sha256(session: &Session, path: &str, within: Duration) -> Result<Option<String>, Failure> {
-    let out = run(session, "sha256sum", &["--", path], None, 4096, within).await?;
+/// Installs the binary with a fixed script: `$1` is the (validated) directory, `$2` the
+/// expected sha256. The file is written under a temporary name, its checksum verified on the
+/// node, and only then renamed into place: a half-copied or corrupted binary is never at the
+/// content-addressed path, which later runs trust by its name and size.
+const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tune.$$" && cat > "$t" && chmod 755 "$t" || exit 1
+command -v sha256sum > /dev/null || { rm -f -- "$t"; exit 127; }
+h=$(sha256sum < "$t") && h=${h%% *}
+[ "$h" = "$2" ] || { rm -f -- "$t"; echo "the copied binary does not verify (sha256 $h, expected $2)" >&2; exit 1; }
+mv -f -- "$t" "$1/topo-tune""#;
+
+/// Exit status of [`RUN_IF_DEPLOYED`] when the binary is not at its path (or not whole).
+const NOT_DEPLOYED: i32 = 197;
+
+/// Runs the rest of its arguments only when `$1/topo-tune` exists with the size `$2`. The
+/// directory's name is the binary's version and content hash, and a file only gets there
+/// verified (INSTALL_SCRIPT), so name and size identify it without hashing it on every run.
+const RUN_IF_DEPLOYED: &str =
+    r#"p="$1/topo-tune"; s="$2"; shift 2; [ -f "$p" ] && [ "$(wc -c < "$p")" -eq "$s" ] || exit 197; exec "$@""#;
+
+/// Upload the binary to `dir` (checksum verified on the node before it is put in place).
+async fn deploy(session: &Session, opts: &SshOptions, dir: &str) -> Result<(), Failure> {
+    let binary = &opts.remote_binary;
+    let out = run(
+        session,
+        "sh",
+        &["-c", INSTALL_SCRIPT, "topo-tune-install", dir, &binary.sha256],
+        Some(&binary.bytes),
+        64 * 1024,
+        opts.command_timeout,
+    )
+    .await?;
     match out.status {
-        Some(0) => Ok(String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .next()
-            .map(str::to_string)),
+        Some(0) => Ok(()),
         Some(127) => Err(Failure::new(
             FailureKind::DeployFailed,
             "sha256sum or timeout is not installed on the node (coreutils)",
         )),
-        _ => Ok(None),
-    }
-}
-
-/// Installs the binary with a fixed script: `$1` is the (validated) directory; the file is
-/// written under a temporary name and renamed, so a half-copied binary is never run.
-const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tune.$$" && cat > "$t" && chmod 755 "$t" && mv -f -- "$t" "$1/topo-tune""#;
-
-/// Make sure the binary is on the node (checksum-verified); its path and what was done.
-async fn deploy(session: &Session, opts: &SshOptions) -> Result<(String, Deploy), Failure> {
-    let binary = &opts.remote_binary;
-    let dir = binary.remote_dir(&opts.settings.remote_dir);
-    let path = format!("{dir}/topo-tune");
-    let within = opts.command_timeout;
-    if remote_sha256(session, &path, within).await?.as_deref() == Some(binary.sha256.as_str()) {
-        return Ok((path, Deploy::Reused));
-    }
-    let out = run(
-        session,
-        "sh",
-        &["-c", INSTALL_SCRIPT, "topo-tune-install", &dir],
-        Some(&binary.bytes),
-        64 * 1024,
-        within,
-    )
-    .await?;
-    if out.status != Some(0) {
-        return Err(Failure::new(
+        _ => Err(Failure::new(
             FailureKind::DeployFailed,
             format!("copying the probe binary to {dir} failed: {}", last_line(&out.stderr)),
-        ));
-    }
-    match remote_sha256(session, &path, within).await? {
-        Some(h) if h == binary.sha256 => Ok((path, Deploy::Uploaded)),
-        other => Err(Failure::new(
-            FailureKind::DeployFailed,
-            format!(
-                "the copied binary does not verify (sha256 {}, expected {})",
-                other.unwrap_or_else(|| "unreadable".into()),
-                &binary.sha256
-            ),
         )),
     }
 }
 
 /// Run the deployed binary (through `sudo -n` when configured); non-zero exits are diagnosed.
+/// With `deployed_in`, only if the binary is there ([`RUN_IF_DEPLOYED`]): `None` when not.
 async fn run_tool(
     session: &Session,
     node: &NodeSpec,
@@ -359,14 +357,31 @@ async fn run_tool(
     path: &str,
     args: &[&str],
     stdin: Option<&[u8]>,
-) -> Result<RemoteOutput, Failure> {
-    let out = if opts.settings.sudo {
-        let mut full = vec!["-n", "--", path];
-        full.extend_from_slice(args);
-        run(session, "sudo", &full, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
-    } else {
-        run(session, path, args, stdin, MAX_ANSWER_BYTES, opts.command_timeout).await?
-    };
+    deployed_in: Option<&str>,
+) -> Result<Option<RemoteOutput>, Failure> {
+    let mut argv: Vec<&str> = Vec::new();
+    if opts.settings.sudo {
+        argv.extend(["sudo", "-n", "--"]);
+    }
+    argv.push(path);
+    argv.extend_from_slice(args);
+    let size = opts.remote_binary.bytes.len().to_string();
+    if let Some(dir) = deployed_in {
+        argv.splice(0..0, ["-c", RUN_IF_DEPLOYED, "topo-tune-run", dir, size.as_str()]);
+        argv.insert(0, "sh");
+    }
+    let out = run(
+        session,
+        argv[0],
+        &argv[1..],
+        stdin,
+        MAX_ANSWER_BYTES,
+        opts.command_timeout,
+    )
+    .await?;
+    if deployed_in.is_some() && out.status == Some(NOT_DEPLOYED) && out.stdout.is_empty() {
+        return Ok(None);
+    }
     if out.truncated {
         return Err(Failure::new(
             FailureKind::AnswerTooLarge,
@@ -379,7 +394,7 @@ async fn run_tool(
     if out.status != Some(0) {
         return Err(diagnose(out.status, &out.stderr, &node.host));
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Name the missing piece when the probe cannot start on a node.

@@ -1,0 +1,123 @@
+//! A benchmark, not a test (ignored by default): collection over real loopback sshd nodes —
+//! the harness the tests use — against pdsh running the same probe over the same ssh_config
+//! and fan-out. Interleaved pairs, medians, the ratio. docs/performance.md has the figures.
+//!
+//!   apt-get install pdsh
+//!   TOPO_TUNE_BENCH_NODES=8,32,64 TOPO_TUNE_BENCH_PAIRS=5 \
+//!     cargo test --release --all-features --test main bench_pdsh -- --ignored --nocapture
+
+use crate::common::machines;
+use crate::common::sshd::{Node, SshCluster};
+use crate::common::topo_tune;
+use std::time::{Duration, Instant};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn env_list(name: &str, default: &str) -> Vec<usize> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect()
+}
+
+/// One `init --collect-only` over the cluster; wall time.
+fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> Duration {
+    let t = Instant::now();
+    let o = topo_tune()
+        .args([
+            "--output",
+            "json",
+            "init",
+            "--collect-only",
+            "--forks",
+            &forks.to_string(),
+            "--cluster-config",
+        ])
+        .arg(cfg)
+        .arg("--output-dir")
+        .arg(out)
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let failed = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] != "ok")
+        .count();
+    assert_eq!(failed, 0, "topo-tune: {failed} node(s) failed: {doc}");
+    took
+}
+
+/// pdsh running the deployed binary's probe on every node; wall time.
+fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> Duration {
+    let hosts = cluster.names.join(",");
+    let t = Instant::now();
+    let o = std::process::Command::new("pdsh")
+        .env("PDSH_RCMD_TYPE", "ssh")
+        .env("PDSH_SSH_ARGS_APPEND", format!("-F {}", cluster.ssh_config.display()))
+        .args(["-f", &forks.to_string(), "-w", &hosts])
+        .arg(format!("echo '{{}}' | {binary} node probe"))
+        .output()
+        .expect("pdsh (apt-get install pdsh)");
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let answered = text.lines().filter(|l| l.contains("\"protocol\"")).count();
+    assert_eq!(
+        answered,
+        cluster.names.len(),
+        "pdsh: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    took
+}
+
+#[test]
+#[ignore = "a benchmark: cargo test --release --test main bench_pdsh -- --ignored --nocapture"]
+fn bench_pdsh() {
+    let pairs = env_list("TOPO_TUNE_BENCH_PAIRS", "5")[0];
+    for n in env_list("TOPO_TUNE_BENCH_NODES", "8,32") {
+        let trees = tempfile::tempdir().unwrap();
+        let tree = trees.path().join("dgx");
+        machines::dgx_like(&tree);
+        let cluster = SshCluster::start(&vec![Node::Fsroot(tree.clone()); n]);
+        let cfg = cluster.cluster_yaml("");
+        let out = tempfile::tempdir().unwrap();
+        let forks = n.min(64);
+        // Cold: the first run deploys the binary (pdsh's cold equivalent: pdcp, then pdsh).
+        let cold = topo_tune_run(&cfg, out.path(), forks);
+        let cache = cluster.dir.path().join("remote-cache");
+        let binary = std::fs::read_dir(&cache)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path()
+            .join("topo-tune");
+        let binary = binary.display().to_string();
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for i in 0..pairs {
+            // Interleaved, alternating who goes first.
+            if i % 2 == 0 {
+                ours.push(topo_tune_run(&cfg, out.path(), forks));
+                theirs.push(pdsh_run(&cluster, &binary, forks));
+            } else {
+                theirs.push(pdsh_run(&cluster, &binary, forks));
+                ours.push(topo_tune_run(&cfg, out.path(), forks));
+            }
+        }
+        let (a, b) = (median(ours), median(theirs));
+        eprintln!(
+            "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}",
+            cold.as_secs_f64(),
+            a.as_secs_f64(),
+            b.as_secs_f64(),
+            a.as_secs_f64() / b.as_secs_f64()
+        );
+    }
+}
