@@ -118,6 +118,16 @@ pub async fn call(
     (result, attempts)
 }
 
+/// 200–700 ms, different per host and per call (no shared rhythm between nodes).
+fn retry_delay(host: &str) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = crate::digest::sha256_hex(format!("{host}{nanos}").as_bytes());
+    let jitter = u64::from_str_radix(&seed[..4], 16).unwrap_or(0) % 500;
+    Duration::from_millis(200 + jitter)
+}
+
 /// One retry when the network, not the credentials, failed.
 async fn connect_with_retry(
     node: &NodeSpec,
@@ -136,7 +146,8 @@ async fn connect_with_retry(
                         FailureKind::ConnectRefused | FailureKind::ConnectTimeout | FailureKind::SshFailed
                     ) =>
             {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Jittered, so nodes refused together (sshd's MaxStartups) do not retry together.
+                tokio::time::sleep(retry_delay(&node.host)).await;
             }
             Err(f) => return Err((f, attempts)),
         }
@@ -168,10 +179,17 @@ async fn connect(node: &NodeSpec, opts: &SshOptions, dir: &ControlDir) -> Result
     if let Some(p) = node.port {
         b.port(p);
     }
-    match timeout(opts.connect_timeout + Duration::from_secs(5), b.connect_mux(&node.host)).await {
+    // ssh's own ConnectTimeout covers the TCP connect; this bounds the whole set-up (key
+    // exchange and authentication too), and the message says which limit it was.
+    let limit = opts.connect_timeout + Duration::from_secs(5);
+    match timeout(limit, b.connect_mux(&node.host)).await {
         Err(_) => Err(Failure::new(
             FailureKind::ConnectTimeout,
-            format!("no ssh connection within {} s", opts.connect_timeout.as_secs()),
+            format!(
+                "no ssh session within {} s (connect_timeout {} s, plus 5 s for key exchange and authentication)",
+                limit.as_secs(),
+                opts.connect_timeout.as_secs()
+            ),
         )),
         Ok(Err(e)) => Err(classify(&node.host, &e)),
         Ok(Ok(s)) => Ok(s),
@@ -453,6 +471,13 @@ fn last_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_are_jittered_within_bounds() {
+        let delays: std::collections::BTreeSet<Duration> = (0..50).map(|i| retry_delay(&format!("gpu{i}"))).collect();
+        assert!(delays.iter().all(|d| (200..700).contains(&d.as_millis())));
+        assert!(delays.len() > 10, "not one shared rhythm: {delays:?}");
+    }
 
     #[test]
     fn missing_libraries_are_named() {
