@@ -24,8 +24,8 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
         .collect()
 }
 
-/// One `init --collect-only` over the cluster; wall time.
-fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> Duration {
+/// One `init --collect-only` over the cluster; wall time and failed nodes.
+fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> (Duration, usize) {
     let t = Instant::now();
     let o = topo_tune()
         .args([
@@ -50,12 +50,11 @@ fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> 
         .iter()
         .filter(|n| n["status"] != "ok")
         .count();
-    assert_eq!(failed, 0, "topo-tune: {failed} node(s) failed: {doc}");
-    took
+    (took, failed)
 }
 
-/// pdsh running the deployed binary's probe on every node; wall time.
-fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> Duration {
+/// pdsh running the deployed binary's probe on every node; wall time and nodes without an answer.
+fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> (Duration, usize) {
     let hosts = cluster.names.join(",");
     let t = Instant::now();
     let o = std::process::Command::new("pdsh")
@@ -68,13 +67,7 @@ fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> Duration {
     let took = t.elapsed();
     let text = String::from_utf8_lossy(&o.stdout);
     let answered = text.lines().filter(|l| l.contains("\"protocol\"")).count();
-    assert_eq!(
-        answered,
-        cluster.names.len(),
-        "pdsh: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    took
+    (took, cluster.names.len().saturating_sub(answered))
 }
 
 #[test]
@@ -86,11 +79,23 @@ fn bench_pdsh() {
         let tree = trees.path().join("dgx");
         machines::dgx_like(&tree);
         let cluster = SshCluster::start(&vec![Node::Fsroot(tree.clone()); n]);
-        let cfg = cluster.cluster_yaml("");
+        // TOPO_TUNE_BENCH_STARTUPS: ssh.max_startups (default: topo-tune's own default).
+        let extra =
+            std::env::var("TOPO_TUNE_BENCH_STARTUPS").map_or(String::new(), |v| format!("  max_startups: {v}\n"));
+        let cfg = cluster.cluster_yaml(&extra);
+        // TOPO_TUNE_BENCH_LOAD=N: N busy processes on the machine while measuring.
+        let load: Vec<std::process::Child> = (0..env_list("TOPO_TUNE_BENCH_LOAD", "0")[0])
+            .map(|_| {
+                std::process::Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
         let out = tempfile::tempdir().unwrap();
         let forks = n.min(64);
         // Cold: the first run deploys the binary (pdsh's cold equivalent: pdcp, then pdsh).
-        let cold = topo_tune_run(&cfg, out.path(), forks);
+        let (cold, cold_failed) = topo_tune_run(&cfg, out.path(), forks);
         let cache = cluster.dir.path().join("remote-cache");
         let binary = std::fs::read_dir(&cache)
             .unwrap()
@@ -101,19 +106,34 @@ fn bench_pdsh() {
             .join("topo-tune");
         let binary = binary.display().to_string();
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut our_failed, mut their_failed) = (cold_failed, 0);
         for i in 0..pairs {
             // Interleaved, alternating who goes first.
+            let mut mine = || {
+                let (t, f) = topo_tune_run(&cfg, out.path(), forks);
+                ours.push(t);
+                our_failed += f;
+            };
+            let mut pdsh = || {
+                let (t, f) = pdsh_run(&cluster, &binary, forks);
+                theirs.push(t);
+                their_failed += f;
+            };
             if i % 2 == 0 {
-                ours.push(topo_tune_run(&cfg, out.path(), forks));
-                theirs.push(pdsh_run(&cluster, &binary, forks));
+                mine();
+                pdsh();
             } else {
-                theirs.push(pdsh_run(&cluster, &binary, forks));
-                ours.push(topo_tune_run(&cfg, out.path(), forks));
+                pdsh();
+                mine();
             }
+        }
+        for mut l in load {
+            let _ = l.kill();
+            let _ = l.wait();
         }
         let (a, b) = (median(ours), median(theirs));
         eprintln!(
-            "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}",
+            "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}; failed node-runs: topo-tune {our_failed}, pdsh {their_failed}",
             cold.as_secs_f64(),
             a.as_secs_f64(),
             b.as_secs_f64(),

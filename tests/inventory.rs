@@ -248,3 +248,22 @@ fn local_transport_probes_this_machine_without_ssh() {
         snap.cpu.pus
     );
 }
+
+#[test]
+fn ssh_max_startups_is_bounded_and_defaults_to_16() {
+    use topo_tune::config::Inventory;
+    let parse = |y: &str| Inventory::parse(std::path::Path::new("c.yaml"), y);
+    let inv = parse("nodes:\n  - host: a\n").unwrap();
+    assert_eq!(inv.ssh.max_startups, 16);
+    assert_eq!(
+        parse("ssh:\n  max_startups: 4\nnodes:\n  - host: a\n")
+            .unwrap()
+            .ssh
+            .max_startups,
+        4
+    );
+    let e = parse("ssh:\n  max_startups: 0\nnodes:\n  - host: a\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ssh.max_startups"), "{e}");
+}

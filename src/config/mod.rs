@@ -69,6 +69,8 @@ struct RawSsh {
     remote_dir: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "present")]
     control_persist: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    max_startups: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -161,6 +163,9 @@ pub struct SshSettings {
     pub remote_dir: String,
     /// Seconds an idle ssh control master lingers: bounds its life even if topo-tune is killed.
     pub control_persist_s: u64,
+    /// ssh connections being set up at once (key exchange, authentication), apart from
+    /// `forks`: a burst of 64 handshakes starves a loaded controller into timeouts.
+    pub max_startups: usize,
 }
 
 pub const DEFAULT_FORKS: usize = 64;
@@ -174,6 +179,9 @@ pub const MAX_CONNECT_TIMEOUT_S: u64 = 600;
 pub const MAX_COMMAND_TIMEOUT_S: u64 = 86_400;
 pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
 pub const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
+/// sshd's own default `MaxStartups` starts refusing beyond 10 unauthenticated connections;
+/// 16 set-ups at once keep a controller's CPU for the handshakes it has started.
+pub const DEFAULT_MAX_STARTUPS: u64 = 16;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSpec {
@@ -444,6 +452,11 @@ impl Loader<'_> {
             sudo: raw.sudo,
             remote_dir,
             control_persist_s: persist,
+            max_startups: self.within(
+                "ssh.max_startups",
+                raw.max_startups.unwrap_or(DEFAULT_MAX_STARTUPS),
+                1..=MAX_FORKS as u64,
+            )? as usize,
         })
     }
 

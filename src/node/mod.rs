@@ -264,6 +264,7 @@ fn ssh_context<C>(
             connect_timeout: reach.connect_timeout,
             command_timeout: reach.command_timeout,
             remote_binary: binary,
+            startups: Arc::new(tokio::sync::Semaphore::new(inv.ssh.max_startups.max(1))),
         },
         dir,
     )))

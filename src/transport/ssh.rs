@@ -26,6 +26,8 @@ pub struct SshOptions {
     pub command_timeout: Duration,
     /// The binary copied to nodes (read only when some node uses ssh).
     pub remote_binary: Arc<LocalBinary>,
+    /// Connection set-ups in flight, bounded apart from the commands (`ssh.max_startups`).
+    pub startups: Arc<tokio::sync::Semaphore>,
 }
 
 /// The binary to deploy, read once: its bytes and SHA-256.
@@ -137,7 +139,11 @@ async fn connect_with_retry(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match connect(node, opts, dir).await {
+        // The timeout starts once a set-up slot is ours: waiting for a slot is not the node's fault.
+        let permit = opts.startups.acquire().await;
+        let connected = connect(node, opts, dir).await;
+        drop(permit);
+        match connected {
             Ok(s) => return Ok((s, attempts)),
             Err(f)
                 if attempts < 2
