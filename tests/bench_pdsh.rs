@@ -141,3 +141,59 @@ fn bench_pdsh() {
         );
     }
 }
+
+/// A repeat `init` that changes nothing against the first one (which deploys and writes), and
+/// against a first one whose binary is already deployed: medians of `TOPO_TUNE_BENCH_PAIRS`.
+#[test]
+#[ignore = "a benchmark: cargo test --release --test main bench_repeat_init -- --ignored --nocapture"]
+fn bench_repeat_init() {
+    let pairs = env_list("TOPO_TUNE_BENCH_PAIRS", "5")[0];
+    let n = env_list("TOPO_TUNE_BENCH_NODES", "8")[0];
+    let trees = tempfile::tempdir().unwrap();
+    let nodes: Vec<Node> = (0..n)
+        .map(|i| {
+            let t = trees.path().join(format!("n{i}"));
+            machines::dgx_like(&t);
+            Node::Fsroot(t)
+        })
+        .collect();
+    let cluster = SshCluster::start(&nodes);
+    let cfg = cluster.cluster_yaml("");
+    let init = || {
+        let t = Instant::now();
+        let o = topo_tune()
+            .args(["--output", "json", "init", "--cluster-config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (t.elapsed(), doc["changed"] == true)
+    };
+    let wipe = || {
+        for i in 0..n {
+            let _ = std::fs::remove_dir_all(trees.path().join(format!("n{i}/written")));
+        }
+    };
+    let (cold, changed) = init();
+    assert!(changed);
+    let (mut first, mut repeat) = (Vec::new(), Vec::new());
+    for _ in 0..pairs {
+        wipe();
+        let (t, changed) = init();
+        assert!(changed);
+        first.push(t);
+        let (t, changed) = init();
+        assert!(!changed, "a repeat changes nothing");
+        repeat.push(t);
+    }
+    let (f, r) = (median(first), median(repeat));
+    eprintln!(
+        "{n} nodes: first init with deploy {:.2} s; first init, binary deployed {:.2} s; repeat {:.2} s: repeat/first {:.2}, repeat/first-with-deploy {:.2}",
+        cold.as_secs_f64(),
+        f.as_secs_f64(),
+        r.as_secs_f64(),
+        r.as_secs_f64() / f.as_secs_f64(),
+        r.as_secs_f64() / cold.as_secs_f64()
+    );
+}
