@@ -46,12 +46,22 @@ pub trait Fleet {
 
 type Step<F> = Result<(), EngineError<<F as Fleet>::Stop>>;
 
+/// What an outcome says after its reason when the wave's rollback did not finish.
+const UNFINISHED: &str = "; the rollback did not finish on: ";
+
 /// Progress for a terminal (one line per step).
 pub type Progress<'a> = &'a dyn Fn(&str);
 
 /// Run (or resume) the rollout to its end; the record is saved after every step.
 pub fn drive<F: Fleet>(r: &mut Rollout, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
     if r.status != RolloutStatus::Running {
+        // Halted or failed: nothing goes forward, but a rollback that was cut short (killed,
+        // or a node that could not be reached) is finished now.
+        for i in 0..r.waves.len() {
+            if r.waves[i].phase == Phase::RollingBack {
+                wave(r, i, fleet, store, progress)?;
+            }
+        }
         return Ok(());
     }
     for i in 0..r.waves.len() {
@@ -118,7 +128,9 @@ fn wave<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progr
             }
             Phase::Promoting => return promote(r, i, fleet, store, progress),
             Phase::RollingBack => {
+                // The reason is kept; a rollback that did not finish before is tried again.
                 let why = r.waves[i].outcome.clone().unwrap_or_else(|| "rolled back".into());
+                let why = why.split(UNFINISHED).next().unwrap_or_default().to_string();
                 let status = if r.status == RolloutStatus::Running {
                     RolloutStatus::Halted
                 } else {
@@ -338,12 +350,190 @@ fn undo<F: Fleet>(
     }
     if !unfinished.is_empty() {
         r.status = RolloutStatus::Failed;
-        r.waves[i].outcome = Some(format!(
-            "{why}; the rollback did not finish on: {}",
-            unfinished.join("; ")
-        ));
+        r.waves[i].outcome = Some(format!("{why}{UNFINISHED}{}", unfinished.join("; ")));
         store.save(r)?;
         return Ok(());
     }
     Ok(set_phase(r, i, Phase::RolledBack, store)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::writer::Bundle;
+    use crate::canary::state::{Options, Wave, STATE_VERSION};
+    use crate::transport::FailureKind;
+    use std::collections::BTreeMap;
+
+    /// Nodes on paper: every call recorded; the candidate runs `speed` times faster; the
+    /// rollback of `unreachable` fails while it is set.
+    #[derive(Default)]
+    struct PaperFleet {
+        speed: f64,
+        unreachable: Option<String>,
+        calls: Vec<String>,
+    }
+
+    fn run_json(ranks: usize, speed: f64) -> String {
+        let results: Vec<String> = [8u64, 1 << 20, 64 << 20]
+            .iter()
+            .map(|s| {
+                let t = (10.0 + *s as f64 / 4e5) / speed;
+                let bw = *s as f64 / t / 1e3;
+                format!(r#"{{"size":{s},"out_of_place":{{"time":{t},"alg_bw":{bw},"bus_bw":{bw},"nwrong":0.0}}}}"#)
+            })
+            .collect();
+        let devices = vec!["{}"; ranks].join(",");
+        format!(
+            r#"{{"version":3,"config":{{"devices":[{devices}]}},"results":[{}]}}"#,
+            results.join(",")
+        )
+    }
+
+    impl PaperFleet {
+        fn each<T>(&mut self, what: &str, hosts: &[String], ok: impl Fn() -> T) -> Results<T> {
+            hosts
+                .iter()
+                .map(|h| {
+                    self.calls.push(format!("{what} {h}"));
+                    let down = what == "rollback" && self.unreachable.as_deref() == Some(h.as_str());
+                    let r = if down {
+                        Err(Failure::new(FailureKind::ConnectTimeout, "down"))
+                    } else {
+                        Ok(ok())
+                    };
+                    (h.clone(), r)
+                })
+                .collect()
+        }
+    }
+
+    impl Fleet for PaperFleet {
+        type Stop = String;
+        fn stage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
+            Ok(self.each("stage", hosts, StageRecord::default))
+        }
+        fn unstage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
+            Ok(self.each("unstage", hosts, StageRecord::default))
+        }
+        fn promote(&mut self, _: &Rollout, hosts: &[String], _: &str) -> Result<Results<WriteReport>, String> {
+            Ok(self.each("promote", hosts, WriteReport::default))
+        }
+        fn rollback(&mut self, _: &Rollout, hosts: &[String], _: &str) -> Result<Results<WriteReport>, String> {
+            Ok(self.each("rollback", hosts, WriteReport::default))
+        }
+        fn bench(&mut self, _: &Rollout, hosts: &[String], v: Variant) -> Result<Result<BenchAnswer, Failure>, String> {
+            self.calls.push(format!("bench {}", v.name()));
+            let speed = if v == Variant::Candidate { self.speed } else { 1.0 };
+            Ok(Ok(BenchAnswer {
+                exit_code: Some(0),
+                json: Some(run_json(hosts.len() * 8, speed)),
+                ..BenchAnswer::default()
+            }))
+        }
+    }
+
+    fn rollout(waves: &[&[&str]]) -> Rollout {
+        let hosts: Vec<&str> = waves.iter().flat_map(|w| w.iter().copied()).collect();
+        Rollout {
+            version: STATE_VERSION,
+            id: "20261201T000000Z-1".into(),
+            cluster_config: "c.yaml".into(),
+            created_unix: 0,
+            options: Options {
+                canary: None,
+                wave_size: None,
+                canary_only: false,
+                max_fail: 0,
+                rounds: 6,
+                gate: Default::default(),
+                benchmark: Default::default(),
+                output_dir: None,
+            },
+            status: RolloutStatus::Running,
+            bundles: vec![Bundle {
+                dropin: String::new(),
+                topology_xml: None,
+                nccl_version: None,
+            }],
+            host_bundle: hosts.iter().map(|h| (h.to_string(), 0)).collect(),
+            gpus: hosts.iter().map(|h| (h.to_string(), 8)).collect(),
+            waves: waves
+                .iter()
+                .enumerate()
+                .map(|(i, w)| Wave {
+                    name: format!("w{i}"),
+                    hosts: w.iter().map(|h| h.to_string()).collect(),
+                    phase: Phase::Pending,
+                    run_id: format!("20261201T000000Z-1-{}", i + 1),
+                    rounds: Vec::new(),
+                    verdict: None,
+                    failures: BTreeMap::new(),
+                    staged: BTreeMap::new(),
+                    changed: Vec::new(),
+                    outcome: None,
+                })
+                .collect(),
+            untouched: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_gain_is_staged_measured_then_promoted_wave_by_wave() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rollout(&[&["a"], &["b", "c"]]);
+        let mut fleet = PaperFleet {
+            speed: 1.1,
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.status, RolloutStatus::Completed);
+        let first_bench = fleet.calls.iter().position(|c| c.starts_with("bench")).unwrap();
+        let first_promote = fleet.calls.iter().position(|c| c == "promote a").unwrap();
+        assert!(fleet.calls[0] == "stage a" && first_bench < first_promote);
+        // Interleaved A B, B A, …: 12 runs per wave.
+        let benches: Vec<&String> = fleet.calls.iter().filter(|c| c.starts_with("bench")).collect();
+        assert_eq!(benches.len(), 24);
+        assert_eq!(
+            (benches[1].as_str(), benches[2].as_str()),
+            ("bench candidate", "bench candidate")
+        );
+        assert_eq!(store.load(&r.id).unwrap(), r, "the record is what the engine holds");
+    }
+
+    #[test]
+    fn a_rollback_cut_short_is_finished_on_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rollout(&[&["a", "b"], &["c"]]);
+        let mut fleet = PaperFleet {
+            speed: 0.9,
+            unreachable: Some("b".into()),
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.status, RolloutStatus::Failed);
+        assert_eq!(r.waves[0].phase, Phase::RollingBack);
+        assert!(r.waves[0]
+            .outcome
+            .as_deref()
+            .unwrap()
+            .contains("did not finish on: b: down"));
+        assert!(
+            !fleet.calls.iter().any(|c| c.ends_with(" c")),
+            "the next wave is never touched"
+        );
+        // Later, b answers: resuming finishes the rollback, and only that.
+        let mut r = store.load(&r.id).unwrap();
+        let mut fleet = PaperFleet::default();
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.waves[0].phase, Phase::RolledBack);
+        assert_eq!(fleet.calls, ["rollback a", "rollback b", "unstage a", "unstage b"]);
+        assert!(!r.waves[0].outcome.as_deref().unwrap().contains("did not finish"));
+        assert_eq!(
+            r.waves[0].verdict.as_ref().map(|v| v.decision),
+            Some(crate::bench::stats::Decision::Regression)
+        );
+    }
 }
