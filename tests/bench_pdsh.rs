@@ -53,6 +53,25 @@ fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> 
     (took, failed)
 }
 
+/// The cold equivalent with pdsh: `pdcp` the binary to every node, then the probe.
+fn pdcp_pdsh_run(cluster: &SshCluster, local_binary: &str, forks: usize) -> (Duration, usize) {
+    let dest = cluster.dir.path().join("pdcp-cache");
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(&dest).unwrap();
+    let t = Instant::now();
+    let o = std::process::Command::new("pdcp")
+        .env("PDSH_RCMD_TYPE", "ssh")
+        .env("PDSH_SSH_ARGS_APPEND", format!("-F {}", cluster.ssh_config.display()))
+        .args(["-f", &forks.to_string(), "-w", &cluster.names.join(",")])
+        .arg(local_binary)
+        .arg(&dest)
+        .output()
+        .expect("pdcp (apt-get install pdsh)");
+    assert!(o.status.success(), "pdcp: {}", String::from_utf8_lossy(&o.stderr));
+    let (probe, failed) = pdsh_run(cluster, &dest.join("topo-tune").display().to_string(), forks);
+    (t.elapsed().max(probe), failed)
+}
+
 /// pdsh running the deployed binary's probe on every node; wall time and nodes without an answer.
 fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> (Duration, usize) {
     let hosts = cluster.names.join(",");
@@ -131,6 +150,36 @@ fn bench_pdsh() {
             let _ = l.kill();
             let _ = l.wait();
         }
+        // Cold pairs: topo-tune deploying into an empty cache against pdcp + pdsh.
+        let local = assert_cmd::cargo::cargo_bin("topo-tune").display().to_string();
+        let (mut cold_ours, mut cold_theirs) = (Vec::new(), Vec::new());
+        for i in 0..pairs {
+            let mut mine = || {
+                let _ = std::fs::remove_dir_all(&cache);
+                let (t, f) = topo_tune_run(&cfg, out.path(), forks);
+                cold_ours.push(t);
+                our_failed += f;
+            };
+            let mut theirs_cold = || {
+                let (t, f) = pdcp_pdsh_run(&cluster, &local, forks);
+                cold_theirs.push(t);
+                their_failed += f;
+            };
+            if i % 2 == 0 {
+                mine();
+                theirs_cold();
+            } else {
+                theirs_cold();
+                mine();
+            }
+        }
+        let (ca, cb) = (median(cold_ours), median(cold_theirs));
+        eprintln!(
+            "{n} nodes cold: topo-tune {:.2} s, pdcp + pdsh {:.2} s: ratio {:.2}",
+            ca.as_secs_f64(),
+            cb.as_secs_f64(),
+            ca.as_secs_f64() / cb.as_secs_f64()
+        );
         let (a, b) = (median(ours), median(theirs));
         eprintln!(
             "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}; failed node-runs: topo-tune {our_failed}, pdsh {their_failed}",
