@@ -109,6 +109,24 @@ impl Fleet {
         (o.status.code(), doc)
     }
 
+    /// `apply --canary rack-1 EXTRA` started in the background (to be killed or signalled).
+    fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+            .args(["--output", "json", "apply", "--canary", "rack-1", "--cluster-config"])
+            .arg(&self.cfg)
+            .args(extra)
+            .arg("--from-probes")
+            .arg(&self.probes)
+            .arg("--output-dir")
+            .arg(&self.out)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     fn status(&self) -> (Option<i32>, Value) {
         let o = self.cmd("status").output().unwrap();
         (
@@ -324,19 +342,7 @@ fn a_benchmark_that_fails_halts_and_rolls_back() {
 #[test]
 fn killed_mid_wave_then_resumed_completes() {
     let f = fleet("FAKE_NCCL_RULES=NCCL_IB_HCA=1.08 FAKE_NCCL_NOISE=0.01 FAKE_NCCL_SLEEP=0.3");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
-        .args(["--output", "json", "apply", "--canary", "rack-1", "--cluster-config"])
-        .arg(&f.cfg)
-        .arg("--from-probes")
-        .arg(&f.probes)
-        .arg("--output-dir")
-        .arg(&f.out)
-        .arg("--state-dir")
-        .arg(&f.state)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = f.spawn_apply(&[]);
     // Wait until the canary is staged and two rounds are measured, then kill -9.
     let rollouts = f.state.join("rollouts");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -392,18 +398,7 @@ fn killed_mid_wave_then_resumed_completes() {
 #[test]
 fn sigterm_during_a_benchmark_ends_it_and_leaves_a_resumable_record() {
     let f = fleet("FAKE_NCCL_SLEEP=60");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
-        .args(["--output", "json", "apply", "--canary", "rack-1", "--cluster-config"])
-        .arg(&f.cfg)
-        .arg("--from-probes")
-        .arg(&f.probes)
-        .arg("--output-dir")
-        .arg(&f.out)
-        .arg("--state-dir")
-        .arg(&f.state)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = f.spawn_apply(&[]);
     let log = f.dir.path().join("bench.log");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(&log).is_ok_and(|l| l.ends_with('\n')) {
@@ -444,26 +439,7 @@ fn sigterm_during_a_benchmark_ends_it_and_leaves_a_resumable_record() {
 #[test]
 fn a_second_rollout_is_refused_while_one_runs() {
     let f = fleet("FAKE_NCCL_RULES=NCCL_IB_HCA=1.08 FAKE_NCCL_SLEEP=1");
-    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
-        .args([
-            "--output",
-            "json",
-            "apply",
-            "--canary",
-            "rack-1",
-            "--canary-only",
-            "--cluster-config",
-        ])
-        .arg(&f.cfg)
-        .arg("--from-probes")
-        .arg(&f.probes)
-        .arg("--output-dir")
-        .arg(&f.out)
-        .arg("--state-dir")
-        .arg(&f.state)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = f.spawn_apply(&["--canary-only"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while std::fs::read_dir(f.state.join("rollouts")).map_or(true, |mut d| d.next().is_none()) {
         assert!(std::time::Instant::now() < deadline);

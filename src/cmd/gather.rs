@@ -48,14 +48,7 @@ fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<S
             }
         } else {
             let Some(o) = reached.next() else { break };
-            NodeOutcome {
-                host: o.host,
-                transport: o.transport,
-                duration: o.duration,
-                attempts: o.attempts,
-                deploy: o.deploy,
-                result: o.result.map(Arc::new),
-            }
+            o.map(Arc::new)
         };
         outcomes.push(o);
     }
@@ -73,21 +66,7 @@ fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<S
 /// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
 fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
     probes_dir(dir)?;
-    Ok(inv
-        .nodes
-        .iter()
-        .map(|n| {
-            let o = probe_file(n, dir);
-            NodeOutcome {
-                host: o.host,
-                transport: o.transport,
-                duration: o.duration,
-                attempts: o.attempts,
-                deploy: o.deploy,
-                result: o.result.map(Arc::new),
-            }
-        })
-        .collect())
+    Ok(inv.nodes.iter().map(|n| probe_file(n, dir).map(Arc::new)).collect())
 }
 
 /// `--from-probes DIR` must be a directory.

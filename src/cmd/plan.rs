@@ -46,18 +46,8 @@ fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
 pub(crate) type Reached = NodeOutcome<()>;
 
 fn strip<T>(o: NodeOutcome<T>) -> (Reached, Option<T>) {
-    let (result, answer) = match o.result {
-        Ok(a) => (Ok(()), Some(a)),
-        Err(f) => (Err(f), None),
-    };
-    let reached = NodeOutcome {
-        host: o.host,
-        transport: o.transport,
-        duration: o.duration,
-        attempts: o.attempts,
-        deploy: o.deploy,
-        result,
-    };
+    let mut answer = None;
+    let reached = o.map(|a| answer = Some(a));
     (reached, answer)
 }
 
@@ -102,15 +92,7 @@ pub(crate) fn gather_and_plan(
             let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
                 inv.nodes.iter().zip(gather(inv, args, output)?).collect();
             par_map(&pairs, |(n, o)| {
-                let snap = o.result.as_ref().ok().cloned();
-                let (reached, _) = strip(NodeOutcome {
-                    host: o.host.clone(),
-                    transport: o.transport,
-                    duration: o.duration,
-                    attempts: o.attempts,
-                    deploy: o.deploy,
-                    result: o.result.as_ref().map(|_| ()).map_err(Clone::clone),
-                });
+                let (reached, snap) = strip(o.clone());
                 (reached, snap.map(|s| digest_of(n, &s)))
             })
         }

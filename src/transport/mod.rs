@@ -158,6 +158,20 @@ pub struct NodeOutcome<T> {
     pub result: Result<T, Failure>,
 }
 
+impl<T> NodeOutcome<T> {
+    /// The same outcome with its answer turned into another (a failure stays as it is).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> NodeOutcome<U> {
+        NodeOutcome {
+            host: self.host,
+            transport: self.transport,
+            duration: self.duration,
+            attempts: self.attempts,
+            deploy: self.deploy,
+            result: self.result.map(f),
+        }
+    }
+}
+
 /// The transport's name as JSON and tables show it.
 pub fn transport_name(node: &NodeSpec) -> &'static str {
     match node.transport {
