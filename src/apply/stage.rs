@@ -110,14 +110,15 @@ pub fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<StageRecord,
         ));
     }
     let changes = changes_with(&tree, &manifest, bundle)?;
-    let after = |path: &str| changes.iter().find(|c| c.path == path).and_then(|c| c.after.clone());
-    let conf = after(NCCL_CONF).unwrap_or_default();
+    let conf_change = changes.iter().find(|c| c.path == NCCL_CONF);
+    let conf = conf_change.and_then(|c| c.after.clone()).unwrap_or_default();
+    // What /etc/nccl.conf holds now (read once, by `changes_with`).
+    let live = conf_change.and_then(|c| c.before.clone()).unwrap_or_default();
     // The staged file names the staged topology: the live one may differ or not exist.
     let conf = conf.replace(
         &format!("NCCL_TOPO_FILE={TOPOLOGY}\n"),
         &format!("NCCL_TOPO_FILE={STAGE_TOPOLOGY}\n"),
     );
-    let live = read_text(&tree, NCCL_CONF)?.unwrap_or_default();
     let mut files: Vec<(&str, String)> = vec![
         (STAGE_CONF, conf.clone()),
         (STAGE_ENV, env_file(&parse(&conf))),

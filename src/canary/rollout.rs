@@ -461,17 +461,9 @@ mod tests {
             waves: waves
                 .iter()
                 .enumerate()
-                .map(|(i, w)| Wave {
-                    name: format!("w{i}"),
-                    hosts: w.iter().map(|h| h.to_string()).collect(),
-                    phase: Phase::Pending,
-                    run_id: format!("20261201T000000Z-1-{}", i + 1),
-                    rounds: Vec::new(),
-                    verdict: None,
-                    failures: BTreeMap::new(),
-                    staged: BTreeMap::new(),
-                    changed: Vec::new(),
-                    outcome: None,
+                .map(|(i, w)| {
+                    let hosts = w.iter().map(|h| h.to_string()).collect();
+                    Wave::pending(format!("w{i}"), hosts, format!("20261201T000000Z-1-{}", i + 1))
                 })
                 .collect(),
             untouched: BTreeMap::new(),

@@ -105,6 +105,24 @@ pub struct Wave {
     pub outcome: Option<String>,
 }
 
+impl Wave {
+    /// A wave not started yet; promotion records `run_id` on its nodes.
+    pub fn pending(name: String, hosts: Vec<String>, run_id: String) -> Wave {
+        Wave {
+            name,
+            hosts,
+            phase: Phase::Pending,
+            run_id,
+            rounds: Vec::new(),
+            verdict: None,
+            failures: BTreeMap::new(),
+            staged: BTreeMap::new(),
+            changed: Vec::new(),
+            outcome: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rollout {
     pub version: u32,

@@ -120,18 +120,7 @@ fn start(inv: &Inventory, args: &ApplyArgs, output: OutputFormat) -> Result<Roll
     let waves: Vec<Wave> = select::waves(inv, &planned, canary.as_deref(), args.wave_size, args.canary_only)
         .into_iter()
         .enumerate()
-        .map(|(i, w)| Wave {
-            name: w.name,
-            hosts: w.hosts,
-            phase: Phase::Pending,
-            run_id: format!("{id}-{}", i + 1),
-            rounds: Vec::new(),
-            verdict: None,
-            failures: BTreeMap::new(),
-            staged: BTreeMap::new(),
-            changed: Vec::new(),
-            outcome: None,
-        })
+        .map(|(i, w)| Wave::pending(w.name, w.hosts, format!("{id}-{}", i + 1)))
         .collect();
     if waves.is_empty() {
         return Err(Error::Usage(

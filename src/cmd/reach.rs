@@ -73,6 +73,22 @@ pub(crate) fn machine_jobs<C>(inv: &Inventory, call: impl Fn(&NodeSpec) -> C) ->
         .collect()
 }
 
+/// One call per inventory node, where its files are (`DIR/<host>` with `--output-dir`).
+pub(crate) fn write_jobs<C>(
+    inv: &Inventory,
+    output_dir: Option<&std::path::Path>,
+    call: impl Fn(&NodeSpec) -> C,
+) -> Vec<NodeJob<C>> {
+    inv.nodes
+        .iter()
+        .map(|n| NodeJob {
+            node: n.clone(),
+            target: node::write_target(n, output_dir),
+            call: call(n),
+        })
+        .collect()
+}
+
 /// The training CPUs interrupts stay off: `--reserve-cpus`, else cluster.yaml's
 /// `reserved_cpus`, else none.
 pub(crate) fn reserved_cpus(flag: Option<&crate::model::CpuList>, inv: &Inventory) -> crate::model::CpuList {

@@ -1,28 +1,20 @@
 //! `topo-tune rollback`: on every node, undo the last run `init` recorded there.
 
-use super::reach::on_nodes;
+use super::reach::{on_nodes, write_jobs};
 use super::{finish, Done};
 use crate::apply::writer::WriteReport;
 use crate::cli::{OutputFormat, RollbackArgs};
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
-use crate::node::{calls::Rollback, write_target, NodeJob};
+use crate::node::calls::Rollback;
 use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::report::write::{self as write_report, RollbackPayload, WriteDetail};
 use crate::transport::transport_name;
 
 pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.cluster_config)?;
-    let jobs = inv
-        .nodes
-        .iter()
-        .map(|n| NodeJob {
-            node: n.clone(),
-            target: write_target(n, args.output_dir.as_deref()),
-            call: Rollback::default(),
-        })
-        .collect();
+    let jobs = write_jobs(&inv, args.output_dir.as_deref(), |_| Rollback::default());
     let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;
     let rows: Vec<NodeRow<WriteDetail>> = outcomes
         .iter()

@@ -2,7 +2,7 @@
 //! with their sha256), whether the live files still match, what is staged, and which rollout
 //! wave the node belongs to with its last decision (from the state directory).
 
-use super::reach::on_nodes;
+use super::reach::{on_nodes, write_jobs};
 use super::{finish, Done};
 use crate::canary::state::{self, Rollout, Store};
 use crate::cli::{OutputFormat, StatusArgs};
@@ -10,7 +10,6 @@ use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
 use crate::node::calls::State;
-use crate::node::{write_target, NodeJob};
 use crate::report::envelope::{Envelope, NodeRow, NodeStatus, Summary};
 use crate::report::status::{render_status, RolloutRef, StatusDetail, StatusPayload};
 
@@ -22,20 +21,20 @@ pub fn run(args: &StatusArgs, output: OutputFormat) -> Result<Done, Error> {
     } else {
         Vec::new()
     };
-    let jobs = inv
-        .nodes
+    // This cluster's rollouts, newest first: paths compared once, not once per node.
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let cluster = canonical(&inv.path);
+    let rollouts: Vec<&Rollout> = rollouts
         .iter()
-        .map(|n| NodeJob {
-            node: n.clone(),
-            target: write_target(n, args.output_dir.as_deref()),
-            call: State {},
-        })
+        .rev()
+        .filter(|r| canonical(&r.cluster_config) == cluster)
         .collect();
+    let jobs = write_jobs(&inv, args.output_dir.as_deref(), |_| State {});
     let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;
     let rows: Vec<NodeRow<StatusDetail>> = outcomes
         .iter()
         .map(|o| {
-            let rollout = rollout_of(&rollouts, &inv, &o.host);
+            let rollout = rollout_of(&rollouts, &o.host);
             NodeRow::from_outcome(
                 o,
                 |s| {
@@ -94,29 +93,23 @@ pub fn run(args: &StatusArgs, output: OutputFormat) -> Result<Done, Error> {
     finish(output, envelope, render_status)
 }
 
-/// The latest rollout of this cluster that has `host` in a wave.
-fn rollout_of(rollouts: &[Rollout], inv: &Inventory, host: &str) -> Option<RolloutRef> {
-    let same = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let cluster = same(&inv.path);
-    rollouts
-        .iter()
-        .rev()
-        .filter(|r| same(&r.cluster_config) == cluster)
-        .find_map(|r| {
-            let (i, w) = r
-                .waves
-                .iter()
-                .enumerate()
-                .find(|(_, w)| w.hosts.iter().any(|h| h == host))?;
-            Some(RolloutRef {
-                id: r.id.clone(),
-                status: r.status,
-                wave: i + 1,
-                wave_name: w.name.clone(),
-                phase: w.phase,
-                decision: w.verdict.as_ref().map(|v| v.decision),
-                large_change: w.verdict.as_ref().map(|v| v.large),
-                outcome: w.outcome.clone(),
-            })
+/// The latest of this cluster's rollouts (newest first) that has `host` in a wave.
+fn rollout_of(rollouts: &[&Rollout], host: &str) -> Option<RolloutRef> {
+    rollouts.iter().find_map(|r| {
+        let (i, w) = r
+            .waves
+            .iter()
+            .enumerate()
+            .find(|(_, w)| w.hosts.iter().any(|h| h == host))?;
+        Some(RolloutRef {
+            id: r.id.clone(),
+            status: r.status,
+            wave: i + 1,
+            wave_name: w.name.clone(),
+            phase: w.phase,
+            decision: w.verdict.as_ref().map(|v| v.decision),
+            large_change: w.verdict.as_ref().map(|v| v.large),
+            outcome: w.outcome.clone(),
         })
+    })
 }
