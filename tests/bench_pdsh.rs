@@ -180,13 +180,22 @@ fn bench_pdsh() {
             cb.as_secs_f64(),
             ca.as_secs_f64() / cb.as_secs_f64()
         );
+        // The median of each pair's ratio too: a load that drifts between pairs moves both
+        // runs of a pair alike.
+        let mut per_pair: Vec<f64> = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        per_pair.sort_by(f64::total_cmp);
         let (a, b) = (median(ours), median(theirs));
         eprintln!(
-            "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}; failed node-runs: topo-tune {our_failed}, pdsh {their_failed}",
+            "{n} nodes, {forks} forks: cold topo-tune {:.2} s; warm topo-tune {:.2} s, pdsh {:.2} s (medians of {pairs} interleaved pairs): ratio {:.2}, median pair ratio {:.2}; failed node-runs: topo-tune {our_failed}, pdsh {their_failed}",
             cold.as_secs_f64(),
             a.as_secs_f64(),
             b.as_secs_f64(),
-            a.as_secs_f64() / b.as_secs_f64()
+            a.as_secs_f64() / b.as_secs_f64(),
+            per_pair[per_pair.len() / 2]
         );
     }
 }
@@ -245,4 +254,25 @@ fn bench_repeat_init() {
         r.as_secs_f64() / f.as_secs_f64(),
         r.as_secs_f64() / cold.as_secs_f64()
     );
+}
+
+/// Not a measurement: keeps `TOPO_TUNE_BENCH_NODES` loopback nodes up for
+/// `TOPO_TUNE_BENCH_HOLD_S` seconds (default 600) and prints their cluster.yaml and
+/// ssh_config, to profile one command by hand (`perf`, `strace -c`, `/usr/bin/time`).
+#[test]
+#[ignore = "a tool for profiling by hand: prints a cluster.yaml, then waits"]
+fn bench_hold_cluster() {
+    let n = env_list("TOPO_TUNE_BENCH_NODES", "8")[0];
+    let trees = tempfile::tempdir().unwrap();
+    let tree = trees.path().join("dgx");
+    machines::dgx_like(&tree);
+    let cluster = SshCluster::start(&vec![Node::Fsroot(tree); n]);
+    let cfg = cluster.cluster_yaml("");
+    eprintln!(
+        "cluster.yaml: {}\nssh_config: {}\nhosts: {}",
+        cfg.display(),
+        cluster.ssh_config.display(),
+        cluster.names.join(",")
+    );
+    std::thread::sleep(Duration::from_secs(env_list("TOPO_TUNE_BENCH_HOLD_S", "600")[0] as u64));
 }

@@ -429,6 +429,69 @@ fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
     );
 }
 
+/// The `topo-tune node KIND` commands a node was asked to run, by kind.
+fn node_calls(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.split("/topo-tune node ").nth(1))
+        .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_repeat_init_that_changes_nothing_makes_one_round_trip_per_node() {
+    let trees = tempfile::tempdir().unwrap();
+    machines::dgx_like(&trees.path().join("dgx"));
+    let cluster = SshCluster::start(&[Node::LoggedFsroot(trees.path().join("dgx"))]);
+    let cfg = cluster.cluster_yaml("");
+    let log = || cluster.commands_log(1).unwrap_or_default();
+    let init = |extra: &[&str]| {
+        let o = topo_tune()
+            .args(["--output", "json", "init"])
+            .args(extra)
+            .arg("--cluster-config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, doc, err) = init(&[]);
+    assert_eq!(code, Some(0), "{doc}\n{err}");
+    assert_eq!(doc["changed"], true);
+    // (The first run deploys the binary in between: the survey is sent again after it.)
+    let first = node_calls(&log());
+    assert_eq!(first.first().map(String::as_str), Some("survey"), "{}", log());
+    assert_eq!(first.last().map(String::as_str), Some("write"), "{}", log());
+
+    // Nothing changed on the node: its probe says so, and nothing else is sent.
+    let (code, doc, err) = init(&[]);
+    assert_eq!(code, Some(0), "{doc}\n{err}");
+    assert_eq!(doc["changed"], false, "{doc}");
+    let files = doc["nodes"][0]["files"].as_array().unwrap();
+    assert!(files.len() >= 3, "{doc}");
+    assert!(files.iter().all(|f| f["action"] == "unchanged"), "{doc}");
+    assert_eq!(node_calls(&log())[first.len()..], ["survey"], "{}", log());
+    let (code, doc, _) = init(&["--check"]);
+    assert_eq!((code, &doc["changed"]), (Some(0), &Value::Bool(false)), "{doc}");
+    let seen = node_calls(&log()).len();
+    assert_eq!(
+        node_calls(&log())[seen - 1..],
+        ["survey"],
+        "--check: one round trip too"
+    );
+
+    // Someone edits the node's files: the probe no longer vouches for them; the write puts
+    // topo-tune's back.
+    let dropin = trees.path().join("dgx/written/etc/nccl/conf.d/50-topo-tune.conf");
+    let ours = std::fs::read_to_string(&dropin).unwrap();
+    std::fs::write(&dropin, "NCCL_IB_HCA=mlx5_9\n").unwrap();
+    let (code, doc, err) = init(&[]);
+    assert_eq!(code, Some(0), "{doc}\n{err}");
+    assert_eq!(doc["changed"], true, "{doc}");
+    assert_eq!(node_calls(&log())[seen..], ["survey", "write"], "{}", log());
+    assert_eq!(std::fs::read_to_string(&dropin).unwrap(), ours);
+}
+
 /// Every file under `root` (relative path → content), the manifest, backups and lock aside
 /// (they name the run).
 fn tree(root: &Path) -> std::collections::BTreeMap<String, String> {

@@ -54,6 +54,59 @@ impl Bundle {
             nccl_version: class.nccl_version,
         })
     }
+
+    /// What identifies the bundle: a node settled on the same fingerprint already holds
+    /// exactly these files, so writing them would change nothing.
+    pub fn fingerprint(&self) -> String {
+        let part = |t: Option<&str>| t.map_or_else(|| "-".to_string(), |t| sha256_hex(t.as_bytes()));
+        let version = self.nccl_version.map_or_else(|| "-".to_string(), |v| v.to_string());
+        sha256_hex(
+            format!(
+                "dropin {}\ntopology {}\nnccl {version}\n",
+                part(Some(&self.dropin)),
+                part(self.topology_xml.as_deref())
+            )
+            .as_bytes(),
+        )
+    }
+}
+
+/// A node whose files are a fixed point: writing the bundle they hold changes nothing. The
+/// probe reports it, so a repeat `init` that changes nothing needs no second round trip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// [`Bundle::fingerprint`] of the files in place.
+    pub fingerprint: String,
+    /// What a write of that bundle reports (every file unchanged).
+    pub files: Vec<FileReport>,
+}
+
+impl Settled {
+    pub fn check(&self) -> Result<(), String> {
+        if self.fingerprint.len() != 64 || !self.fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("settled.fingerprint is not a sha256".into());
+        }
+        if self
+            .files
+            .iter()
+            .any(|f| f.action != Action::Unchanged || f.diff.is_some())
+        {
+            return Err("settled.files names a change".into());
+        }
+        WriteReport {
+            run_id: None,
+            files: self.files.clone(),
+        }
+        .check()
+    }
+
+    /// The report a write of `bundle` would give, when this node is settled on it.
+    pub fn report_for(&self, bundle: &Bundle) -> Option<WriteReport> {
+        (self.fingerprint == bundle.fingerprint()).then(|| WriteReport {
+            run_id: None,
+            files: self.files.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,6 +401,36 @@ pub fn write_bundle(
     let applied = apply(&tree, &mut manifest, changes, &id)?;
     let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
     Ok(WriteReport::of(&applied, with_diff, recorded))
+}
+
+/// Whether the files under `root` are settled for NCCL `version`: the bundle they hold (the
+/// drop-in, the topology file topo-tune owns) written again would change nothing. Reads only;
+/// no lock (a run in flight is recorded as pending first, and a pending run is never settled).
+/// `None` when a write would do something, when topo-tune never wrote here, or on any error
+/// (the write then runs and reports it).
+pub fn settled(root: &Path, version: Option<NcclVersion>) -> Option<Settled> {
+    let tree = Tree::open(root).ok()?;
+    let manifest = read_manifest(&tree).ok()?;
+    if manifest.runs.last().is_some_and(|r| r.pending) {
+        return None;
+    }
+    let topology_xml = match manifest.owned.contains_key(TOPOLOGY) {
+        true => read_text(&tree, TOPOLOGY).ok()?,
+        false => None,
+    };
+    let bundle = Bundle {
+        dropin: read_text(&tree, DROPIN).ok()??,
+        topology_xml,
+        nccl_version: version,
+    };
+    let changes = changes_with(&tree, &manifest, &bundle).ok()?;
+    if changes.iter().any(|c| c.action != Action::Unchanged) {
+        return None;
+    }
+    Some(Settled {
+        fingerprint: bundle.fingerprint(),
+        files: WriteReport::of(&changes, false, None).files,
+    })
 }
 
 /// Work out every change the bundle implies, reading the node's current files. Writes nothing.
@@ -681,4 +764,95 @@ pub fn run_id() -> String {
         rem % 60,
         std::process::id()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: Option<NcclVersion> = Some(NcclVersion(2, 28, 9));
+
+    fn bundle(timeout: u32) -> Bundle {
+        Bundle {
+            dropin: format!("# topo-tune\nNCCL_IB_TIMEOUT={timeout}\n"),
+            topology_xml: None,
+            nccl_version: V,
+        }
+    }
+
+    fn site() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_written_tree_is_settled_on_exactly_the_bundle_it_holds() {
+        let dir = site();
+        assert_eq!(settled(dir.path(), V), None, "topo-tune never wrote here");
+        write_bundle(dir.path(), &bundle(22), false, false, None).unwrap();
+        let s = settled(dir.path(), V).expect("a written tree is settled");
+        s.check().unwrap();
+        let report = s.report_for(&bundle(22)).expect("the same bundle: nothing to write");
+        assert!(!report.changed());
+        // The report is the one a real second write gives.
+        let again = write_bundle(dir.path(), &bundle(22), false, false, None).unwrap();
+        assert_eq!(report, again);
+        assert_eq!(s.report_for(&bundle(23)), None, "another setting");
+        let other_version = Bundle {
+            nccl_version: Some(NcclVersion(2, 27, 3)),
+            ..bundle(22)
+        };
+        assert_eq!(s.report_for(&other_version), None, "another NCCL version");
+        let with_topology = Bundle {
+            topology_xml: Some("<system version=\"1\"/>\n".into()),
+            ..bundle(22)
+        };
+        assert_eq!(s.report_for(&with_topology), None, "a topology file to add");
+    }
+
+    #[test]
+    fn anything_a_write_would_change_unsettles_the_tree() {
+        let dir = site();
+        write_bundle(dir.path(), &bundle(22), false, false, None).unwrap();
+        let root = dir.path();
+        // Another drop-in changes what /etc/nccl.conf assembles to.
+        std::fs::write(root.join("etc/nccl/conf.d/60-site.conf"), "NCCL_DEBUG=WARN\n").unwrap();
+        assert_eq!(settled(root, V), None, "a new drop-in");
+        write_bundle(root, &bundle(22), false, false, None).unwrap();
+        assert!(settled(root, V).is_some());
+        // The operator edits the assembled file.
+        let conf = root.join("etc/nccl.conf");
+        let text = std::fs::read_to_string(&conf).unwrap();
+        std::fs::write(&conf, text + "NCCL_IB_TC=106\n").unwrap();
+        assert_eq!(settled(root, V), None, "an edited /etc/nccl.conf");
+        write_bundle(root, &bundle(22), false, false, None).unwrap();
+        // The env file is gone.
+        std::fs::remove_file(root.join(ENV_FILE.trim_start_matches('/'))).unwrap();
+        assert_eq!(settled(root, V), None, "a missing env file");
+        write_bundle(root, &bundle(22), false, false, None).unwrap();
+        assert!(settled(root, V).is_some());
+        // An interrupted run is never settled: the next write undoes it first.
+        let manifest_path = root.join(MANIFEST.trim_start_matches('/'));
+        let mut m: Manifest = serde_json::from_str(&std::fs::read_to_string(&manifest_path).unwrap()).unwrap();
+        m.runs.last_mut().unwrap().pending = true;
+        std::fs::write(&manifest_path, serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(settled(root, V), None, "a pending run");
+    }
+
+    #[test]
+    fn a_settled_answer_that_names_a_change_or_a_foreign_path_is_refused() {
+        let dir = site();
+        write_bundle(dir.path(), &bundle(22), false, false, None).unwrap();
+        let good = settled(dir.path(), V).unwrap();
+        let mut changed = good.clone();
+        changed.files[0].action = Action::Update;
+        assert!(changed.check().is_err());
+        let mut foreign = good.clone();
+        foreign.files[0].path = "/etc/passwd".into();
+        assert!(foreign.check().is_err());
+        let mut short = good;
+        short.fingerprint.truncate(10);
+        assert!(short.check().is_err());
+    }
 }

@@ -2,6 +2,7 @@
 //! it with the engine in `canary::rollout` over the node calls, and report every wave's
 //! figures and decision.
 
+use super::gather::Ask;
 use super::init::guard_class;
 use super::plan::{gather_and_plan, read_plan};
 use super::reach::{on_nodes, progress_bar, resolve};
@@ -90,7 +91,7 @@ fn start(inv: &Inventory, args: &ApplyArgs, output: OutputFormat) -> Result<Roll
         .map_err(Error::Usage)?;
     let plan = match &args.plan {
         Some(path) => read_plan(path, inv)?,
-        None => gather_and_plan(inv, &args.gather, output, 1 << 30)?.0,
+        None => gather_and_plan(inv, &args.gather, output, 1 << 30, Ask::Snapshot)?.plan,
     };
     let Candidates {
         bundles,

@@ -2,13 +2,16 @@
 //! read from `--from-probes` files another engine gathered. Shared by `init` and `plan`.
 
 use super::reach::{machine_jobs, on_nodes};
+use crate::apply::writer::Settled;
 use crate::cli::{GatherArgs, OutputFormat};
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::model::NodeSnapshot;
-use crate::node::calls::Probe;
+use crate::node::calls::{Probe, Survey, Surveyed};
+use crate::node::Call;
 use crate::transport::ssh::MAX_ANSWER_BYTES;
 use crate::transport::{simulated, transport_name, Deploy, Failure, FailureKind, NodeOutcome};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,22 +20,61 @@ use std::time::Instant;
 /// read and held once, however many nodes are made from it).
 pub(crate) type Snapshots = Vec<NodeOutcome<Arc<NodeSnapshot>>>;
 
+/// The nodes whose NCCL files are settled (by host), as their probes reported.
+pub(crate) type Settlements = HashMap<String, Settled>;
+
+/// What to ask each reached node for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// Its snapshot.
+    Snapshot,
+    /// Its snapshot and whether its files are settled (`init`, which writes next).
+    SnapshotAndFiles,
+}
+
 /// Every node's snapshot, in inventory order.
 pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
-    match &args.from_probes {
-        Some(dir) => from_probes(inv, dir),
-        None => collect(inv, args, output),
+    Ok(gather_asking(inv, args, output, Ask::Snapshot)?.0)
+}
+
+/// Every node's snapshot, in inventory order, and (asked for, from nodes reached) which nodes
+/// are settled.
+pub(crate) fn gather_asking(
+    inv: &Inventory,
+    args: &GatherArgs,
+    output: OutputFormat,
+    ask: Ask,
+) -> Result<(Snapshots, Settlements), Error> {
+    match (&args.from_probes, ask) {
+        (Some(dir), _) => Ok((from_probes(inv, dir)?, Settlements::new())),
+        (None, Ask::Snapshot) => collect(inv, args, output, |_| Probe {}, |s| (s, None)),
+        (None, Ask::SnapshotAndFiles) => collect(
+            inv,
+            args,
+            output,
+            |_| Survey {
+                cluster_nccl_version: inv.nccl_version,
+            },
+            |a: Surveyed| (a.snapshot, a.settled),
+        ),
     }
 }
 
-fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
+fn collect<C: Call>(
+    inv: &Inventory,
+    args: &GatherArgs,
+    output: OutputFormat,
+    call: impl Fn(&NodeSpec) -> C,
+    split: impl Fn(C::Answer) -> (NodeSnapshot, Option<Settled>),
+) -> Result<(Snapshots, Settlements), Error> {
     // Paper nodes answer here from their shared source; through the fan-out only when a
     // latency is simulated (benchmarks of the fan-out itself).
     let on_paper = |n: &NodeSpec| n.transport == TransportKind::Simulated && args.reach.simulate_latency_ms == 0;
-    let jobs = machine_jobs(inv, |_| Probe {})
+    let jobs = machine_jobs(inv, call)
         .into_iter()
         .filter(|j| !on_paper(&j.node))
         .collect();
+    let mut settlements = Settlements::new();
     let mut reached = on_nodes(inv, &args.reach, output, jobs)?.into_iter();
     let mut outcomes = Vec::with_capacity(inv.nodes.len());
     for n in &inv.nodes {
@@ -48,7 +90,13 @@ fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<S
             }
         } else {
             let Some(o) = reached.next() else { break };
-            o.map(Arc::new)
+            o.map(|answer| {
+                let (snapshot, settled) = split(answer);
+                if let Some(s) = settled {
+                    settlements.insert(n.host.clone(), s);
+                }
+                Arc::new(snapshot)
+            })
         };
         outcomes.push(o);
     }
@@ -60,7 +108,7 @@ fn collect(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<S
             }
         }
     }
-    Ok(outcomes)
+    Ok((outcomes, settlements))
 }
 
 /// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.

@@ -2,7 +2,7 @@
 //! node the NCCL files the plan gives it — or apply a reviewed `plan.json` exactly
 //! (`--plan`), or stop after collecting (`--collect-only`), or only list (`--dry-run`).
 
-use super::gather::{gather, Snapshots};
+use super::gather::{gather, Ask, Settlements, Snapshots};
 use super::plan::{gather_and_plan, read_plan};
 use super::reach::on_nodes;
 use super::{finish, Done};
@@ -33,11 +33,20 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     if args.collect_only {
         return collect_only(&inv, args, output);
     }
-    let plan = match &args.plan {
-        Some(path) => read_plan(path, &inv)?,
-        None => gather_and_plan(&inv, &args.gather, output, 1 << 30)?.0,
+    let (plan, settled) = match &args.plan {
+        Some(path) => (read_plan(path, &inv)?, Settlements::new()),
+        None => {
+            // The probe also says whether each node's files are settled — unless the files
+            // go elsewhere (--output-dir), where the node's own files say nothing.
+            let ask = match args.output_dir {
+                None => Ask::SnapshotAndFiles,
+                Some(_) => Ask::Snapshot,
+            };
+            let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, ask)?;
+            (planned.plan, planned.settled)
+        }
     };
-    write_plan(&inv, args, &plan, output)
+    write_plan(&inv, args, &plan, &settled, output)
 }
 
 /// Why a node gets no files from this plan.
@@ -53,7 +62,13 @@ fn unplanned_reason(plan: &Plan, host: &str) -> String {
         )
 }
 
-fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputFormat) -> Result<Done, Error> {
+fn write_plan(
+    inv: &Inventory,
+    args: &InitArgs,
+    plan: &Plan,
+    settled: &Settlements,
+    output: OutputFormat,
+) -> Result<Done, Error> {
     let by_host = plan.nccl_by_host();
     let mut rows: Vec<Option<NodeRow<WriteDetail>>> = Vec::new();
     let mut jobs = Vec::new();
@@ -89,6 +104,15 @@ fn write_plan(inv: &Inventory, args: &InitArgs, plan: &Plan, output: OutputForma
                 continue;
             }
         };
+        // Its probe found these very files in place: nothing to write, no second round trip.
+        if let Some(report) = settled.get(&n.host).and_then(|s| s.report_for(&bundle)) {
+            let detail = WriteDetail {
+                files: report.files,
+                ..detail(class)
+            };
+            rows.push(Some(NodeRow::ok(&n.host, false, detail)));
+            continue;
+        }
         slots.push((rows.len(), detail(class)));
         rows.push(None);
         jobs.push(NodeJob {

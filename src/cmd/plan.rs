@@ -1,7 +1,7 @@
 //! `topo-tune plan`: gather snapshots (as `init` does), solve, print the plan, and with
 //! `--output-dir` write plan.json (what `init --plan` applies) and the launcher files.
 
-use super::gather::{gather, probe_file, probes_dir};
+use super::gather::{gather_asking, probe_file, probes_dir, Ask, Settlements};
 use super::{finish, Done};
 use crate::apply::tree::Tree;
 use crate::apply::writer::WriteError;
@@ -51,6 +51,13 @@ fn strip<T>(o: NodeOutcome<T>) -> (Reached, Option<T>) {
     (reached, answer)
 }
 
+/// A plan, how each node was reached, and which nodes' files are settled (when asked).
+pub(crate) struct Planned {
+    pub plan: Plan,
+    pub reached: Vec<Reached>,
+    pub settled: Settlements,
+}
+
 /// Gather every node's facts (as `init` does) and plan. Each snapshot is digested as soon as
 /// it is read, on every core, and dropped: a fleet's snapshots are never all held at once
 /// when they come from files; paper nodes share one snapshot per source.
@@ -59,7 +66,8 @@ pub(crate) fn gather_and_plan(
     args: &GatherArgs,
     output: OutputFormat,
     message_bytes: u64,
-) -> Result<(Plan, Vec<Reached>), Error> {
+    ask: Ask,
+) -> Result<Planned, Error> {
     let policy = NcclPolicy {
         cluster_version: inv.nccl_version,
         overrides: inv.nccl.clone(),
@@ -80,6 +88,7 @@ pub(crate) fn gather_and_plan(
             &cx,
         )
     };
+    let mut settled = Settlements::new();
     let digested: Vec<(Reached, Option<Digest>)> = match &args.from_probes {
         Some(dir) => {
             probes_dir(dir)?;
@@ -89,8 +98,10 @@ pub(crate) fn gather_and_plan(
             })
         }
         None => {
+            let (snapshots, settlements) = gather_asking(inv, args, output, ask)?;
+            settled = settlements;
             let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
-                inv.nodes.iter().zip(gather(inv, args, output)?).collect();
+                inv.nodes.iter().zip(snapshots).collect();
             par_map(&pairs, |(n, o)| {
                 let (reached, snap) = strip(o.clone());
                 (reached, snap.map(|s| digest_of(n, &s)))
@@ -113,7 +124,11 @@ pub(crate) fn gather_and_plan(
     }
     let mut p = plan_digests(digests, &cx);
     p.excluded.extend(failed);
-    Ok((p, reached))
+    Ok(Planned {
+        plan: p,
+        reached,
+        settled,
+    })
 }
 
 /// A reviewed plan.json, checked against this build and this cluster before anything runs.
@@ -182,7 +197,11 @@ fn check_plan_files(plan: &Plan) -> Result<(), String> {
 
 pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
-    let (mut p, snapshots) = gather_and_plan(&inv, &args.gather, output, args.message_size.0)?;
+    let Planned {
+        plan: mut p,
+        reached: snapshots,
+        ..
+    } = gather_and_plan(&inv, &args.gather, output, args.message_size.0, Ask::Snapshot)?;
     let changed = match &args.output_dir {
         Some(dir) => write_outputs(&mut p, dir)?,
         None => false,

@@ -1,18 +1,18 @@
-//! The calls a node serves: probe, write, rollback, irq-pin, doctor, and for canaries stage,
+//! The calls a node serves: probe (and survey: probe plus whether its files are settled), write, rollback, irq-pin, doctor, and for canaries stage,
 //! unstage, state and bench. Each maps its module's
 //! typed errors to a failure kind the controller reports as `nodes[].error`.
 
 use super::Call;
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::tree::TreeError;
-use crate::apply::writer::{self, Bundle, WriteError, WriteReport};
+use crate::apply::writer::{self, Bundle, Settled, WriteError, WriteReport};
 use crate::canary::runner::{self, BenchAnswer, BenchRequest};
 use crate::config::NodeSpec;
 use crate::irq::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
 use crate::irq::system::System;
 use crate::irq::IrqError;
-use crate::model::NodeSnapshot;
+use crate::model::{NcclVersion, NodeSnapshot};
 use crate::probe::fsroot::FsRoot;
 use crate::probe::{self, ProbeRequest, Target as ProbeTarget};
 use crate::transport::{simulated, Failure, FailureKind, NodeEnv};
@@ -37,6 +37,50 @@ impl Call for Probe {
 
     fn on_paper(&self, node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
         simulated::snapshot(node)
+    }
+}
+
+/// Probe, and say whether the NCCL files in place are settled (`init`'s probe): a repeat
+/// `init` whose plan gives a settled node the same files skips its write round trip.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Survey {
+    /// cluster.yaml's `nccl_version`, for a node whose probe finds no NCCL (as the planner
+    /// does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_nccl_version: Option<NcclVersion>,
+}
+
+/// A node's snapshot and, when its files are a fixed point, what they hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Surveyed {
+    pub snapshot: NodeSnapshot,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<Settled>,
+}
+
+impl Call for Survey {
+    type Answer = Surveyed;
+    const KIND: &'static str = "survey";
+
+    fn here(&self, env: &NodeEnv) -> Result<Surveyed, Failure> {
+        let snapshot = Probe {}.here(env)?;
+        let version = snapshot.nccl_version.or(self.cluster_nccl_version);
+        Ok(Surveyed {
+            settled: writer::settled(&env.write_root, version),
+            snapshot,
+        })
+    }
+
+    fn check_answer(answer: &Surveyed) -> Result<(), String> {
+        Probe::check_answer(&answer.snapshot)?;
+        answer.settled.as_ref().map_or(Ok(()), Settled::check)
+    }
+
+    fn on_paper(&self, node: &NodeSpec) -> Result<Surveyed, Failure> {
+        Ok(Surveyed {
+            snapshot: simulated::snapshot(node)?,
+            settled: None,
+        })
     }
 }
 

@@ -9,7 +9,7 @@ pub mod calls;
 
 use crate::config::{Inventory, NodeSpec};
 use crate::transport::fanout::{fan_out, Attempt, FanOutOptions, Job, Progress};
-use crate::transport::ssh::{self, ControlDir, LocalBinary, SshOptions};
+use crate::transport::ssh::{self, ControlDir, PendingBinary, SshOptions};
 use crate::transport::{transport_name, Deploy, Failure, FailureKind, NodeEnv, NodeOutcome, Target};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -96,7 +96,9 @@ impl<T> NodeReport<T> {
 /// Why `topo-tune node` could not even produce a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("`{0}` is not a node request (probe, write, rollback, irq-pin, doctor, stage, unstage, state, bench)")]
+    #[error(
+        "`{0}` is not a node request (probe, survey, write, rollback, irq-pin, doctor, stage, unstage, state, bench)"
+    )]
     UnknownKind(String),
     #[error("stdin is not a `{kind}` request: {source}")]
     BadRequest {
@@ -112,6 +114,7 @@ pub enum ServeError {
 pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, ServeError> {
     match kind {
         calls::Probe::KIND => serve_one::<calls::Probe>(input, env),
+        calls::Survey::KIND => serve_one::<calls::Survey>(input, env),
         calls::Write::KIND => serve_one::<calls::Write>(input, env),
         calls::Rollback::KIND => serve_one::<calls::Rollback>(input, env),
         calls::IrqPin::KIND => serve_one::<calls::IrqPin>(input, env),
@@ -250,8 +253,19 @@ fn ssh_context<C>(
             )
         })?,
     };
-    let binary = LocalBinary::load_cached(&path)
-        .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("reading {}: {e}", path.display())))?;
+    // A path that is not a file fails the command at once; reading and hashing it overlaps
+    // the first connections.
+    if let Err(e) = std::fs::metadata(&path).and_then(|m| {
+        m.is_file()
+            .then_some(())
+            .ok_or_else(|| std::io::Error::other("not a regular file"))
+    }) {
+        return Err(Failure::new(
+            FailureKind::DeployFailed,
+            format!("reading {}: {e}", path.display()),
+        ));
+    }
+    let binary = PendingBinary::start(path);
     let dir = ControlDir::create().ok_or_else(|| {
         Failure::new(
             FailureKind::SshFailed,

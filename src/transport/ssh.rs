@@ -24,8 +24,9 @@ pub struct SshOptions {
     pub settings: SshSettings,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
-    /// The binary copied to nodes (read only when some node uses ssh).
-    pub remote_binary: Arc<LocalBinary>,
+    /// The binary copied to nodes (read only when some node uses ssh), being read and hashed
+    /// while the first connections are set up.
+    pub remote_binary: PendingBinary,
     /// Connection set-ups in flight, bounded apart from the commands (`ssh.max_startups`).
     pub startups: Arc<tokio::sync::Semaphore>,
 }
@@ -69,6 +70,38 @@ impl LocalBinary {
     }
 }
 
+/// The binary to deploy as it is read and hashed on a thread of its own: a command's first
+/// ssh set-ups (key exchange, authentication) run meanwhile instead of after it, and a node
+/// waits for it only once its session is up.
+#[derive(Debug, Clone)]
+pub struct PendingBinary(tokio::sync::watch::Receiver<Option<Result<Arc<LocalBinary>, String>>>);
+
+impl PendingBinary {
+    /// Start reading `path` ([`LocalBinary::load_cached`]).
+    pub fn start(path: std::path::PathBuf) -> PendingBinary {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        std::thread::spawn(move || {
+            let loaded = LocalBinary::load_cached(&path).map_err(|e| format!("reading {}: {e}", path.display()));
+            let _ = tx.send(Some(loaded));
+        });
+        PendingBinary(rx)
+    }
+
+    /// The binary, once read; a failure to read it fails the node that needed it.
+    pub async fn get(&self) -> Result<Arc<LocalBinary>, Failure> {
+        let mut rx = self.0.clone();
+        let ready = rx
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| Failure::new(FailureKind::Internal, "the thread reading the binary ended early"))?;
+        match &*ready {
+            Some(Ok(b)) => Ok(Arc::clone(b)),
+            Some(Err(why)) => Err(Failure::new(FailureKind::DeployFailed, why.clone())),
+            None => Err(Failure::new(FailureKind::Internal, "the binary was not read")),
+        }
+    }
+}
+
 /// A private directory (mode 0700) for this run's control sockets, removed at the end.
 #[derive(Debug, Clone)]
 pub struct ControlDir(Arc<tempfile::TempDir>);
@@ -101,15 +134,22 @@ pub async fn call(
         Err((f, attempts)) => return (Err(f), attempts),
     };
     let result = async {
-        let dir = opts.remote_binary.remote_dir(&opts.settings.remote_dir);
+        let binary = opts.remote_binary.get().await?;
+        let dir = binary.remote_dir(&opts.settings.remote_dir);
         let path = format!("{dir}/topo-tune");
         let args = ["node", kind];
+        let tool = Tool {
+            node,
+            opts,
+            binary: &binary,
+        };
         // One round trip when the binary is already there; else upload (verified), then run.
-        if let Some(out) = run_tool(&session, node, opts, &path, &args, Some(request), Some(&dir)).await? {
+        if let Some(out) = tool.run(&session, &path, &args, Some(request), Some(&dir)).await? {
             return Ok((out.stdout, Deploy::Reused));
         }
-        deploy(&session, opts, &dir).await?;
-        let out = run_tool(&session, node, opts, &path, &args, Some(request), None)
+        deploy(&session, opts, &binary, &dir).await?;
+        let out = tool
+            .run(&session, &path, &args, Some(request), None)
             .await?
             .ok_or_else(|| Failure::new(FailureKind::Internal, "no output from the node"))?;
         Ok((out.stdout, Deploy::Uploaded))
@@ -348,8 +388,7 @@ const RUN_IF_DEPLOYED: &str =
     r#"p="$1/topo-tune"; s="$2"; shift 2; [ -f "$p" ] && [ "$(wc -c < "$p")" -eq "$s" ] || exit 197; exec "$@""#;
 
 /// Upload the binary to `dir` (checksum verified on the node before it is put in place).
-async fn deploy(session: &Session, opts: &SshOptions, dir: &str) -> Result<(), Failure> {
-    let binary = &opts.remote_binary;
+async fn deploy(session: &Session, opts: &SshOptions, binary: &LocalBinary, dir: &str) -> Result<(), Failure> {
     let out = run(
         session,
         "sh",
@@ -372,53 +411,62 @@ async fn deploy(session: &Session, opts: &SshOptions, dir: &str) -> Result<(), F
     }
 }
 
-/// Run the deployed binary (through `sudo -n` when configured); non-zero exits are diagnosed.
-/// With `deployed_in`, only if the binary is there ([`RUN_IF_DEPLOYED`]): `None` when not.
-async fn run_tool(
-    session: &Session,
-    node: &NodeSpec,
-    opts: &SshOptions,
-    path: &str,
-    args: &[&str],
-    stdin: Option<&[u8]>,
-    deployed_in: Option<&str>,
-) -> Result<Option<RemoteOutput>, Failure> {
-    let mut argv: Vec<&str> = Vec::new();
-    if opts.settings.sudo {
-        argv.extend(["sudo", "-n", "--"]);
+/// The deployed binary on one node.
+struct Tool<'a> {
+    node: &'a NodeSpec,
+    opts: &'a SshOptions,
+    binary: &'a LocalBinary,
+}
+
+impl Tool<'_> {
+    /// Run the deployed binary (through `sudo -n` when configured); non-zero exits are diagnosed.
+    /// With `deployed_in`, only if the binary is there ([`RUN_IF_DEPLOYED`]): `None` when not.
+    async fn run(
+        &self,
+        session: &Session,
+        path: &str,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        deployed_in: Option<&str>,
+    ) -> Result<Option<RemoteOutput>, Failure> {
+        let Tool { node, opts, binary } = self;
+        let mut argv: Vec<&str> = Vec::new();
+        if opts.settings.sudo {
+            argv.extend(["sudo", "-n", "--"]);
+        }
+        argv.push(path);
+        argv.extend_from_slice(args);
+        let size = binary.bytes.len().to_string();
+        if let Some(dir) = deployed_in {
+            argv.splice(0..0, ["-c", RUN_IF_DEPLOYED, "topo-tune-run", dir, size.as_str()]);
+            argv.insert(0, "sh");
+        }
+        let out = run(
+            session,
+            argv[0],
+            &argv[1..],
+            stdin,
+            MAX_ANSWER_BYTES,
+            opts.command_timeout,
+        )
+        .await?;
+        if deployed_in.is_some() && out.status == Some(NOT_DEPLOYED) && out.stdout.is_empty() {
+            return Ok(None);
+        }
+        if out.truncated {
+            return Err(Failure::new(
+                FailureKind::AnswerTooLarge,
+                format!(
+                    "the answer was larger than {} MiB: refused",
+                    MAX_ANSWER_BYTES / (1024 * 1024)
+                ),
+            ));
+        }
+        if out.status != Some(0) {
+            return Err(diagnose(out.status, &out.stderr, &node.host));
+        }
+        Ok(Some(out))
     }
-    argv.push(path);
-    argv.extend_from_slice(args);
-    let size = opts.remote_binary.bytes.len().to_string();
-    if let Some(dir) = deployed_in {
-        argv.splice(0..0, ["-c", RUN_IF_DEPLOYED, "topo-tune-run", dir, size.as_str()]);
-        argv.insert(0, "sh");
-    }
-    let out = run(
-        session,
-        argv[0],
-        &argv[1..],
-        stdin,
-        MAX_ANSWER_BYTES,
-        opts.command_timeout,
-    )
-    .await?;
-    if deployed_in.is_some() && out.status == Some(NOT_DEPLOYED) && out.stdout.is_empty() {
-        return Ok(None);
-    }
-    if out.truncated {
-        return Err(Failure::new(
-            FailureKind::AnswerTooLarge,
-            format!(
-                "the answer was larger than {} MiB: refused",
-                MAX_ANSWER_BYTES / (1024 * 1024)
-            ),
-        ));
-    }
-    if out.status != Some(0) {
-        return Err(diagnose(out.status, &out.stderr, &node.host));
-    }
-    Ok(Some(out))
 }
 
 /// Name the missing piece when the probe cannot start on a node.
@@ -501,6 +549,23 @@ mod tests {
         let f = diagnose(Some(65), "error: --fsroot /x: not a sysfs/procfs tree", "n1");
         assert_eq!(f.kind, FailureKind::ProbeFailed);
         assert!(f.message.contains("code 65") && f.message.contains("not a sysfs"));
+    }
+
+    #[test]
+    fn a_pending_binary_is_read_once_and_its_failure_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tool");
+        std::fs::write(&path, b"abc").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let pending = PendingBinary::start(path.clone());
+        let (a, b) = rt.block_on(async { (pending.get().await, pending.clone().get().await) });
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.sha256, crate::digest::sha256_hex(b"abc"));
+        assert!(Arc::ptr_eq(&a, &b), "read once");
+        let missing = PendingBinary::start(dir.path().join("gone"));
+        let f = rt.block_on(missing.get()).unwrap_err();
+        assert_eq!(f.kind, FailureKind::DeployFailed);
+        assert!(f.message.contains("gone"), "{}", f.message);
     }
 
     #[test]

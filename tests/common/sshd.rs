@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 pub enum Node {
     /// Probe answers from this fake tree.
     Fsroot(PathBuf),
+    /// The same, with every command it is asked to run logged (`commands_log`).
+    LoggedFsroot(PathBuf),
     /// Probe answers from this hwloc XML file.
     HwlocXml(PathBuf),
     /// Nothing listens on the port.
@@ -202,6 +204,13 @@ fn presentation(node: &Node, nd: &Path, wrapper: &Path) -> String {
             "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written\n",
             p.display(),
             p.display()
+        ),
+        Node::LoggedFsroot(p) => format!(
+            "SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_WRITE_ROOT={}/written TT_MODE=pass TT_LOG={}/commands.log\nForceCommand {}\n",
+            p.display(),
+            p.display(),
+            nd.display(),
+            wrapper.display()
         ),
         Node::HwlocXml(p) => format!("SetEnv TOPO_TUNE_FROM_HWLOC_XML={}\n", p.display()),
         Node::SlowProbe(p) => format!("SetEnv TOPO_TUNE_FSROOT={} TOPO_TUNE_NODE_DELAY_S=600\n", p.display()),
