@@ -101,7 +101,7 @@ pub struct InitArgs {
     pub plan: Option<PathBuf>,
 
     /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
-    #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY")]
+    #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY", value_parser = env_bool)]
     pub collect_only: bool,
 
     /// Write under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths; with
@@ -110,15 +110,15 @@ pub struct InitArgs {
     pub output_dir: Option<PathBuf>,
 
     /// Change nothing; report what would change and exit 3 if anything would.
-    #[arg(long, env = "TOPO_TUNE_CHECK")]
+    #[arg(long, env = "TOPO_TUNE_CHECK", value_parser = env_bool)]
     pub check: bool,
 
     /// Show a unified diff of every file that changes (or would, with --check).
-    #[arg(long, env = "TOPO_TUNE_DIFF")]
+    #[arg(long, env = "TOPO_TUNE_DIFF", value_parser = env_bool)]
     pub diff: bool,
 
     /// Validate the cluster description and list what would be contacted; contact nothing.
-    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
     pub dry_run: bool,
 }
 
@@ -169,14 +169,15 @@ pub struct IrqPinArgs {
     pub reserve_cpus: Option<CpuList>,
 
     /// Pin on every node of this cluster (over ssh, or here for `transport: local`), with its
-    /// reserved_cpus unless --reserve-cpus is given.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "TOPO_TUNE_CLUSTER_CONFIG",
-        conflicts_with = "fsroot"
-    )]
+    /// reserved_cpus unless --reserve-cpus is given. Only from the command line: a
+    /// TOPO_TUNE_CLUSTER_CONFIG in the environment never turns a local run cluster-wide.
+    #[arg(long, value_name = "FILE", conflicts_with = "fsroot")]
     pub cluster_config: Option<PathBuf>,
+
+    /// Pin on every node of the cluster TOPO_TUNE_CLUSTER_CONFIG names (the explicit way to
+    /// use that variable here).
+    #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
+    pub cluster: bool,
 
     #[command(flatten)]
     pub reach: ReachArgs,
@@ -186,7 +187,7 @@ pub struct IrqPinArgs {
     pub include_control: bool,
 
     /// Print the plan; change nothing.
-    #[arg(long, env = "TOPO_TUNE_DRY_RUN")]
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
     pub dry_run: bool,
 
     /// What to do when irqbalance runs: warn (default) or ban mlx5 in its config and restart it.
@@ -209,9 +210,14 @@ pub struct DoctorArgs {
     )]
     pub fsroot: Option<PathBuf>,
 
-    /// Check every node of this cluster (over ssh, or locally for `transport: local`).
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
+    /// Check every node of this cluster (over ssh, or locally for `transport: local`). Only
+    /// from the command line, as for irq-pin.
+    #[arg(long, value_name = "FILE")]
     pub cluster_config: Option<PathBuf>,
+
+    /// Check every node of the cluster TOPO_TUNE_CLUSTER_CONFIG names.
+    #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
+    pub cluster: bool,
 
     #[command(flatten)]
     pub reach: ReachArgs,
@@ -428,5 +434,33 @@ mod tests {
     fn the_interface_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+}
+
+/// The cluster a node-local command (`irq-pin`, `doctor`) acts on: `--cluster-config`, or
+/// with `--cluster` the file `TOPO_TUNE_CLUSTER_CONFIG` names; `None`: this machine only.
+pub fn local_command_scope(
+    cluster_config: Option<&std::path::Path>,
+    cluster: bool,
+    env_value: Option<std::ffi::OsString>,
+) -> Result<Option<PathBuf>, String> {
+    match (cluster_config, cluster) {
+        (Some(p), _) => Ok(Some(p.to_path_buf())),
+        (None, false) => Ok(None),
+        (None, true) => env_value
+            .filter(|v| !v.is_empty())
+            .map(|v| Some(PathBuf::from(v)))
+            .ok_or_else(|| "--cluster needs TOPO_TUNE_CLUSTER_CONFIG set to a cluster.yaml (or give --cluster-config FILE)".into()),
+    }
+}
+
+/// A boolean flag's environment variable as Ansible and shells write it: `1/0`, `yes/no`,
+/// `true/false`, `on/off` in any case; empty is unset (false). Anything else is an error,
+/// never a guess.
+fn env_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "no" | "n" | "false" | "f" | "off" => Ok(false),
+        "1" | "yes" | "y" | "true" | "t" | "on" => Ok(true),
+        other => Err(format!("{other:?} is not a boolean (1/0, yes/no, true/false, on/off)")),
     }
 }

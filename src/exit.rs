@@ -19,6 +19,9 @@ pub const DRIFT: i32 = 6;
 /// `apply`: a wave's measurement said no (a loss, a failed benchmark, no gain where one was
 /// required): that wave was rolled back; earlier waves stay promoted.
 pub const HALTED: i32 = 7;
+/// A cluster run in which no node succeeded: every node failed or was skipped, so nothing was
+/// done anywhere (some nodes failing while others succeed is 4).
+pub const ALL_FAILED: i32 = 8;
 /// The subcommand exists in the interface but is not built yet: nothing was done.
 pub const NOT_IMPLEMENTED: i32 = 10;
 /// Input data is malformed (XML, JSON, a /sys tree that is not one).
@@ -48,6 +51,7 @@ pub const ALL: &[(i32, &str)] = &[
     (CHECKS_FAILED, "doctor found failing checks"),
     (DRIFT, "status: drift or pending work"),
     (HALTED, "apply: halted and rolled back"),
+    (ALL_FAILED, "no node succeeded"),
     (NOT_IMPLEMENTED, "subcommand not implemented yet"),
     (DATA_ERROR, "malformed input data"),
     (NO_INPUT, "input file or directory missing"),
@@ -58,3 +62,27 @@ pub const ALL: &[(i32, &str)] = &[
     (INTERRUPTED, "stopped by SIGINT, cleanly"),
     (TERMINATED, "stopped by SIGTERM, cleanly"),
 ];
+
+/// A cluster run's code from how many nodes it was to act on and how many succeeded: `None`
+/// when all did (the command then says 0, 3, 5 …), else [`ALL_FAILED`] or [`PARTIAL_FAILURE`].
+pub fn for_nodes(nodes: usize, ok: usize) -> Option<i32> {
+    match (nodes, ok) {
+        (n, ok) if ok >= n => None,
+        (_, 0) => Some(ALL_FAILED),
+        _ => Some(PARTIAL_FAILURE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn none_some_or_all_nodes_failing_are_three_codes() {
+        assert_eq!(for_nodes(0, 0), None, "nothing to act on is not a failure");
+        assert_eq!(for_nodes(3, 3), None);
+        assert_eq!(for_nodes(3, 2), Some(PARTIAL_FAILURE));
+        assert_eq!(for_nodes(3, 0), Some(ALL_FAILED));
+        assert_eq!(for_nodes(1, 0), Some(ALL_FAILED));
+    }
+}

@@ -162,7 +162,7 @@ fn paper_nodes_need_an_output_dir_to_be_written() {
         .args(["--output", "json", "init", "--cluster-config", &cfg])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["nodes"]
         .as_array()

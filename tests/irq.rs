@@ -56,9 +56,9 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
         .contains("100% of mlx5 completion interrupts since boot ran on CPU 0"));
     assert_eq!(check(&doc, "irqbalance")["status"], "warn");
 
-    // Dry run: the plan, nothing written.
+    // Dry run: the plan, nothing written; moves pending exit 3, as `init --check` does.
     let (code, plan, _) = json(&["irq-pin", "--dry-run", "--reserve-cpus", "0-3"], dir.path());
-    assert_eq!(code, Some(0));
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING));
     assert_eq!(plan["changed"], false);
     assert_eq!(affinity(dir.path(), 201), "0");
 
@@ -139,7 +139,7 @@ fn old_kernel_names_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     machines::irq_box(dir.path(), Mlx5Naming::Old);
     let (code, plan, err) = json(&["irq-pin", "--dry-run"], dir.path());
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING), "{err}");
     let pins = plan["nodes"][0]["plan"]["pins"].as_array().unwrap();
     assert_eq!(
         pins.iter().filter(|p| p["class"] == "control").count(),
@@ -252,11 +252,117 @@ fn across_the_cluster_over_ssh() {
     crate::common::assert_schema("irq-pin", &doc);
     assert_eq!(
         code,
-        Some(topo_tune::exit::PARTIAL_FAILURE),
-        "the paper node cannot be pinned"
+        Some(topo_tune::exit::OK),
+        "the paper node has nothing to pin: skipped, not a failure"
     );
+    assert_eq!(doc["nodes"][1]["status"], "skipped", "{doc:#}");
+    assert_eq!(doc["nodes"][1]["error"]["kind"], "simulated");
     assert_eq!(doc["nodes"][0]["changed"], true, "{doc:#}");
     assert_eq!(affinity(&tree, 201), "4", "reserved 0-3 came from cluster.yaml");
     let (_, doc) = run(&["doctor"]);
     assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "pass");
+}
+
+/// A health check tells "this node is bad" (5) from "a node did not answer" (4, or 8 when none
+/// did): an unreachable node is never reported as a failing check, nor hidden behind one.
+#[test]
+fn doctor_tells_an_unreachable_node_from_a_failing_check() {
+    use crate::common::sshd::{Node, SshCluster};
+    let trees = tempfile::tempdir().unwrap();
+    let tree = trees.path().join("irq");
+    machines::irq_box(&tree, Mlx5Naming::Modern);
+    let doctor = |cluster: &SshCluster| {
+        let cfg = cluster.cluster_yaml("  connect_timeout: 5\n");
+        let o = topo_tune()
+            .args(["--output", "json", "doctor", "--cluster-config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        crate::common::assert_schema("doctor", &doc);
+        (o.status.code(), doc)
+    };
+    let one_bad = SshCluster::start(&[Node::Fsroot(tree.clone())]);
+    assert_eq!(doctor(&one_bad).0, Some(topo_tune::exit::CHECKS_FAILED));
+    let mixed = SshCluster::start(&[Node::Fsroot(tree.clone()), Node::ClosedPort]);
+    let (code, doc) = doctor(&mixed);
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE), "{doc:#}");
+    assert_eq!(doc["nodes"][1]["error"]["kind"], "connect_refused");
+    assert_eq!(
+        check(&doc, "mlx5-irq-placement")["status"],
+        "fail",
+        "the reached node's findings are still reported"
+    );
+    let none = SshCluster::start(&[Node::ClosedPort, Node::ClosedPort]);
+    let (code, doc) = doctor(&none);
+    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED), "{doc:#}");
+    assert_eq!(doc["failed"], true);
+}
+
+/// What Ansible's `environment:` and shells write: a set TOPO_TUNE_CLUSTER_CONFIG never widens
+/// a local irq-pin or doctor (only `--cluster` or `--cluster-config` does), and boolean
+/// variables take 1/0, yes/no, True/False.
+#[test]
+fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str], env: &[(&str, &str)], fsroot: bool| {
+        let mut cmd = topo_tune();
+        cmd.args(["--output", "json"]).args(args);
+        if fsroot {
+            cmd.arg("--fsroot").arg(dir.path());
+        }
+        cmd.env_remove("TOPO_TUNE_DRY_RUN");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.code(),
+            serde_json::from_slice::<Value>(&o.stdout).unwrap_or(Value::Null),
+        )
+    };
+    let with_cfg = [("TOPO_TUNE_CLUSTER_CONFIG", cfg.as_str())];
+    for cmd in ["irq-pin", "doctor"] {
+        let args: &[&str] = if cmd == "irq-pin" { &["irq-pin", "--dry-run"] } else { &["doctor"] };
+        let (_, doc) = run(args, &with_cfg, true);
+        assert_eq!(doc["nodes"].as_array().unwrap().len(), 1, "{cmd}: local, one node: {doc:#}");
+        assert_ne!(doc["nodes"][0]["host"], "ndv5-01");
+        // Asked for: the cluster the variable names (paper nodes only: skipped, exit 0).
+        let mut wide = args.to_vec();
+        wide.push("--cluster");
+        let (code, doc) = run(&wide, &with_cfg, false);
+        assert_eq!(code, Some(0), "{cmd} --cluster: {doc:#}");
+        assert!(doc["nodes"].as_array().unwrap().len() > 1, "{cmd} --cluster: {doc:#}");
+        assert!(doc["nodes"].as_array().unwrap().iter().all(|n| n["status"] == "skipped"));
+        let (code, doc) = run(&wide, &[], false);
+        assert_eq!(code, Some(topo_tune::exit::USAGE), "--cluster without the variable: {doc:#}");
+        assert!(doc["msg"].as_str().unwrap().contains("TOPO_TUNE_CLUSTER_CONFIG"));
+    }
+    for (value, dry) in [
+        ("1", true),
+        ("yes", true),
+        ("True", true),
+        ("true", true),
+        ("on", true),
+        ("0", false),
+        ("no", false),
+        ("False", false),
+        ("", false),
+    ] {
+        let tree = tempfile::tempdir().unwrap();
+        machines::irq_box(tree.path(), Mlx5Naming::Modern);
+        let o = topo_tune()
+            .args(["--output", "json", "irq-pin", "--reserve-cpus", "0-3", "--fsroot"])
+            .arg(tree.path())
+            .env("TOPO_TUNE_DRY_RUN", value)
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["dry_run"], dry, "TOPO_TUNE_DRY_RUN={value:?}: {doc:#}");
+        assert_eq!(affinity(tree.path(), 201) == "0", dry, "TOPO_TUNE_DRY_RUN={value:?}");
+    }
+    let (code, _) = run(&["irq-pin"], &[("TOPO_TUNE_DRY_RUN", "maybe")], true);
+    assert_eq!(code, Some(topo_tune::exit::USAGE), "not a boolean: an error, not a guess");
 }

@@ -305,7 +305,7 @@ fn a_foreign_nccl_conf_is_kept_and_rollback_restores_it() {
         .arg(&c.out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED));
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to roll back"));
 }
 

@@ -361,7 +361,7 @@ fn init_refuses_a_hand_edited_plan_that_narrows_the_gpu_ports() {
         .arg(&out_dir)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let message = doc["nodes"][0]["error"]["message"].as_str().unwrap();
     assert!(

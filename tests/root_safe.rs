@@ -489,7 +489,7 @@ fn a_crafted_snapshot_is_refused_before_it_reaches_a_file() {
     ];
     for (what, alter, field) in cases {
         let (o, dir) = init_from_snapshot(&crafted_snapshot(alter), false);
-        assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE), "{what}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED), "{what}");
         let err = error_of(&o);
         assert!(err.contains("refused") && err.contains(field), "{what}: {err}");
         assert!(!dir.path().join("out/n1/etc").exists(), "{what}: something was written");
@@ -938,7 +938,7 @@ fn a_crafted_answer_over_ssh_is_refused_at_the_boundary() {
         .arg(&fake)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED));
     let doc = json(&o);
     assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc}");
     assert!(error_of(&o).contains("machine.architecture"), "{}", error_of(&o));

@@ -84,7 +84,7 @@ fn every_mode_of_init_and_rollback_validates() {
         assert_schema(args[0], &doc);
     }
     let (code, doc) = run(&["rollback", "--cluster-config", &cfg]);
-    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED));
     assert_eq!(doc["nodes"][0]["status"], "skipped");
     assert_eq!(doc["nodes"][0]["error"]["kind"], "simulated");
 }

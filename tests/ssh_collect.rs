@@ -227,7 +227,7 @@ fn max_fail_budget_skips_the_rest() {
     let cfg = cluster.cluster_yaml("");
     let out = tempfile::tempdir().unwrap();
     let (code, doc) = init_json(&cfg, out.path(), &["--forks", "1", "--max-fail", "1"]);
-    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
+    assert_eq!(code, topo_tune::exit::ALL_FAILED);
     let statuses: Vec<&str> = doc["nodes"]
         .as_array()
         .unwrap()
@@ -289,7 +289,7 @@ fn a_node_without_libhwloc_gets_a_precise_diagnosis() {
     let cfg = cluster.cluster_yaml("");
     let out = tempfile::tempdir().unwrap();
     let (code, doc) = init_json(&cfg, out.path(), &["--remote-binary", fake.to_str().unwrap()]);
-    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
+    assert_eq!(code, topo_tune::exit::ALL_FAILED);
     let n = node(&doc, "node1");
     assert_eq!(n["error"]["kind"], "missing_library", "{n}");
     let msg = n["error"]["message"].as_str().unwrap();

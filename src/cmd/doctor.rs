@@ -10,21 +10,29 @@ use crate::exit;
 use crate::irq::doctor::{DoctorRequest, Status};
 use crate::node::calls::Doctor;
 use crate::report::doctor::{self as doctor_report, DoctorDetail, DoctorPayload};
-use crate::report::envelope::{Envelope, NodeRow, NodeStatus, Summary};
+use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::transport::NodeEnv;
 
 pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
-    let rows = match &args.cluster_config {
+    let scope = crate::cli::local_command_scope(
+        args.cluster_config.as_deref(),
+        args.cluster,
+        std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"),
+    )
+    .map_err(Error::Usage)?;
+    let rows = match &scope {
         None => vec![here(args)?],
         Some(cfg) => cluster(args, cfg, output)?,
     };
     let summary = Summary::of(&rows);
-    let any_fail = rows.iter().any(|r| {
-        r.status != NodeStatus::Ok
-            || r.detail
-                .as_ref()
-                .is_some_and(|d| d.checks.iter().any(|c| c.status == Status::Fail))
-    });
+    // Unreachable is not "a check failed": a node not checked makes it 4 (8 when none was),
+    // whatever the others found; 5 means every node was checked and some check failed. A
+    // simulated node has nothing to check: it is skipped, and neither.
+    let unreached = summary.failure_exit_beside_paper(&rows);
+    let check_failed = rows
+        .iter()
+        .filter_map(|r| r.detail.as_ref())
+        .any(|d| d.checks.iter().any(|c| c.status == Status::Fail));
     let fails: usize = rows
         .iter()
         .filter_map(|r| r.detail.as_ref())
@@ -33,13 +41,17 @@ pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
     let envelope = Envelope {
         command: "doctor",
         changed: false,
-        failed: any_fail,
+        failed: unreached.is_some() || check_failed,
         msg: format!(
             "doctor: {} node(s), {fails} failing check(s), {} node(s) not checked",
             summary.nodes,
             summary.nodes - summary.ok
         ),
-        exit_code: if any_fail { exit::CHECKS_FAILED } else { exit::OK },
+        exit_code: match (unreached, check_failed) {
+            (Some(code), _) => code,
+            (None, true) => exit::CHECKS_FAILED,
+            (None, false) => exit::OK,
+        },
         nodes: rows,
         payload: DoctorPayload { summary },
     };

@@ -161,8 +161,8 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: Output
     let summary = Summary::of(&rows);
     let not_ok = summary.nodes - summary.ok;
     let any_changed = summary.changed > 0;
-    let exit_code = if not_ok > 0 {
-        exit::PARTIAL_FAILURE
+    let exit_code = if let Some(code) = summary.failure_exit() {
+        code
     } else if args.check && any_changed {
         exit::CHANGES_PENDING
     } else {
@@ -275,7 +275,7 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
         changed: summary_changed || summary.changed > 0,
         failed,
         msg,
-        exit_code: if failed { exit::PARTIAL_FAILURE } else { exit::OK },
+        exit_code: summary.failure_exit().unwrap_or(exit::OK),
         nodes: rows,
         payload: CollectPayload {
             dry_run: false,

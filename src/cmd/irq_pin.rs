@@ -27,7 +27,13 @@ fn request(args: &IrqPinArgs, reserved: CpuList) -> PinRequest {
 }
 
 pub fn run(args: &IrqPinArgs, output: OutputFormat) -> Result<Done, Error> {
-    let rows = match &args.cluster_config {
+    let scope = crate::cli::local_command_scope(
+        args.cluster_config.as_deref(),
+        args.cluster,
+        std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"),
+    )
+    .map_err(Error::Usage)?;
+    let rows = match &scope {
         None => vec![here(args)?],
         Some(cfg) => cluster(args, cfg, output)?,
     };
@@ -37,7 +43,10 @@ pub fn run(args: &IrqPinArgs, output: OutputFormat) -> Result<Done, Error> {
         .filter_map(|r| r.detail.as_ref())
         .map(PinDetail::failed)
         .sum();
-    let failed = summary.ok < summary.nodes || pins_failed > 0;
+    let node_failure = summary.failure_exit_beside_paper(&rows);
+    let failed = node_failure.is_some() || pins_failed > 0;
+    // A dry run with moves to make is `init --check` with changes pending.
+    let pending = args.dry_run && rows.iter().filter_map(|r| r.detail.as_ref()).any(PinDetail::would_move);
     let msg = match rows.as_slice() {
         [one] => one
             .detail
@@ -53,7 +62,13 @@ pub fn run(args: &IrqPinArgs, output: OutputFormat) -> Result<Done, Error> {
         changed: summary.changed > 0,
         failed,
         msg,
-        exit_code: if failed { exit::PARTIAL_FAILURE } else { exit::OK },
+        exit_code: match (node_failure, failed, pending) {
+            (Some(code), _, _) => code,
+            // Every node answered, but some interrupt could not be moved.
+            (None, true, _) => exit::PARTIAL_FAILURE,
+            (None, false, true) => exit::CHANGES_PENDING,
+            (None, false, false) => exit::OK,
+        },
         nodes: rows,
         payload: PinPayload {
             dry_run: args.dry_run,

@@ -214,6 +214,7 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
         })
         .collect();
     let any_failed = snapshots.iter().any(|o| o.result.is_err());
+    let reached = snapshots.iter().filter(|o| o.result.is_ok()).count();
     let msg = format!(
         "plan: {} node(s) in the ring, predicted gain {:.2}x over hostname order{}",
         p.node_order.len(),
@@ -229,7 +230,7 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
         changed,
         failed: any_failed,
         msg,
-        exit_code: if any_failed { exit::PARTIAL_FAILURE } else { exit::OK },
+        exit_code: exit::for_nodes(snapshots.len(), reached).unwrap_or(exit::OK),
         nodes,
         payload: PlanPayload {
             plan: p,

@@ -50,7 +50,7 @@ pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
             "rollback: {} node(s), {} changed, {} failed, {} skipped",
             summary.nodes, summary.changed, summary.failed, summary.skipped
         ),
-        exit_code: if not_ok > 0 { exit::PARTIAL_FAILURE } else { exit::OK },
+        exit_code: summary.failure_exit().unwrap_or(exit::OK),
         nodes: rows,
         payload: RollbackPayload {
             output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),

@@ -65,7 +65,7 @@ pub fn run(args: &StatusArgs, output: OutputFormat) -> Result<Done, Error> {
         })
         .count();
     let exit_code = if summary.failed > 0 {
-        exit::PARTIAL_FAILURE
+        exit::for_nodes(summary.nodes - summary.skipped, summary.ok).unwrap_or(exit::PARTIAL_FAILURE)
     } else if unsettled > 0 {
         exit::DRIFT
     } else {

@@ -119,6 +119,27 @@ impl Summary {
             changed: rows.iter().filter(|r| r.changed).count(),
         }
     }
+
+    /// 8 when no node succeeded, 4 when some did not, `None` when all did.
+    pub fn failure_exit(&self) -> Option<i32> {
+        crate::exit::for_nodes(self.nodes, self.ok)
+    }
+
+    /// The same, where a node that exists only on paper is not one to act on (`doctor`,
+    /// `irq-pin`: nothing to check or pin there, so it is neither a success nor a failure).
+    pub fn failure_exit_beside_paper<N: Serialize>(&self, rows: &[NodeRow<N>]) -> Option<i32> {
+        let paper = rows.iter().filter(|r| r.on_paper()).count();
+        crate::exit::for_nodes(self.nodes - paper, self.ok)
+    }
+}
+
+impl<N: Serialize> NodeRow<N> {
+    /// Skipped because the node is simulated.
+    pub fn on_paper(&self) -> bool {
+        self.error
+            .as_ref()
+            .is_some_and(|e| e.kind == crate::transport::FailureKind::Simulated)
+    }
 }
 
 /// Pretty JSON with a final newline; a value that cannot be serialised is an error, never an

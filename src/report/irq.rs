@@ -63,6 +63,11 @@ impl PinDetail {
     pub fn failed(&self) -> usize {
         self.plan.pins.iter().filter(|p| p.action == PinAction::Failed).count()
     }
+
+    /// Some interrupt is (or, in a dry run, would be) moved.
+    pub fn would_move(&self) -> bool {
+        self.plan.pins.iter().any(|p| p.action == PinAction::Set)
+    }
 }
 
 #[derive(Serialize)]
