@@ -13,6 +13,7 @@ packages=(
   openssh-server    # sshd: the tests start real sshd instances on loopback
   systemd           # systemd-analyze: the tests verify the irq-pin unit
   python3           # runs the nccl-tests double (tests/data/nccl-tests/fake_all_reduce_perf)
+  python3-venv      # the Ansible test installs ansible-core from PyPI into a venv
 )
 
 missing=()

@@ -450,7 +450,9 @@ pub fn local_command_scope(
         (None, true) => env_value
             .filter(|v| !v.is_empty())
             .map(|v| Some(PathBuf::from(v)))
-            .ok_or_else(|| "--cluster needs TOPO_TUNE_CLUSTER_CONFIG set to a cluster.yaml (or give --cluster-config FILE)".into()),
+            .ok_or_else(|| {
+                "--cluster needs TOPO_TUNE_CLUSTER_CONFIG set to a cluster.yaml (or give --cluster-config FILE)".into()
+            }),
     }
 }
 

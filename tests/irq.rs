@@ -325,9 +325,17 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
     };
     let with_cfg = [("TOPO_TUNE_CLUSTER_CONFIG", cfg.as_str())];
     for cmd in ["irq-pin", "doctor"] {
-        let args: &[&str] = if cmd == "irq-pin" { &["irq-pin", "--dry-run"] } else { &["doctor"] };
+        let args: &[&str] = if cmd == "irq-pin" {
+            &["irq-pin", "--dry-run"]
+        } else {
+            &["doctor"]
+        };
         let (_, doc) = run(args, &with_cfg, true);
-        assert_eq!(doc["nodes"].as_array().unwrap().len(), 1, "{cmd}: local, one node: {doc:#}");
+        assert_eq!(
+            doc["nodes"].as_array().unwrap().len(),
+            1,
+            "{cmd}: local, one node: {doc:#}"
+        );
         assert_ne!(doc["nodes"][0]["host"], "ndv5-01");
         // Asked for: the cluster the variable names (paper nodes only: skipped, exit 0).
         let mut wide = args.to_vec();
@@ -335,9 +343,17 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
         let (code, doc) = run(&wide, &with_cfg, false);
         assert_eq!(code, Some(0), "{cmd} --cluster: {doc:#}");
         assert!(doc["nodes"].as_array().unwrap().len() > 1, "{cmd} --cluster: {doc:#}");
-        assert!(doc["nodes"].as_array().unwrap().iter().all(|n| n["status"] == "skipped"));
+        assert!(doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["status"] == "skipped"));
         let (code, doc) = run(&wide, &[], false);
-        assert_eq!(code, Some(topo_tune::exit::USAGE), "--cluster without the variable: {doc:#}");
+        assert_eq!(
+            code,
+            Some(topo_tune::exit::USAGE),
+            "--cluster without the variable: {doc:#}"
+        );
         assert!(doc["msg"].as_str().unwrap().contains("TOPO_TUNE_CLUSTER_CONFIG"));
     }
     for (value, dry) in [
@@ -364,5 +380,9 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
         assert_eq!(affinity(tree.path(), 201) == "0", dry, "TOPO_TUNE_DRY_RUN={value:?}");
     }
     let (code, _) = run(&["irq-pin"], &[("TOPO_TUNE_DRY_RUN", "maybe")], true);
-    assert_eq!(code, Some(topo_tune::exit::USAGE), "not a boolean: an error, not a guess");
+    assert_eq!(
+        code,
+        Some(topo_tune::exit::USAGE),
+        "not a boolean: an error, not a guess"
+    );
 }

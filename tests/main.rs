@@ -4,6 +4,7 @@
 
 mod common;
 
+mod ansible;
 mod architecture;
 mod bench_pdsh;
 mod canary;
