@@ -14,6 +14,9 @@ packages=(
   systemd           # systemd-analyze: the tests verify the irq-pin unit
   python3           # runs the nccl-tests double (tests/data/nccl-tests/fake_all_reduce_perf)
   python3-venv      # the Ansible test installs ansible-core from PyPI into a venv
+  slurmctld         # the Slurm test starts Debian's slurmctld on the topology.conf plan writes
+  slurm-client      # scontrol show topology
+  munge             # Slurm's authentication, started by the test on a private socket
 )
 
 missing=()

@@ -22,5 +22,6 @@ mod probe_hwloc_xml;
 mod root_safe;
 mod schema;
 mod simulate;
+mod slurm;
 mod ssh_collect;
 mod tables;

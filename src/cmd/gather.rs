@@ -131,16 +131,27 @@ pub(crate) fn probes_dir(dir: &Path) -> Result<(), Error> {
 /// One node's snapshot file, read and parsed.
 pub(crate) fn probe_file(n: &NodeSpec, dir: &Path) -> NodeOutcome<NodeSnapshot> {
     let start = Instant::now();
-    let candidates: [PathBuf; 2] = [
+    // `<slurm name>.json` too: what `srun --output=DIR/%N.json` writes.
+    let candidates: [PathBuf; 3] = [
         dir.join(format!("{}.json", n.host)),
         crate::model::files::host_dir(dir, &n.host)
             .unwrap_or_else(|_| dir.join("-"))
             .join("snapshot.json"),
+        dir.join(format!("{}.json", n.slurm_name)),
     ];
     let result = match candidates.iter().find(|p| p.exists()) {
         None => Err(Failure::new(
             FailureKind::ProbeFileMissing,
-            format!("no {} or {}", candidates[0].display(), candidates[1].display()),
+            if n.slurm_name == n.host {
+                format!("no {} or {}", candidates[0].display(), candidates[1].display())
+            } else {
+                format!(
+                    "no {}, {} or {}",
+                    candidates[0].display(),
+                    candidates[1].display(),
+                    candidates[2].display()
+                )
+            },
         )),
         Some(p) => read_probe_file(p),
     };

@@ -16,7 +16,8 @@ use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
 use crate::transport::NodeOutcome;
-use std::collections::HashSet;
+use crate::model::fabric::Placement;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// How many threads digest nodes: the work is per node and independent.
@@ -203,7 +204,7 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
         ..
     } = gather_and_plan(&inv, &args.gather, output, args.message_size.0, Ask::Snapshot)?;
     let changed = match &args.output_dir {
-        Some(dir) => write_outputs(&mut p, dir)?,
+        Some(dir) => write_outputs(&mut p, &inv, dir)?,
         None => false,
     };
     let nodes: Vec<NodeRow<NoDetail>> = snapshots
@@ -240,7 +241,26 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
     finish(output, envelope, plan_report::render)
 }
 
-fn write_outputs(p: &mut Plan, dir: &Path) -> Result<bool, Error> {
+/// The Slurm files: each inventory node's Slurm name under its place in the fabric.
+fn slurm_files(inv: &Inventory) -> (String, String) {
+    let placed: Vec<(String, Placement)> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.slurm_name.clone(), Placement::of(&n.labels, inv.fabric.as_ref())))
+        .collect();
+    let switches = emit::slurm::tree(&placed);
+    let header = format!(
+        "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
+        env!("CARGO_PKG_VERSION"),
+        inv.path.display()
+    );
+    (
+        emit::slurm::topology_conf(&switches, &header),
+        emit::slurm::topology_yaml(&switches, &header),
+    )
+}
+
+fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Error> {
     let tree = Tree::open(dir).map_err(WriteError::from)?;
     let write = |name: &str, content: &str| -> Result<bool, Error> {
         Ok(tree.write(name, content.as_bytes(), 0o644).map_err(WriteError::from)?)
@@ -254,7 +274,15 @@ fn write_outputs(p: &mut Plan, dir: &Path) -> Result<bool, Error> {
         }
     }
     changed |= write("hostfile", &emit::launch::mpi_hostfile(p))?;
-    changed |= write("slurm-hostfile", &emit::launch::slurm_hostfile(p))?;
+    let slurm_names: HashMap<&str, &str> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.host.as_str(), n.slurm_name.as_str()))
+        .collect();
+    changed |= write("slurm-hostfile", &emit::launch::slurm_hostfile(p, &slurm_names))?;
+    let (conf, yaml) = slurm_files(inv);
+    changed |= write("topology.conf", &conf)?;
+    changed |= write("topology.yaml", &yaml)?;
     changed |= write("torchrun-node-ranks.txt", &emit::launch::torchrun_node_ranks(p))?;
     changed |= write("plan.json", &to_json(p)?)?;
     Ok(changed)

@@ -124,6 +124,9 @@ struct RawNode {
     /// NICs or ports of this node that carry no GPU traffic (added to the top-level list).
     #[serde(default)]
     non_gpu_nics: Vec<Spanned<String>>,
+    /// The node's name in Slurm, where it differs from `host` (a range for a range).
+    #[serde(default, deserialize_with = "present")]
+    slurm_name: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -197,6 +200,8 @@ pub struct NodeSpec {
     pub declared_at: String,
     /// What cluster.yaml states about the node where its snapshot cannot tell.
     pub hints: NodeHints,
+    /// Its NodeName in Slurm (`slurm_name:`, else `host`).
+    pub slurm_name: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -257,6 +262,18 @@ impl Inventory {
                 at: path.display().to_string(),
                 message: "no nodes: `nodes:` is empty".into(),
             });
+        }
+        let mut slurm_seen: std::collections::HashMap<&str, &NodeSpec> = std::collections::HashMap::new();
+        for n in &nodes {
+            if let Some(first) = slurm_seen.insert(&n.slurm_name, n) {
+                return Err(ConfigError::Invalid {
+                    at: n.declared_at.clone(),
+                    message: format!(
+                        "Slurm name `{}` of `{}` is also the Slurm name of `{}` ({})",
+                        n.slurm_name, n.host, first.host, first.declared_at
+                    ),
+                });
+            }
         }
         Ok(Inventory {
             path: path.to_path_buf(),
@@ -680,7 +697,8 @@ impl Loader<'_> {
                 ),
             ));
         }
-        for host in hosts {
+        let slurm_names = self.slurm_names(n, &hosts)?;
+        for (host, slurm_name) in hosts.into_iter().zip(slurm_names) {
             names::check_host(&host).map_err(|m| self.at(&n.host.referenced, m))?;
             if let Some(first) = seen.get(&host) {
                 return Err(ConfigError::Invalid {
@@ -690,6 +708,7 @@ impl Loader<'_> {
             }
             seen.insert(host.clone(), declared_at.clone());
             out.push(NodeSpec {
+                slurm_name: slurm_name.unwrap_or_else(|| host.clone()),
                 host,
                 port: n.port.as_ref().or(shared.ssh.port.as_ref()).map(|p| p.value),
                 user: user.clone(),
@@ -701,6 +720,35 @@ impl Loader<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Each host's Slurm name: `slurm_name:` expanded like `host:` (as many names as hosts,
+    /// in the same order), each a valid node name; `None` where not given.
+    fn slurm_names(&self, n: &RawNode, hosts: &[String]) -> Result<Vec<Option<String>>, ConfigError> {
+        let Some(s) = &n.slurm_name else {
+            return Ok(vec![None; hosts.len()]);
+        };
+        let names = hostlist::expand(&s.value).map_err(|e| self.at(&s.referenced, e.to_string()))?;
+        if names.len() != hosts.len() {
+            return Err(self.at(
+                &s.referenced,
+                format!(
+                    "slurm_name `{}` names {} node(s) but host `{}` names {}: give one name per host, as a range of the same length",
+                    s.value,
+                    names.len(),
+                    n.host.value,
+                    hosts.len()
+                ),
+            ));
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                names::check_host(&name)
+                    .map(|()| Some(name))
+                    .map_err(|m| self.at(&s.referenced, format!("slurm_name: {m}")))
+            })
+            .collect()
     }
 }
 

@@ -1,5 +1,5 @@
 //! Launcher files in ring order: an mpirun hostfile, a `SLURM_HOSTFILE` for
-//! `srun --distribution=arbitrary`, and a node-rank map for torchrun.
+//! `srun --distribution=arbitrary` (in Slurm's node names), and a node-rank map for torchrun.
 
 use crate::model::plan::Plan;
 use std::collections::HashMap;
@@ -21,12 +21,16 @@ pub fn mpi_hostfile(plan: &Plan) -> String {
         .collect()
 }
 
-/// One line per task, in rank order (`SLURM_HOSTFILE=... srun --distribution=arbitrary`).
-pub fn slurm_hostfile(plan: &Plan) -> String {
+/// One line per task, in rank order (`SLURM_HOSTFILE=... srun --distribution=arbitrary`),
+/// each host under its Slurm name (`slurm_names`; a host not in it under its own).
+pub fn slurm_hostfile(plan: &Plan, slurm_names: &HashMap<&str, &str>) -> String {
     let slots = slots(plan);
     plan.node_order
         .iter()
-        .flat_map(|h| std::iter::repeat_n(format!("{h}\n"), slots.get(h.as_str()).copied().unwrap_or(1)))
+        .flat_map(|h| {
+            let name = slurm_names.get(h.as_str()).copied().unwrap_or(h);
+            std::iter::repeat_n(format!("{name}\n"), slots.get(h.as_str()).copied().unwrap_or(1))
+        })
         .collect()
 }
 

@@ -2,6 +2,7 @@
 
 pub mod graph_xml;
 pub mod launch;
+pub mod slurm;
 pub mod topo_xml;
 
 /// Text made safe inside an XML attribute value: `&`, `<`, `>`, `"`, `'` as entities, and

@@ -32,7 +32,7 @@ pub fn render(e: &Envelope<PlanPayload, NoDetail>) -> String {
     if let Some(d) = &e.payload.output_dir {
         let _ = writeln!(
             out,
-            "\nwrote plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt to {d}{}",
+            "\nwrote plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt, topology.conf, topology.yaml to {d}{}",
             if e.changed { "" } else { " (unchanged)" }
         );
     }

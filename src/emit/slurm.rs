@@ -1,0 +1,234 @@
+//! Slurm's view of the fabric: `topology.conf` (topology/tree) and `topology.yaml` (Slurm
+//! 25.05+), from each node's Slurm name and place (spine, leaf, rack), host lists compressed
+//! the way Slurm writes them.
+//!
+//! The tree: a rack's switch holds its nodes, a leaf's holds its racks, a spine's its leaves.
+//! A switch holds either nodes or switches (Slurm's tree plugin reads one or the other), so
+//! nodes placed under a leaf or spine without a rack get a switch of their own
+//! (`<leaf>-nodes`); nodes with no place at all go under `unplaced`. When more than one switch
+//! is left at the top, a `core` switch joins them: topo-tune's cost model routes between
+//! spines through a core, and Slurm lets a job span only switches with a common parent.
+
+use crate::model::fabric::Placement;
+use std::collections::BTreeMap;
+
+/// One switch of the tree: its name and either its nodes or its child switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switch {
+    pub name: String,
+    pub children: Children,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Children {
+    Nodes(Vec<String>),
+    Switches(Vec<String>),
+}
+
+/// The switches for these nodes (Slurm name, place), leaves first, the root last.
+pub fn tree(nodes: &[(String, Placement)]) -> Vec<Switch> {
+    // Level 0: the switch each node hangs off.
+    let mut leaf_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Each switch's parent, as far as the fabric says.
+    let mut parent: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for (name, p) in nodes {
+        let (switch, up) = match (&p.rack, &p.leaf, &p.spine) {
+            (Some(r), leaf, spine) => (r.clone(), leaf.clone().or_else(|| spine.clone())),
+            (None, Some(l), _) => (format!("{l}-nodes"), Some(l.clone())),
+            (None, None, Some(s)) => (format!("{s}-nodes"), Some(s.clone())),
+            (None, None, None) => ("unplaced".to_string(), None),
+        };
+        leaf_of.entry(switch.clone()).or_default().push(name.clone());
+        parent.entry(switch).or_insert(up);
+        if let (Some(l), Some(s)) = (&p.leaf, &p.spine) {
+            parent.entry(l.clone()).or_insert_with(|| Some(s.clone()));
+        }
+        if let Some(l) = &p.leaf {
+            parent.entry(l.clone()).or_insert(None);
+        }
+        if let Some(s) = &p.spine {
+            parent.entry(s.clone()).or_insert(None);
+        }
+    }
+    let mut out: Vec<Switch> = leaf_of
+        .into_iter()
+        .map(|(name, nodes)| Switch {
+            name,
+            children: Children::Nodes(nodes),
+        })
+        .collect();
+    let mut below: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (child, up) in &parent {
+        if let Some(up) = up {
+            below.entry(up.clone()).or_default().push(child.clone());
+        }
+    }
+    // Leaves before spines: a switch is listed after its children.
+    let mut uppers: Vec<(usize, String, Vec<String>)> = below
+        .into_iter()
+        .map(|(name, kids)| (depth(&name, &parent), name, kids))
+        .collect();
+    uppers.sort();
+    out.extend(uppers.into_iter().map(|(_, name, kids)| Switch {
+        name,
+        children: Children::Switches(kids),
+    }));
+    let tops: Vec<String> = out
+        .iter()
+        .filter(|s| parent.get(&s.name).is_none_or(Option::is_none))
+        .map(|s| s.name.clone())
+        .collect();
+    if tops.len() > 1 {
+        out.push(Switch {
+            name: "core".into(),
+            children: Children::Switches(tops),
+        });
+    }
+    out
+}
+
+/// How far a switch is above the nodes (1 for a leaf of racks, 2 for a spine).
+fn depth(name: &str, parent: &BTreeMap<String, Option<String>>) -> usize {
+    let below: Vec<&String> = parent
+        .iter()
+        .filter(|(_, up)| up.as_deref() == Some(name))
+        .map(|(c, _)| c)
+        .collect();
+    1 + below.iter().map(|c| depth(c, parent)).max().unwrap_or(0)
+}
+
+/// `topology.conf` for `TopologyPlugin=topology/tree`.
+pub fn topology_conf(switches: &[Switch], header: &str) -> String {
+    let mut out = format!("# {header}\n");
+    for s in switches {
+        let (key, names) = match &s.children {
+            Children::Nodes(n) => ("Nodes", n),
+            Children::Switches(n) => ("Switches", n),
+        };
+        out.push_str(&format!("SwitchName={} {key}={}\n", s.name, compress(names)));
+    }
+    out
+}
+
+/// `topology.yaml` (Slurm 25.05+): one tree topology, the cluster's default.
+pub fn topology_yaml(switches: &[Switch], header: &str) -> String {
+    let mut out = format!("# {header}\n- topology: topo-tune\n  cluster_default: true\n  tree:\n    switches:\n");
+    for s in switches {
+        let (key, names) = match &s.children {
+            Children::Nodes(n) => ("nodes", n),
+            Children::Switches(n) => ("children", n),
+        };
+        out.push_str(&format!("    - switch: {}\n      {key}: \"{}\"\n", s.name, compress(names)));
+    }
+    out
+}
+
+/// A host list as Slurm writes it: `gpu[01-04,07],login1` — names grouped by what precedes
+/// their numeric suffix and by its zero padding, runs of numbers as ranges.
+pub fn compress(names: &[String]) -> String {
+    // (prefix, padded width or 0 for unpadded) → numbers; names without digits stay whole.
+    let mut groups: BTreeMap<(String, usize), Vec<(u64, String)>> = BTreeMap::new();
+    let mut plain: Vec<String> = Vec::new();
+    for name in names {
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (prefix, suffix) = name.split_at(name.len() - digits);
+        match suffix.parse::<u64>() {
+            Ok(n) if digits <= 18 => {
+                let width = if suffix.starts_with('0') && digits > 1 { digits } else { 0 };
+                groups
+                    .entry((prefix.to_string(), width))
+                    .or_default()
+                    .push((n, suffix.to_string()));
+            }
+            _ => plain.push(name.clone()),
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for ((prefix, _), mut nums) in groups {
+        nums.sort();
+        nums.dedup();
+        if let [(_, only)] = nums.as_slice() {
+            parts.push(format!("{prefix}{only}"));
+            continue;
+        }
+        let mut ranges: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < nums.len() {
+            let mut j = i;
+            while j + 1 < nums.len() && nums[j + 1].0 == nums[j].0 + 1 {
+                j += 1;
+            }
+            ranges.push(if i == j {
+                nums[i].1.clone()
+            } else {
+                format!("{}-{}", nums[i].1, nums[j].1)
+            });
+            i = j + 1;
+        }
+        parts.push(format!("{prefix}[{}]", ranges.join(",")));
+    }
+    plain.sort();
+    plain.dedup();
+    parts.extend(plain);
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn at(rack: Option<&str>, leaf: Option<&str>, spine: Option<&str>) -> Placement {
+        Placement {
+            rack: rack.map(str::to_string),
+            leaf: leaf.map(str::to_string),
+            spine: spine.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn host_lists_compress_as_slurm_writes_them() {
+        assert_eq!(compress(&names(&["p5en-01", "p5en-02", "p5en-03", "p5en-04"])), "p5en-[01-04]");
+        assert_eq!(compress(&names(&["gpu1", "gpu2", "gpu4", "gpu9", "gpu10"])), "gpu[1-2,4,9-10]");
+        assert_eq!(compress(&names(&["n01", "n1"])), "n1,n01");
+        assert_eq!(compress(&names(&["login", "gpu7"])), "gpu7,login");
+        assert_eq!(compress(&names(&["r1-n01", "r1-n02", "r2-n01"])), "r1-n[01-02],r2-n01");
+        assert_eq!(compress(&names(&["a0", "a1"])), "a[0-1]");
+    }
+
+    #[test]
+    fn racks_hang_off_leaves_and_leaves_off_spines_with_one_root() {
+        let nodes = vec![
+            ("p5en-01".to_string(), at(Some("rack-1"), Some("leaf-1"), Some("spine-1"))),
+            ("p5en-02".to_string(), at(Some("rack-1"), Some("leaf-1"), Some("spine-1"))),
+            ("ndv5-01".to_string(), at(Some("rack-2"), Some("leaf-2"), Some("spine-1"))),
+        ];
+        let conf = topology_conf(&tree(&nodes), "test");
+        assert_eq!(
+            conf,
+            "# test\nSwitchName=rack-1 Nodes=p5en-[01-02]\nSwitchName=rack-2 Nodes=ndv5-01\n\
+             SwitchName=leaf-1 Switches=rack-1\nSwitchName=leaf-2 Switches=rack-2\n\
+             SwitchName=spine-1 Switches=leaf-[1-2]\n"
+        );
+    }
+
+    #[test]
+    fn loose_and_unplaced_nodes_get_switches_and_a_core_joins_the_tops() {
+        let nodes = vec![
+            ("a1".to_string(), at(None, Some("leaf-1"), None)),
+            ("b1".to_string(), at(None, None, None)),
+            ("c1".to_string(), at(Some("r9"), None, None)),
+        ];
+        let switches = tree(&nodes);
+        let conf = topology_conf(&switches, "t");
+        assert!(conf.contains("SwitchName=leaf-1-nodes Nodes=a1\n"), "{conf}");
+        assert!(conf.contains("SwitchName=leaf-1 Switches=leaf-1-nodes\n"), "{conf}");
+        assert!(conf.contains("SwitchName=unplaced Nodes=b1\n"), "{conf}");
+        assert!(conf.ends_with("SwitchName=core Switches=leaf-1,r9,unplaced\n"), "{conf}");
+        let yaml = topology_yaml(&switches, "t");
+        assert!(yaml.contains("    - switch: core\n      children: \"leaf-1,r9,unplaced\"\n"), "{yaml}");
+    }
+}
