@@ -334,6 +334,12 @@ pub struct RollbackArgs {
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
 
+    /// Undo this run (its id, as `init` and `status` show it), and only if it is the last one
+    /// recorded. Without it, the last run is undone once: a second `rollback` undoes nothing
+    /// older unless named here.
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+
     #[command(flatten)]
     pub reach: ReachArgs,
 }

@@ -58,24 +58,43 @@ impl Site {
     }
 
     pub fn rollback(&self) -> Output {
-        topo_tune()
-            .args(["--output", "json", "rollback", "--cluster-config"])
-            .arg(self.config(0))
-            .arg("--output-dir")
-            .arg(&self.out)
-            .output()
-            .unwrap()
+        self.rollback_run(None)
     }
 
-    /// Roll back until nothing is left to roll back; the number of runs undone.
+    /// `rollback`, or with `run`: `rollback --run RUN`.
+    pub fn rollback_run(&self, run: Option<&str>) -> Output {
+        let mut cmd = topo_tune();
+        cmd.args(["--output", "json", "rollback", "--cluster-config"])
+            .arg(self.config(0))
+            .arg("--output-dir")
+            .arg(&self.out);
+        if let Some(r) = run {
+            cmd.args(["--run", r]);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// Roll back until nothing is left to roll back; the number of runs undone. A plain
+    /// rollback undoes the last run once; each older one is then named, as its note says.
     pub fn rollback_all(&self) -> usize {
+        let mut run: Option<String> = None;
         for n in 0..32 {
-            let o = self.rollback();
+            let o = self.rollback_run(run.as_deref());
             let doc = json(&o);
             if doc["nodes"][0]["error"]["kind"] == "nothing_to_roll_back" {
                 return n;
             }
             assert_eq!(o.status.code(), Some(0), "rollback: {doc}");
+            let again = self.rollback();
+            let again = json(&again);
+            assert_eq!(
+                again["changed"], false,
+                "a second plain rollback undoes nothing: {again}"
+            );
+            match again["nodes"][0]["note"].as_str() {
+                Some(note) => run = note.rsplit("--run ").next().map(str::to_string),
+                None => return n + 1,
+            }
         }
         panic!("rollback never ran out of runs");
     }
@@ -1133,4 +1152,56 @@ fn the_irqbalance_ban_edits_one_assignment_and_keeps_a_backup() {
         std::fs::read_to_string(dir.path().join("etc/default/irqbalance.topo-tune.bak")).unwrap(),
         original
     );
+}
+
+/// `rollback` twice undoes the last run once: the second says there is nothing newer to undo
+/// and names the older run, which is undone only when asked for by id (`--run`).
+#[test]
+fn a_second_rollback_does_not_reach_back_into_older_runs() {
+    let site = Site::new();
+    assert_eq!(site.init(20, &[]).status.code(), Some(0));
+    let after_first = site.file("/etc/nccl.conf").unwrap();
+    let first_run = json(&site.init(22, &[]))["nodes"][0]["run_id"]
+        .as_str()
+        .map(str::to_string);
+    assert!(first_run.is_some());
+    let o = site.rollback();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json(&o)["changed"], true);
+    assert_eq!(
+        site.file("/etc/nccl.conf").unwrap(),
+        after_first,
+        "the last run is undone"
+    );
+
+    let again = site.rollback();
+    assert_eq!(again.status.code(), Some(0), "nothing to do is not a failure");
+    let doc = json(&again);
+    assert_eq!(doc["changed"], false);
+    let note = doc["nodes"][0]["note"].as_str().unwrap().to_string();
+    assert!(note.starts_with("nothing newer to undo"), "{note}");
+    assert_eq!(
+        site.file("/etc/nccl.conf").unwrap(),
+        after_first,
+        "the older run is kept"
+    );
+
+    let older = note.rsplit("--run ").next().unwrap();
+    let wrong = json(&site.rollback_run(Some("20200101T000000Z-1")));
+    assert_eq!(wrong["changed"], false);
+    assert!(wrong["nodes"][0]["note"]
+        .as_str()
+        .unwrap()
+        .contains("not the last recorded run"));
+    let named = site.rollback_run(Some(older));
+    assert_eq!(json(&named)["changed"], true);
+    assert_eq!(
+        site.file("/etc/nccl.conf").unwrap(),
+        ORIGINAL,
+        "back to the operator's file"
+    );
+    // A new run clears it all: the next plain rollback undoes that run.
+    assert_eq!(site.init(24, &[]).status.code(), Some(0));
+    assert_eq!(json(&site.rollback())["changed"], true);
+    assert_eq!(site.file("/etc/nccl.conf").unwrap(), ORIGINAL);
 }

@@ -51,15 +51,26 @@ fn plan_writes_slurm_topology_and_a_hostfile_in_slurm_names() {
         ]
     );
     let yaml = std::fs::read_to_string(out.join("topology.yaml")).unwrap();
-    assert!(yaml.contains("- topology: topo-tune\n  cluster_default: true\n  tree:\n"), "{yaml}");
-    assert!(yaml.contains("    - switch: r1\n      nodes: \"ga[01-02]\"\n"), "{yaml}");
-    assert!(yaml.contains("    - switch: spine-1\n      children: \"leaf-a,leaf-b\"\n"), "{yaml}");
+    assert!(
+        yaml.contains("- topology: topo-tune\n  cluster_default: true\n  tree:\n"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("    - switch: r1\n      nodes: \"ga[01-02]\"\n"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("    - switch: spine-1\n      children: \"leaf-a,leaf-b\"\n"),
+        "{yaml}"
+    );
     let hostfile = std::fs::read_to_string(out.join("slurm-hostfile")).unwrap();
     let hosts: std::collections::BTreeSet<&str> = hostfile.lines().collect();
     assert_eq!(hosts, ["ga01", "ga02", "gb01", "gb02"].into_iter().collect());
     assert_eq!(hostfile.lines().count(), 32, "one line per GPU (8 per node)");
     // The mpirun hostfile keeps the ssh names.
-    assert!(std::fs::read_to_string(out.join("hostfile")).unwrap().contains("gpu-a1.example.net slots=8"));
+    assert!(std::fs::read_to_string(out.join("hostfile"))
+        .unwrap()
+        .contains("gpu-a1.example.net slots=8"));
 }
 
 #[test]

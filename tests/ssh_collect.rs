@@ -298,3 +298,66 @@ fn a_node_without_libhwloc_gets_a_precise_diagnosis() {
         "{msg}"
     );
 }
+
+/// `init --collect-only` twice on a node that did not change reports `changed: false`, though
+/// every interrupt counter moved in between; a real change (a NIC's IRQ moved) is a change.
+#[test]
+fn collecting_an_unchanged_node_twice_changes_nothing() {
+    use crate::common::machines::{self, Mlx5Naming};
+    let trees = tempfile::tempdir().unwrap();
+    let tree = trees.path().join("irq");
+    machines::irq_box(&tree, Mlx5Naming::Modern);
+    let cluster = SshCluster::start(&[Node::Fsroot(tree.clone())]);
+    let cfg = cluster.cluster_yaml("");
+    let out = tempfile::tempdir().unwrap();
+    let (code, doc) = init_json(&cfg, out.path(), &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["changed"], true);
+    let file = out.path().join("node1/snapshot.json");
+    let first = std::fs::read_to_string(&file).unwrap();
+    // Interrupts fire between the runs: every count in /proc/interrupts grows.
+    let interrupts = tree.join("proc/interrupts");
+    let busier: String = std::fs::read_to_string(&interrupts)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .map(|w| {
+                    w.parse::<u64>()
+                        .map_or_else(|_| w.to_string(), |n| (n + 1000).to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&interrupts, busier).unwrap();
+    // (The counts are in the snapshot, and they did move.)
+    let count = |snap: &Value| snap["nics"][0]["irqs"][0]["count"].as_u64();
+    let probe = crate::common::topo_tune()
+        .args(["--output", "json", "probe", "--fsroot"])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    let now: Value = serde_json::from_slice(&probe.stdout).unwrap();
+    let before: Value = serde_json::from_str(&first).unwrap();
+    assert!(
+        count(&before).is_some() && count(&now).is_some() && count(&now) != count(&before),
+        "{:?} {:?}",
+        count(&before),
+        count(&now)
+    );
+    let (code, doc) = init_json(&cfg, out.path(), &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["changed"], false, "{doc:#}");
+    assert_eq!(node(&doc, "node1")["changed"], false);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        first,
+        "the file is left as it is"
+    );
+    // A real change: an interrupt's affinity.
+    std::fs::write(tree.join("proc/irq/201/smp_affinity_list"), "5\n").unwrap();
+    let (_, doc) = init_json(&cfg, out.path(), &[]);
+    assert_eq!(doc["changed"], true, "{doc:#}");
+}

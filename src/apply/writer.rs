@@ -94,8 +94,8 @@ impl Settled {
             return Err("settled.files names a change".into());
         }
         WriteReport {
-            run_id: None,
             files: self.files.clone(),
+            ..WriteReport::default()
         }
         .check()
     }
@@ -103,8 +103,8 @@ impl Settled {
     /// The report a write of `bundle` would give, when this node is settled on it.
     pub fn report_for(&self, bundle: &Bundle) -> Option<WriteReport> {
         (self.fingerprint == bundle.fingerprint()).then(|| WriteReport {
-            run_id: None,
             files: self.files.clone(),
+            ..WriteReport::default()
         })
     }
 }
@@ -145,6 +145,9 @@ pub struct WriteReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
     pub files: Vec<FileReport>,
+    /// Why nothing was done, when that is the answer (a rollback with nothing newer to undo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl WriteReport {
@@ -156,6 +159,13 @@ impl WriteReport {
                 "run_id {:?} is not one topo-tune makes",
                 id.escape_default().to_string()
             ));
+        }
+        if self
+            .note
+            .as_ref()
+            .is_some_and(|n| n.len() > 4096 || n.chars().any(char::is_control))
+        {
+            return Err("note is not plain text".into());
         }
         if self.files.len() > MANAGED.len() * 2 {
             return Err(format!(
@@ -188,6 +198,7 @@ impl WriteReport {
     fn of(changes: &[FileChange], with_diff: bool, run_id: Option<String>) -> WriteReport {
         WriteReport {
             run_id,
+            note: None,
             files: changes
                 .iter()
                 .map(|c| FileReport {
@@ -211,6 +222,10 @@ pub struct Manifest {
     /// the lines topo-tune did not write are kept as theirs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_conf: Option<String>,
+    /// The run the last `rollback` undid, until a new run is recorded: a second `rollback`
+    /// then undoes nothing older unless that run is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -289,6 +304,9 @@ fn check_manifest(m: &Manifest) -> Result<(), String> {
         return Err(format!(
             "`owned` names {p:?} ({h:?}), which is not a file topo-tune manages"
         ));
+    }
+    if let Some(id) = m.undone.as_deref().filter(|id| !run_id_ok(id)) {
+        return Err(format!("`undone` {id:?} is not a run id topo-tune makes"));
     }
     for run in &m.runs {
         if !run_id_ok(&run.id) {
@@ -609,6 +627,7 @@ fn apply(
         });
     }
     manifest.runs.push(run);
+    manifest.undone = None;
     write_manifest(tree, manifest)?;
     for c in changes.iter().filter(|c| c.action != Action::Unchanged) {
         match &c.after {
@@ -669,15 +688,33 @@ pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, Writ
     let tree = Tree::open(root_dir)?;
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
     let mut manifest = read_manifest(&tree)?;
-    if let Some(id) = only {
-        if manifest.runs.last().is_none_or(|r| r.id != id) {
-            return Ok(WriteReport::default());
+    let last = manifest.runs.last().map(|r| r.id.clone());
+    match (only, &manifest.undone, &last) {
+        (Some(id), _, last) if last.as_deref() != Some(id) => {
+            return Ok(WriteReport {
+                note: Some(match last {
+                    Some(l) => format!("run {id} is not the last recorded run ({l}): runs are undone newest first"),
+                    None => format!("run {id} is not recorded here"),
+                }),
+                ..WriteReport::default()
+            });
         }
+        // A plain rollback undoes the last run once; an older one only when named.
+        (None, Some(undone), Some(older)) if !manifest.runs.last().is_some_and(|r| r.pending) => {
+            return Ok(WriteReport {
+                note: Some(format!(
+                    "nothing newer to undo: run {undone} was rolled back already; to undo the run before it too: topo-tune rollback --run {older}"
+                )),
+                ..WriteReport::default()
+            });
+        }
+        _ => {}
     }
     let run = manifest
         .runs
         .pop()
         .ok_or_else(|| WriteError::NothingToRollBack(tree.show(MANIFEST)))?;
+    manifest.undone = Some(run.id.clone());
     let mut out = undo_run(&tree, &mut manifest, &run)?;
     if run.pending {
         for c in &mut out {

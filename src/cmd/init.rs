@@ -231,15 +231,18 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
                 let rel = format!("{}/snapshot.json", o.host);
                 // A shared paper snapshot carries no host name of its own: this node's. A
                 // machine's snapshot keeps the name the machine reported.
-                let text = if o.transport != "simulated" || snap.hostname == o.host {
-                    to_json(&**snap)?
+                let renamed;
+                let written: &NodeSnapshot = if o.transport != "simulated" || snap.hostname == o.host {
+                    snap
                 } else {
-                    to_json(&NodeSnapshot {
+                    renamed = NodeSnapshot {
                         hostname: o.host.clone(),
                         ..(**snap).clone()
-                    })?
+                    };
+                    &renamed
                 };
-                let changed = write_file(&tree, &rel, &text)?;
+                // Only what describes the machine counts: interrupt counters move on every run.
+                let changed = !same_machine(&tree, &rel, written) && write_file(&tree, &rel, &to_json(written)?)?;
                 detail.snapshot = Some(dir.join("snapshot.json").display().to_string());
                 NodeRow::ok(&o.host, changed, detail)
             }
@@ -284,6 +287,15 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
         },
     };
     finish(output, envelope, collect_report::render_collect)
+}
+
+/// The snapshot file at `rel` describes the same machine as `snap` (volatile figures aside):
+/// it is left as it is. An unreadable or different file is rewritten.
+fn same_machine(tree: &Tree, rel: &str, snap: &NodeSnapshot) -> bool {
+    let Ok(Some(text)) = tree.read_text(rel, crate::transport::ssh::MAX_ANSWER_BYTES) else {
+        return false;
+    };
+    NodeSnapshot::from_json(&text).is_ok_and(|old| old.without_volatile() == snap.without_volatile())
 }
 
 fn write_file(tree: &Tree, path: &str, text: &str) -> Result<bool, Error> {

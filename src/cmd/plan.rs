@@ -10,13 +10,13 @@ use crate::config::{Inventory, NodeSpec};
 use crate::emit;
 use crate::error::Error;
 use crate::exit;
+use crate::model::fabric::Placement;
 use crate::model::plan::{Excluded, Plan, PLAN_SCHEMA_VERSION};
 use crate::model::NodeSnapshot;
 use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
 use crate::transport::NodeOutcome;
-use crate::model::fabric::Placement;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 

@@ -14,7 +14,9 @@ use crate::transport::transport_name;
 
 pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.cluster_config)?;
-    let jobs = write_jobs(&inv, args.output_dir.as_deref(), |_| Rollback::default());
+    let jobs = write_jobs(&inv, args.output_dir.as_deref(), |_| Rollback {
+        run_id: args.run.clone(),
+    });
     let outcomes = on_nodes(&inv, &args.reach, output, jobs)?;
     let rows: Vec<NodeRow<WriteDetail>> = outcomes
         .iter()
@@ -29,6 +31,7 @@ pub fn run(args: &RollbackArgs, output: OutputFormat) -> Result<Done, Error> {
                             transport: transport_name(n),
                             files: rep.files.clone(),
                             run_id: rep.run_id.clone(),
+                            note: rep.note.clone(),
                             ..WriteDetail::default()
                         },
                     )

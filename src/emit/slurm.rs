@@ -118,7 +118,11 @@ pub fn topology_yaml(switches: &[Switch], header: &str) -> String {
             Children::Nodes(n) => ("nodes", n),
             Children::Switches(n) => ("children", n),
         };
-        out.push_str(&format!("    - switch: {}\n      {key}: \"{}\"\n", s.name, compress(names)));
+        out.push_str(&format!(
+            "    - switch: {}\n      {key}: \"{}\"\n",
+            s.name,
+            compress(names)
+        ));
     }
     out
 }
@@ -134,7 +138,11 @@ pub fn compress(names: &[String]) -> String {
         let (prefix, suffix) = name.split_at(name.len() - digits);
         match suffix.parse::<u64>() {
             Ok(n) if digits <= 18 => {
-                let width = if suffix.starts_with('0') && digits > 1 { digits } else { 0 };
+                let width = if suffix.starts_with('0') && digits > 1 {
+                    digits
+                } else {
+                    0
+                };
                 groups
                     .entry((prefix.to_string(), width))
                     .or_default()
@@ -191,8 +199,14 @@ mod tests {
 
     #[test]
     fn host_lists_compress_as_slurm_writes_them() {
-        assert_eq!(compress(&names(&["p5en-01", "p5en-02", "p5en-03", "p5en-04"])), "p5en-[01-04]");
-        assert_eq!(compress(&names(&["gpu1", "gpu2", "gpu4", "gpu9", "gpu10"])), "gpu[1-2,4,9-10]");
+        assert_eq!(
+            compress(&names(&["p5en-01", "p5en-02", "p5en-03", "p5en-04"])),
+            "p5en-[01-04]"
+        );
+        assert_eq!(
+            compress(&names(&["gpu1", "gpu2", "gpu4", "gpu9", "gpu10"])),
+            "gpu[1-2,4,9-10]"
+        );
         assert_eq!(compress(&names(&["n01", "n1"])), "n1,n01");
         assert_eq!(compress(&names(&["login", "gpu7"])), "gpu7,login");
         assert_eq!(compress(&names(&["r1-n01", "r1-n02", "r2-n01"])), "r1-n[01-02],r2-n01");
@@ -202,9 +216,18 @@ mod tests {
     #[test]
     fn racks_hang_off_leaves_and_leaves_off_spines_with_one_root() {
         let nodes = vec![
-            ("p5en-01".to_string(), at(Some("rack-1"), Some("leaf-1"), Some("spine-1"))),
-            ("p5en-02".to_string(), at(Some("rack-1"), Some("leaf-1"), Some("spine-1"))),
-            ("ndv5-01".to_string(), at(Some("rack-2"), Some("leaf-2"), Some("spine-1"))),
+            (
+                "p5en-01".to_string(),
+                at(Some("rack-1"), Some("leaf-1"), Some("spine-1")),
+            ),
+            (
+                "p5en-02".to_string(),
+                at(Some("rack-1"), Some("leaf-1"), Some("spine-1")),
+            ),
+            (
+                "ndv5-01".to_string(),
+                at(Some("rack-2"), Some("leaf-2"), Some("spine-1")),
+            ),
         ];
         let conf = topology_conf(&tree(&nodes), "test");
         assert_eq!(
@@ -227,8 +250,14 @@ mod tests {
         assert!(conf.contains("SwitchName=leaf-1-nodes Nodes=a1\n"), "{conf}");
         assert!(conf.contains("SwitchName=leaf-1 Switches=leaf-1-nodes\n"), "{conf}");
         assert!(conf.contains("SwitchName=unplaced Nodes=b1\n"), "{conf}");
-        assert!(conf.ends_with("SwitchName=core Switches=leaf-1,r9,unplaced\n"), "{conf}");
+        assert!(
+            conf.ends_with("SwitchName=core Switches=leaf-1,r9,unplaced\n"),
+            "{conf}"
+        );
         let yaml = topology_yaml(&switches, "t");
-        assert!(yaml.contains("    - switch: core\n      children: \"leaf-1,r9,unplaced\"\n"), "{yaml}");
+        assert!(
+            yaml.contains("    - switch: core\n      children: \"leaf-1,r9,unplaced\"\n"),
+            "{yaml}"
+        );
     }
 }

@@ -358,6 +358,17 @@ impl NodeSnapshot {
         Ok(snap)
     }
 
+    /// The same machine, whatever the moment: interrupt counts and effective affinities
+    /// (which move with every interrupt) cleared. Two probes of an unchanged node are equal so.
+    pub fn without_volatile(&self) -> NodeSnapshot {
+        let mut s = self.clone();
+        for irq in s.nics.iter_mut().flat_map(|n| n.irqs.iter_mut()) {
+            irq.count = None;
+            irq.effective_affinity = None;
+        }
+        s
+    }
+
     /// Refuse a snapshot whose layout this build does not read (it came from another build).
     pub fn check_version(&self) -> Result<(), SnapshotError> {
         Self::readable(self.schema_version)

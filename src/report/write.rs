@@ -53,7 +53,17 @@ pub fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
 
 pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
     let (files, _) = files_table(&e.nodes);
-    format!("{files}\n\n{}\n", e.msg)
+    let notes: String = e
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            n.detail
+                .note
+                .as_ref()
+                .map(|note| format!("{}: {}\n", n.host, crate::report::visible(note)))
+        })
+        .collect();
+    format!("{files}\n\n{notes}{}\n", e.msg)
 }
 
 /// One node's row of `init`: what it was told and what changed.
@@ -68,6 +78,9 @@ pub struct WriteDetail {
     pub files: Vec<FileReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// Why nothing was done (`rollback` with nothing newer to undo).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
