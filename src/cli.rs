@@ -225,6 +225,11 @@ pub struct DoctorArgs {
     /// Reserved training CPUs, as for irq-pin.
     #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
     pub reserve_cpus: Option<CpuList>,
+
+    /// Also write the results as Prometheus metrics to DIR/topo_tune_doctor.prom (for
+    /// node-exporter's textfile collector; replaced atomically). docs/doctor-metrics.md.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_TEXTFILE")]
+    pub textfile: Option<PathBuf>,
 }
 
 /// `apply`: exactly one of --canary SEL, --all, --resume ID.

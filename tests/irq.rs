@@ -386,3 +386,67 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
         "not a boolean: an error, not a guess"
     );
 }
+
+/// `doctor --textfile DIR`: node-exporter's textfile format, one gauge per check, replaced
+/// atomically (no temporary `.prom` file left for the collector to half-read).
+#[test]
+fn doctor_writes_prometheus_textfile_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let metrics = tempfile::tempdir().unwrap();
+    let run = || {
+        let o = topo_tune()
+            .args(["--output", "json", "doctor", "--fsroot"])
+            .arg(dir.path())
+            .arg("--textfile")
+            .arg(metrics.path())
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+        crate::common::assert_schema("doctor", &doc);
+        (o.status.code(), doc)
+    };
+    let (code, doc) = run();
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    let file = metrics.path().join("topo_tune_doctor.prom");
+    assert_eq!(doc["textfile"], file.display().to_string());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("topo_tune_doctor_check_status{node=\"irq-node\",check=\"mlx5-irq-placement\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("topo_tune_doctor_node_checked{node=\"irq-node\"} 1\n"));
+    // The exposition format, line by line: HELP/TYPE comments, then `name{labels} value`.
+    let mut typed = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert_eq!(kind, "gauge");
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let name = line.split(['{', ' ']).next().unwrap();
+        assert!(typed.contains(name), "{name} sampled before its TYPE: {line}");
+        let value = line.rsplit(' ').next().unwrap();
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{line}");
+    }
+    let entries: Vec<String> = std::fs::read_dir(metrics.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["topo_tune_doctor.prom"], "no temporary file left");
+    // After pinning, the placement check passes and the file says so.
+    let (code, _, err) = json(&["irq-pin", "--reserve-cpus", "0-3"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    run();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("check=\"mlx5-irq-placement\"} 0\n"),
+        "{text}"
+    );
+}

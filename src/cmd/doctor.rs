@@ -38,6 +38,10 @@ pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
         .filter_map(|r| r.detail.as_ref())
         .map(|d| d.checks.iter().filter(|c| c.status == Status::Fail).count())
         .sum();
+    let textfile = match &args.textfile {
+        Some(dir) => Some(write_textfile(dir, &rows)?),
+        None => None,
+    };
     let envelope = Envelope {
         command: "doctor",
         changed: false,
@@ -53,7 +57,7 @@ pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
             (None, false) => exit::OK,
         },
         nodes: rows,
-        payload: DoctorPayload { summary },
+        payload: DoctorPayload { summary, textfile },
     };
     finish(output, envelope, doctor_report::render)
 }
@@ -87,4 +91,17 @@ fn cluster(
         .iter()
         .map(|o| NodeRow::from_outcome(o, |r| (false, Some(DoctorDetail::from(r))), || None))
         .collect())
+}
+
+/// The metrics file, replaced atomically (temp + fsync + rename, no link followed).
+fn write_textfile(dir: &std::path::Path, rows: &[NodeRow<Option<DoctorDetail>>]) -> Result<String, Error> {
+    use crate::apply::{tree::Tree, writer::WriteError};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let text = crate::report::metrics::textfile(rows, now);
+    let tree = Tree::open(dir).map_err(WriteError::from)?;
+    tree.write(crate::report::metrics::TEXTFILE, text.as_bytes(), 0o644)
+        .map_err(WriteError::from)?;
+    Ok(dir.join(crate::report::metrics::TEXTFILE).display().to_string())
 }

@@ -1,6 +1,6 @@
 //! The table of `doctor`: one row per check and node, with the fix.
 
-use super::envelope::Envelope;
+use super::envelope::{Envelope, NodeStatus};
 use super::envelope::Summary;
 use super::{failure_text, table};
 use crate::irq::doctor::Check;
@@ -12,10 +12,12 @@ pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
     let mut t = table(&["Host", "Check", "Status", "Detail", "Fix"]);
     for r in &e.nodes {
         if let Some(f) = &r.error {
+            // Not reached (or only on paper) is not a failing check.
+            let st = if r.status == NodeStatus::Skipped { "skip" } else { "NOT CHECKED" };
             t.add_row(vec![
                 r.host.clone(),
                 "-".into(),
-                "FAIL".into(),
+                st.into(),
                 failure_text(f),
                 String::new(),
             ]);
@@ -37,7 +39,12 @@ pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
             ]);
         }
     }
-    format!("{t}\n{}\n", e.msg)
+    let metrics = e
+        .payload
+        .textfile
+        .as_ref()
+        .map_or_else(String::new, |p| format!("metrics written to {p}\n"));
+    format!("{t}\n{metrics}{}\n", e.msg)
 }
 
 /// One node's checks.
@@ -57,4 +64,7 @@ impl From<&DoctorReport> for DoctorDetail {
 #[derive(Serialize)]
 pub struct DoctorPayload {
     pub summary: Summary,
+    /// Where `--textfile` wrote the metrics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub textfile: Option<String>,
 }

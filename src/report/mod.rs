@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod envelope;
 pub mod irq;
 pub mod matrix;
+pub mod metrics;
 pub mod plan;
 pub mod probe;
 pub mod status;
