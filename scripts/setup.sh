@@ -17,6 +17,7 @@ packages=(
   slurmctld         # the Slurm test starts Debian's slurmctld on the topology.conf plan writes
   slurm-client      # scontrol show topology
   munge             # Slurm's authentication, started by the test on a private socket
+  man-db            # man -l: the test renders `topo-tune man`
 )
 
 missing=()

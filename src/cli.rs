@@ -10,14 +10,30 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// `0.1.0 (commit 1a2b3c4d5e6f)`: the version and the git commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOPO_TUNE_COMMIT"), ")");
+
 /// Make NCCL fast on the hardware it really runs on: probe GPU/NIC topology, solve ring order
 /// and NCCL settings, write the files NCCL reads, roll them out behind a measured canary.
 #[derive(Debug, Parser)]
-#[command(name = "topo-tune", version, propagate_version = true, max_term_width = 100)]
+#[command(name = "topo-tune", version = VERSION, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     /// Output format: `human` (tables) or `json` (one JSON document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human, env = "TOPO_TUNE_OUTPUT")]
     pub output: OutputFormat,
+
+    /// No progress bar on fan-outs (there is none anyway off a terminal or under --output json).
+    #[arg(long, global = true, env = "TOPO_TUNE_NO_PROGRESS", value_parser = env_bool)]
+    pub no_progress: bool,
+
+    /// More log on stderr: -v what happens per node, -vv each ssh step, -vvv everything.
+    /// RUST_LOG (e.g. `topo_tune::transport=debug`) overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Errors only on stderr (no warnings).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -49,6 +65,14 @@ pub enum Command {
     Status(StatusArgs),
     /// Restore, on every node, the files topo-tune's last `init` replaced.
     Rollback(RollbackArgs),
+    /// Print a shell completion script: `topo-tune completions bash > /etc/bash_completion.d/topo-tune`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `topo-tune man > /usr/local/share/man/man1/topo-tune.1`.
+    Man,
     /// Node side of every cluster command: one request (JSON on stdin), one report out.
     #[command(hide = true)]
     Node(NodeArgs),
@@ -113,13 +137,26 @@ pub struct InitArgs {
     #[arg(long, env = "TOPO_TUNE_CHECK", value_parser = env_bool)]
     pub check: bool,
 
+    /// The same as --check: across topo-tune, --dry-run means "do everything but change
+    /// anything, report what would change, exit 3 if something would" (as irq-pin --dry-run).
+    #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
+    pub dry_run: bool,
+
     /// Show a unified diff of every file that changes (or would, with --check).
     #[arg(long, env = "TOPO_TUNE_DIFF", value_parser = env_bool)]
     pub diff: bool,
 
-    /// Validate the cluster description and list what would be contacted; contact nothing.
-    #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
-    pub dry_run: bool,
+    /// Validate the cluster description and list the nodes that would be contacted, and how;
+    /// contact nothing.
+    #[arg(long, conflicts_with_all = ["check", "dry_run", "collect_only", "plan"])]
+    pub list: bool,
+}
+
+impl InitArgs {
+    /// `--check` or its synonym `--dry-run`.
+    pub fn checking(&self) -> bool {
+        self.check || self.dry_run
+    }
 }
 
 pub use crate::model::size::ByteSize;

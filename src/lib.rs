@@ -50,6 +50,8 @@ where
         Ok(cli) => cli,
         Err(e) => return usage_error(&e, cli::wants_json(&args)),
     };
+    cmd::set_no_progress(cli.no_progress);
+    logging(&cli);
     let result = match &cli.command {
         Command::Probe(a) => cmd::probe::run(a, cli.output),
         Command::Init(a) => cmd::init::run(a, cli.output),
@@ -60,6 +62,8 @@ where
         Command::Status(a) => cmd::status::run(a, cli.output),
         Command::Rollback(a) => cmd::rollback::run(a, cli.output),
         Command::Node(a) => cmd::node::run(a),
+        Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
+        Command::Man => cmd::docs::man(),
     };
     match result {
         Ok(done) => match write_stdout(&done.text) {
@@ -68,6 +72,29 @@ where
         },
         Err(err) => report_error(&err, cli.output, command_name(&cli.command)),
     }
+}
+
+/// Logs go to stderr, never stdout (which holds the result): `-q` errors only, default
+/// warnings, `-v` info, `-vv` debug, `-vvv` trace; RUST_LOG, when set, decides instead.
+fn logging(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(format!("topo_tune={level},warn")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(true)
+        .try_init();
 }
 
 fn command_name(c: &Command) -> &'static str {
@@ -81,6 +108,8 @@ fn command_name(c: &Command) -> &'static str {
         Command::Status(_) => "status",
         Command::Rollback(_) => "rollback",
         Command::Node(_) => "node",
+        Command::Completions { .. } => "completions",
+        Command::Man => "man",
     }
 }
 

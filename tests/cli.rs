@@ -125,3 +125,94 @@ fn closed_stdout_pipe_is_not_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Logs go to stderr, never into the result on stdout; -v, -q and RUST_LOG choose how much.
+#[test]
+fn logging_goes_to_stderr_and_follows_v_q_and_rust_log() {
+    let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    let run = |flags: &[&str], rust_log: Option<&str>| {
+        let mut cmd = topo_tune();
+        cmd.args(flags)
+            .args(["--output", "json", "rollback", "--cluster-config", &cfg])
+            .env_remove("RUST_LOG");
+        if let Some(l) = rust_log {
+            cmd.env("RUST_LOG", l);
+        }
+        let o = cmd.output().unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is the JSON alone");
+        assert_eq!(doc["command"], "rollback");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert_eq!(run(&[], None), "", "quiet by default");
+    let v = run(&["-v"], None);
+    assert!(v.contains("INFO") && v.contains("host=\"p5en-01\""), "{v}");
+    assert!(!v.contains("DEBUG"), "{v}");
+    let vv = run(&["-vv"], None);
+    assert!(vv.contains("DEBUG") && vv.contains("starting"), "{vv}");
+    assert_eq!(run(&["-q"], Some("")), "");
+    let only_node = run(&[], Some("topo_tune::node=debug"));
+    assert!(only_node.contains("DEBUG topo_tune::node"), "{only_node}");
+}
+
+#[test]
+fn completions_and_the_man_page_are_generated_from_the_interface() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = topo_tune().args(["completions", shell]).output().unwrap();
+        assert!(o.status.success());
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("irq-pin") && text.contains("--cluster-config"), "{shell}");
+        if shell == "bash" {
+            let dir = tempfile::tempdir().unwrap();
+            let f = dir.path().join("topo-tune.bash");
+            std::fs::write(&f, text.as_bytes()).unwrap();
+            let check = std::process::Command::new("bash").arg("-n").arg(&f).output().unwrap();
+            assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+        }
+    }
+    let o = topo_tune().arg("man").output().unwrap();
+    assert!(o.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("topo-tune.1");
+    std::fs::write(&page, &o.stdout).unwrap();
+    let man = std::process::Command::new("man")
+        .arg("-l")
+        .arg(&page)
+        .env("MANWIDTH", "100")
+        .env("MAN_KEEP_FORMATTING", "0")
+        .output();
+    match man {
+        Ok(m) => {
+            // Bold and underline come as overstrikes (`X\bX`): keep the last of each pair.
+            let mut text = String::new();
+            for c in String::from_utf8_lossy(&m.stdout).chars() {
+                if c == '\u{8}' {
+                    text.pop();
+                } else {
+                    text.push(c);
+                }
+            }
+            assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+            for section in ["NAME", "SYNOPSIS", "TOPO-TUNE INIT", "TOPO-TUNE IRQ-PIN", "EXIT STATUS"] {
+                assert!(text.contains(section), "man -l renders {section}:\n{text}");
+            }
+        }
+        Err(e) => panic!("man is needed for this test (scripts/setup.sh installs man-db): {e}"),
+    }
+    let v = topo_tune().arg("--version").output().unwrap();
+    let v = String::from_utf8_lossy(&v.stdout);
+    assert!(v.starts_with("topo-tune 0.") && v.contains("(commit "), "{v}");
+}
+
+/// Tables pad their last column; no human output line ends in a space.
+#[test]
+fn human_tables_have_no_trailing_spaces() {
+    let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    for args in [["plan", "--cluster-config", &cfg], ["rollback", "--cluster-config", &cfg]] {
+        let o = topo_tune().args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!text.is_empty());
+        for line in text.lines() {
+            assert!(!line.ends_with(' '), "{args:?}: {line:?}");
+        }
+    }
+}

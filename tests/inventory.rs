@@ -142,13 +142,13 @@ fn dry_run_contacts_nothing() {
     // Port 1 on loopback: a real attempt would fail; a dry run must not try.
     std::fs::write(&cfg, "nodes:\n  - host: 127.0.0.1\n    port: 1\n    labels: {rack: r1}\n  - host: \"sim[1-2]\"\n    simulate: aws-p4d\n").unwrap();
     let out = topo_tune()
-        .args(["--output", "json", "init", "--dry-run", "--cluster-config"])
+        .args(["--output", "json", "init", "--list", "--cluster-config"])
         .arg(&cfg)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["dry_run"], true);
+    assert_eq!(doc["list"], true);
     assert_eq!(doc["changed"], false);
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 3);
     assert_eq!(doc["nodes"][0]["transport"], "ssh");

@@ -592,3 +592,18 @@ fn init_applies_a_reviewed_plan_exactly() {
     assert!(stderr.contains("schema_version 1"), "{stderr}");
     assert_eq!(tree(&from_plan), before, "nothing was written");
 }
+
+/// `--dry-run` means one thing everywhere: change nothing, report what would change, exit 3
+/// when something would — for `init` exactly what `--check` does.
+#[test]
+fn init_dry_run_is_check() {
+    let c = cluster("");
+    let (code_check, check, _) = init(&c, &["--check"], &[]);
+    let (code_dry, dry, _) = init(&c, &["--dry-run"], &[]);
+    assert_eq!(code_check, Some(topo_tune::exit::CHANGES_PENDING));
+    assert_eq!(code_dry, code_check);
+    assert_eq!(dry["check"], true);
+    assert_eq!(dry["pending"], check["pending"]);
+    assert_eq!(dry["nodes"], check["nodes"]);
+    assert!(!c.out.join("gpu1/etc/nccl.conf").exists(), "nothing written");
+}

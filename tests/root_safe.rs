@@ -746,14 +746,14 @@ fn yaml_that_only_looks_right_is_refused_at_its_line() {
         ),
     ] {
         std::fs::write(&cfg, text).unwrap();
-        let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+        let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
         assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{what}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(at), "{what}: {err}");
     }
     // Quoted `!` is text, not a tag.
     std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: \"!odd-but-quoted.xml\"\n").unwrap();
-    let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+    let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -766,7 +766,7 @@ fn twenty_ranges_cannot_add_up_to_millions_of_nodes() {
         text.push_str(&format!("  - host: \"r{r}-n[00001-99999]\"\n    simulate: aws-p4d\n"));
     }
     std::fs::write(&cfg, text).unwrap();
-    let o = quick(topo_tune().args(["init", "--dry-run", "--cluster-config"]).arg(&cfg));
+    let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
     assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
     assert!(String::from_utf8_lossy(&o.stderr).contains("more than 100000 nodes in all"));
 }

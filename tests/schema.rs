@@ -63,7 +63,7 @@ fn every_mode_of_init_and_rollback_validates() {
     let cfg = example();
     let dir = s(out.path());
     for args in [
-        vec!["init", "--cluster-config", &cfg, "--dry-run"],
+        vec!["init", "--cluster-config", &cfg, "--list"],
         vec!["init", "--cluster-config", &cfg, "--collect-only", "--output-dir", dir],
         vec!["init", "--cluster-config", &cfg, "--output-dir", dir],
         vec![

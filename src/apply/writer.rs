@@ -418,6 +418,9 @@ pub fn write_bundle(
     let id = run_id.map_or_else(self::run_id, str::to_string);
     let applied = apply(&tree, &mut manifest, changes, &id)?;
     let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
+    if let Some(id) = &recorded {
+        tracing::info!(root = %root.display(), run = id, "files written");
+    }
     Ok(WriteReport::of(&applied, with_diff, recorded))
 }
 
@@ -716,6 +719,7 @@ pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, Writ
         .ok_or_else(|| WriteError::NothingToRollBack(tree.show(MANIFEST)))?;
     manifest.undone = Some(run.id.clone());
     let mut out = undo_run(&tree, &mut manifest, &run)?;
+    tracing::info!(root = %root_dir.display(), run = run.id, "run undone");
     if run.pending {
         for c in &mut out {
             c.reason = format!("{} (run {} was interrupted)", c.reason, run.id);

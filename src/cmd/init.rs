@@ -27,8 +27,8 @@ use std::time::Instant;
 
 pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
-    if args.dry_run {
-        return dry_run(&inv, args, output);
+    if args.list {
+        return list(&inv, args, output);
     }
     if args.collect_only {
         return collect_only(&inv, args, output);
@@ -120,7 +120,7 @@ fn write_plan(
             target: write_target(n, args.output_dir.as_deref()),
             call: Write {
                 bundle,
-                check: args.check,
+                check: args.checking(),
                 diff: args.diff,
                 run_id: None,
             },
@@ -163,26 +163,26 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: Output
     let any_changed = summary.changed > 0;
     let exit_code = if let Some(code) = summary.failure_exit() {
         code
-    } else if args.check && any_changed {
+    } else if args.checking() && any_changed {
         exit::CHANGES_PENDING
     } else {
         exit::OK
     };
-    let verb = if args.check { "would change" } else { "changed" };
+    let verb = if args.checking() { "would change" } else { "changed" };
     let msg = format!(
         "init: {} node(s), {} {verb}, {} failed, {} skipped",
         summary.nodes, summary.changed, summary.failed, summary.skipped
     );
     let envelope = Envelope {
         command: "init",
-        changed: any_changed && !args.check,
+        changed: any_changed && !args.checking(),
         failed: not_ok > 0,
         msg,
         exit_code,
         nodes: rows,
         payload: WritePayload {
-            pending: args.check && any_changed,
-            check: args.check,
+            pending: args.checking() && any_changed,
+            check: args.checking(),
             plan_file: args.plan.as_ref().map(|p| p.display().to_string()),
             output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
             summary,
@@ -281,7 +281,7 @@ fn collect_only(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Resul
         exit_code: summary.failure_exit().unwrap_or(exit::OK),
         nodes: rows,
         payload: CollectPayload {
-            dry_run: false,
+            list: false,
             output_dir: Some(out_dir.display().to_string()),
             summary,
         },
@@ -302,7 +302,7 @@ fn write_file(tree: &Tree, path: &str, text: &str) -> Result<bool, Error> {
     Ok(tree.write(path, text.as_bytes(), 0o644).map_err(WriteError::from)?)
 }
 
-fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
+fn list(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     let snapshot_path = |host: &str| -> Option<PathBuf> {
         let dir = args.output_dir.as_ref()?;
         host_dir(dir, host).ok().map(|d| d.join("snapshot.json"))
@@ -329,7 +329,7 @@ fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Don
         })
         .collect();
     let msg = format!(
-        "dry run: {} nodes would be probed ({} declared in {}); nothing was contacted",
+        "{} nodes would be probed ({} declared in {}); nothing was contacted",
         rows.len(),
         inv.nodes.len(),
         inv.path.display()
@@ -341,11 +341,11 @@ fn dry_run(inv: &Inventory, args: &InitArgs, output: OutputFormat) -> Result<Don
         msg,
         exit_code: exit::OK,
         payload: CollectPayload {
-            dry_run: true,
+            list: true,
             output_dir: args.output_dir.as_ref().map(|d| d.display().to_string()),
             summary: Summary::of(&rows),
         },
         nodes: rows,
     };
-    finish(output, envelope, collect_report::render_dry_run)
+    finish(output, envelope, collect_report::render_list)
 }

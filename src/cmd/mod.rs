@@ -2,6 +2,7 @@
 //! (`report/`) and once as the JSON envelope.
 
 pub mod apply;
+pub mod docs;
 pub mod doctor;
 mod gather;
 pub mod init;
@@ -18,6 +19,8 @@ use crate::error::Error;
 use crate::report::envelope::{to_json, Envelope};
 use serde::Serialize;
 
+pub(crate) use reach::set_no_progress;
+
 /// What a command prints on stdout, and its exit code.
 pub struct Done {
     pub text: String,
@@ -33,7 +36,17 @@ pub(crate) fn finish<P: Serialize, N: Serialize>(
     let exit_code = envelope.exit_code;
     let text = match output {
         OutputFormat::Json => to_json(&envelope)?,
-        OutputFormat::Human => crate::report::visible(&human(&envelope)).into_owned(),
+        OutputFormat::Human => without_trailing_spaces(&crate::report::visible(&human(&envelope))),
     };
     Ok(Done { text, exit_code })
+}
+
+/// Tables pad their last column: no line of human output ends in spaces (diffs and `grep -x`
+/// friendly).
+fn without_trailing_spaces(text: &str) -> String {
+    let mut out: String = text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }

@@ -11,16 +11,31 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A progress bar on a terminal (hidden otherwise, and under `--output json`).
+/// `--no-progress` (or TOPO_TUNE_NO_PROGRESS), set once at start-up.
+static NO_PROGRESS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn set_no_progress(off: bool) {
+    NO_PROGRESS.store(off, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A progress bar on stderr for every fan-out (init, plan, doctor, irq-pin, rollback, status,
+/// apply), with elapsed time and ETA; hidden off a terminal, under `--output json`, and with
+/// `--no-progress`.
 pub(crate) fn progress_bar(len: usize, output: OutputFormat) -> indicatif::ProgressBar {
-    if output != OutputFormat::Human || !std::io::stderr().is_terminal() {
+    if output != OutputFormat::Human
+        || NO_PROGRESS.load(std::sync::atomic::Ordering::Relaxed)
+        || !std::io::stderr().is_terminal()
+    {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(len as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} nodes {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} nodes, ETA {eta} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
 }
 

@@ -285,6 +285,9 @@ fn ssh_context<C>(
 }
 
 async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
+    let host = job.node.host.clone();
+    let started = std::time::Instant::now();
+    tracing::debug!(host, call = C::KIND, "starting");
     let mut attempt = answer::<C>(job, shared).await;
     if let Ok(a) = &attempt.result {
         if let Err(why) = C::check_answer(a) {
@@ -293,6 +296,11 @@ async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer
                 format!("the answer is refused: {why}"),
             ));
         }
+    }
+    let ms = started.elapsed().as_millis() as u64;
+    match &attempt.result {
+        Ok(_) => tracing::info!(host, call = C::KIND, ms, attempts = attempt.attempts, deploy = ?attempt.deploy, "answered"),
+        Err(f) => tracing::info!(host, call = C::KIND, ms, kind = f.kind.name(), "failed: {}", f.message),
     }
     attempt
 }

@@ -45,7 +45,7 @@ pub fn render_collect(e: &Envelope<CollectPayload, CollectDetail>) -> String {
     format!("{t}\n{}\n", e.msg)
 }
 
-pub fn render_dry_run(e: &Envelope<CollectPayload, CollectDetail>) -> String {
+pub fn render_list(e: &Envelope<CollectPayload, CollectDetail>) -> String {
     let mut t = table(&["Host", "Via", "Declared at", "Labels"]);
     for r in &e.nodes {
         let d = &r.detail;
@@ -80,7 +80,8 @@ pub struct CollectDetail {
 
 #[derive(Debug, Serialize)]
 pub struct CollectPayload {
-    pub dry_run: bool,
+    /// `init --list`: nothing was contacted.
+    pub list: bool,
     pub output_dir: Option<String>,
     pub summary: Summary,
 }

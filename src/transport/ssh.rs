@@ -147,6 +147,7 @@ pub async fn call(
         if let Some(out) = tool.run(&session, &path, &args, Some(request), Some(&dir)).await? {
             return Ok((out.stdout, Deploy::Reused));
         }
+        tracing::info!(host = node.host, dir, bytes = binary.bytes.len(), "binary not on the node: uploading");
         deploy(&session, opts, &binary, &dir).await?;
         let out = tool
             .run(&session, &path, &args, Some(request), None)
@@ -181,6 +182,7 @@ async fn connect_with_retry(
         attempts += 1;
         // The timeout starts once a set-up slot is ours: waiting for a slot is not the node's fault.
         let permit = opts.startups.acquire().await;
+        tracing::debug!(host = node.host, attempt = attempts, "ssh set-up");
         let connected = connect(node, opts, dir).await;
         drop(permit);
         match connected {
@@ -193,7 +195,9 @@ async fn connect_with_retry(
                     ) =>
             {
                 // Jittered, so nodes refused together (sshd's MaxStartups) do not retry together.
-                tokio::time::sleep(retry_delay(&node.host)).await;
+                let delay = retry_delay(&node.host);
+                tracing::info!(host = node.host, kind = f.kind.name(), delay_ms = delay.as_millis() as u64, "retrying: {}", f.message);
+                tokio::time::sleep(delay).await;
             }
             Err(f) => return Err((f, attempts)),
         }
