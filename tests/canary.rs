@@ -614,3 +614,22 @@ fn the_parser_reads_the_old_error_column() {
         Err(BenchError::OutOfBounds { count: 248, .. })
     ));
 }
+
+/// examples/canary-demo.yaml runs as the README says, from the repository root.
+#[test]
+fn the_canary_demo_runs_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = topo_tune()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--output", "json", "apply", "--cluster-config", "examples/canary-demo.yaml", "--canary", "rack-1"])
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{doc:#}");
+    let conf = std::fs::read_to_string(dir.path().join("out/p5en-05/etc/nccl.conf")).unwrap();
+    assert!(conf.contains("NCCL_CROSS_NIC="), "the fleet got the candidate: {conf}");
+}

@@ -450,3 +450,47 @@ fn doctor_writes_prometheus_textfile_metrics() {
         "{text}"
     );
 }
+
+/// examples/fake-node.tar.gz is this generator's output (a 4-NIC, 64-CPU node with
+/// every mlx5 interrupt on CPU 0), shipped so a newcomer can run irq-pin and doctor on it
+/// (README); the test fails when the two drift apart. Regenerate with
+/// `TOPO_TUNE_REGENERATE=1 cargo test --all-features --test main irq::the_example_fake_node`.
+#[test]
+fn the_example_fake_node_is_the_generators_output() {
+    let fresh = tempfile::tempdir().unwrap();
+    let node = fresh.path().join("fake-node");
+    machines::irq_box(&node, Mlx5Naming::Modern);
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fake-node.tar.gz");
+    if std::env::var_os("TOPO_TUNE_REGENERATE").is_some() {
+        let status = std::process::Command::new("tar")
+            .args(["--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "-czf"])
+            .arg(&shipped)
+            .arg("-C")
+            .arg(fresh.path())
+            .arg("fake-node")
+            .env("GZIP", "-n")
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let unpacked = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&shipped)
+        .arg("-C")
+        .arg(unpacked.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "examples/fake-node.tar.gz unpacks");
+    let diff = std::process::Command::new("diff")
+        .args(["-r", "--no-dereference"])
+        .arg(&node)
+        .arg(unpacked.path().join("fake-node"))
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success(),
+        "examples/fake-node.tar.gz differs from the generator:\n{}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+}

@@ -607,3 +607,32 @@ fn init_dry_run_is_check() {
     assert_eq!(dry["nodes"], check["nodes"]);
     assert!(!c.out.join("gpu1/etc/nccl.conf").exists(), "nothing written");
 }
+
+/// A plan this version wrote is one it applies: the bundled example (whose NDv5 NICs are
+/// known only by PCI address) planned, then `init --plan … --check`.
+#[test]
+fn the_example_plan_applies_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    let plan_dir = dir.path().join("plan");
+    let o = topo_tune()
+        .args(["plan", "--cluster-config", &cfg, "--output-dir"])
+        .arg(&plan_dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let o = topo_tune()
+        .args(["--output", "json", "init", "--check", "--cluster-config", &cfg, "--plan"])
+        .arg(plan_dir.join("plan.json"))
+        .arg("--output-dir")
+        .arg(dir.path().join("nodes"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(topo_tune::exit::CHANGES_PENDING),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

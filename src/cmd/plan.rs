@@ -178,7 +178,8 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
 }
 
 /// What a plan would write besides its settings (checked by the writer): a topology file must
-/// be an NCCL topology topo-tune can read back, and each GPU port a device name.
+/// be an NCCL topology topo-tune can read back, and each GPU port a device name or a PCI
+/// address.
 fn check_plan_files(plan: &Plan) -> Result<(), String> {
     for c in &plan.nccl.classes {
         if let Some(xml) = &c.topology_xml {
@@ -188,9 +189,12 @@ fn check_plan_files(plan: &Plan) -> Result<(), String> {
             }
             crate::probe::snapshot_from_xml_text(xml, &origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
         }
+        // A device name, or the PCI address of a NIC a file names only by bus id.
         for p in &c.gpu_ports {
-            crate::model::snapshot_check::device_name(&format!("nccl.classes[{}].gpu_ports", c.name), &p.device, 63)
-                .map_err(|e| e.to_string())?;
+            if p.device.parse::<crate::model::pci::Bdf>().is_err() {
+                crate::model::snapshot_check::device_name(&format!("nccl.classes[{}].gpu_ports", c.name), &p.device, 63)
+                    .map_err(|e| e.to_string())?;
+            }
         }
     }
     Ok(())
