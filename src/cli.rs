@@ -461,30 +461,6 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
     std::env::var("TOPO_TUNE_OUTPUT").is_ok_and(|v| v == "json")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        let p = |t: &str| t.parse::<ByteSize>().map(|b| b.0);
-        assert_eq!(p("1G"), Ok(1 << 30));
-        assert_eq!(p("256M"), Ok(256 << 20));
-        assert_eq!(p("8"), Ok(8));
-        assert_eq!(p("4GiB"), Ok(4 << 30));
-        assert!(p("1X").is_err());
-        assert!(p("G").is_err());
-        assert!(p("0").is_err());
-        assert!(p("99999999999T").is_err());
-    }
-
-    #[test]
-    fn the_interface_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
-
 /// The cluster a node-local command (`irq-pin`, `doctor`) acts on: `--cluster-config`, or
 /// with `--cluster` the file `TOPO_TUNE_CLUSTER_CONFIG` names; `None`: this machine only.
 pub fn local_command_scope(
@@ -512,5 +488,29 @@ fn env_bool(value: &str) -> Result<bool, String> {
         "" | "0" | "no" | "n" | "false" | "f" | "off" => Ok(false),
         "1" | "yes" | "y" | "true" | "t" | "on" => Ok(true),
         other => Err(format!("{other:?} is not a boolean (1/0, yes/no, true/false, on/off)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let p = |t: &str| t.parse::<ByteSize>().map(|b| b.0);
+        assert_eq!(p("1G"), Ok(1 << 30));
+        assert_eq!(p("256M"), Ok(256 << 20));
+        assert_eq!(p("8"), Ok(8));
+        assert_eq!(p("4GiB"), Ok(4 << 30));
+        assert!(p("1X").is_err());
+        assert!(p("G").is_err());
+        assert!(p("0").is_err());
+        assert!(p("99999999999T").is_err());
+    }
+
+    #[test]
+    fn the_interface_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -248,9 +248,7 @@ fn a_cluster_whose_nodes_do_not_answer_fails_the_play() {
     // Partial failures fail too by default, and can be allowed.
     std::fs::write(
         &cfg,
-        format!(
-            "ssh:\n  connect_timeout: 3\nnodes:\n  - host: 127.0.0.1\n    port: 1\n  - host: paper\n    simulate: aws-p4d\n"
-        ),
+        "ssh:\n  connect_timeout: 3\nnodes:\n  - host: 127.0.0.1\n    port: 1\n  - host: paper\n    simulate: aws-p4d\n",
     )
     .unwrap();
     let out = play.path("out").display().to_string();

@@ -621,7 +621,15 @@ fn the_canary_demo_runs_as_documented() {
     let dir = tempfile::tempdir().unwrap();
     let o = topo_tune()
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["--output", "json", "apply", "--cluster-config", "examples/canary-demo.yaml", "--canary", "rack-1"])
+        .args([
+            "--output",
+            "json",
+            "apply",
+            "--cluster-config",
+            "examples/canary-demo.yaml",
+            "--canary",
+            "rack-1",
+        ])
         .arg("--output-dir")
         .arg(dir.path().join("out"))
         .arg("--state-dir")

@@ -207,7 +207,10 @@ fn completions_and_the_man_page_are_generated_from_the_interface() {
 #[test]
 fn human_tables_have_no_trailing_spaces() {
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
-    for args in [["plan", "--cluster-config", &cfg], ["rollback", "--cluster-config", &cfg]] {
+    for args in [
+        ["plan", "--cluster-config", &cfg],
+        ["rollback", "--cluster-config", &cfg],
+    ] {
         let o = topo_tune().args(args).output().unwrap();
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(!text.is_empty());

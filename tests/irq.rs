@@ -445,10 +445,7 @@ fn doctor_writes_prometheus_textfile_metrics() {
     assert_eq!(code, Some(0), "{err}");
     run();
     let text = std::fs::read_to_string(&file).unwrap();
-    assert!(
-        text.contains("check=\"mlx5-irq-placement\"} 0\n"),
-        "{text}"
-    );
+    assert!(text.contains("check=\"mlx5-irq-placement\"} 0\n"), "{text}");
 }
 
 /// examples/fake-node.tar.gz is this generator's output (a 4-NIC, 64-CPU node with
@@ -463,7 +460,14 @@ fn the_example_fake_node_is_the_generators_output() {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fake-node.tar.gz");
     if std::env::var_os("TOPO_TUNE_REGENERATE").is_some() {
         let status = std::process::Command::new("tar")
-            .args(["--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "-czf"])
+            .args([
+                "--sort=name",
+                "--mtime=@0",
+                "--owner=0",
+                "--group=0",
+                "--numeric-owner",
+                "-czf",
+            ])
             .arg(&shipped)
             .arg("-C")
             .arg(fresh.path())

@@ -622,7 +622,15 @@ fn the_example_plan_applies_as_written() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let o = topo_tune()
-        .args(["--output", "json", "init", "--check", "--cluster-config", &cfg, "--plan"])
+        .args([
+            "--output",
+            "json",
+            "init",
+            "--check",
+            "--cluster-config",
+            &cfg,
+            "--plan",
+        ])
         .arg(plan_dir.join("plan.json"))
         .arg("--output-dir")
         .arg(dir.path().join("nodes"))

@@ -192,8 +192,12 @@ fn check_plan_files(plan: &Plan) -> Result<(), String> {
         // A device name, or the PCI address of a NIC a file names only by bus id.
         for p in &c.gpu_ports {
             if p.device.parse::<crate::model::pci::Bdf>().is_err() {
-                crate::model::snapshot_check::device_name(&format!("nccl.classes[{}].gpu_ports", c.name), &p.device, 63)
-                    .map_err(|e| e.to_string())?;
+                crate::model::snapshot_check::device_name(
+                    &format!("nccl.classes[{}].gpu_ports", c.name),
+                    &p.device,
+                    63,
+                )
+                .map_err(|e| e.to_string())?;
             }
         }
     }

@@ -299,7 +299,9 @@ async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer
     }
     let ms = started.elapsed().as_millis() as u64;
     match &attempt.result {
-        Ok(_) => tracing::info!(host, call = C::KIND, ms, attempts = attempt.attempts, deploy = ?attempt.deploy, "answered"),
+        Ok(_) => {
+            tracing::info!(host, call = C::KIND, ms, attempts = attempt.attempts, deploy = ?attempt.deploy, "answered")
+        }
         Err(f) => tracing::info!(host, call = C::KIND, ms, kind = f.kind.name(), "failed: {}", f.message),
     }
     attempt

@@ -1,7 +1,7 @@
 //! The table of `doctor`: one row per check and node, with the fix.
 
-use super::envelope::{Envelope, NodeStatus};
 use super::envelope::Summary;
+use super::envelope::{Envelope, NodeStatus};
 use super::{failure_text, table};
 use crate::irq::doctor::Check;
 use crate::irq::doctor::Status;
@@ -13,7 +13,11 @@ pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
     for r in &e.nodes {
         if let Some(f) = &r.error {
             // Not reached (or only on paper) is not a failing check.
-            let st = if r.status == NodeStatus::Skipped { "skip" } else { "NOT CHECKED" };
+            let st = if r.status == NodeStatus::Skipped {
+                "skip"
+            } else {
+                "NOT CHECKED"
+            };
             t.add_row(vec![
                 r.host.clone(),
                 "-".into(),

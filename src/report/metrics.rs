@@ -13,10 +13,7 @@ pub const TEXTFILE: &str = "topo_tune_doctor.prom";
 
 /// A label value in the exposition format: `\`, `"` and newlines escaped.
 fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// 0 pass, 1 warn, 2 fail; -1 when the check does not apply here (skipped).
@@ -60,7 +57,11 @@ pub fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> St
             .flat_map(|d| &d.checks)
             .filter(|c| c.status == Status::Fail)
             .count();
-        let _ = writeln!(out, "topo_tune_doctor_failing_checks{{node=\"{}\"}} {failing}", label(&r.host));
+        let _ = writeln!(
+            out,
+            "topo_tune_doctor_failing_checks{{node=\"{}\"}} {failing}",
+            label(&r.host)
+        );
     }
     let _ = writeln!(
         out,
@@ -69,7 +70,11 @@ pub fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> St
     );
     for r in rows {
         let checked = u8::from(r.status == NodeStatus::Ok);
-        let _ = writeln!(out, "topo_tune_doctor_node_checked{{node=\"{}\"}} {checked}", label(&r.host));
+        let _ = writeln!(
+            out,
+            "topo_tune_doctor_node_checked{{node=\"{}\"}} {checked}",
+            label(&r.host)
+        );
     }
     let _ = writeln!(
         out,
@@ -108,15 +113,23 @@ mod tests {
             NodeRow::failed("gpu2", Failure::new(FailureKind::ConnectRefused, "refused"), None),
         ];
         let text = textfile(&rows, 1_700_000_000);
-        assert!(text.contains("topo_tune_doctor_check_status{node=\"gpu\\\"1\",check=\"pcie-link\"} 2\n"), "{text}");
+        assert!(
+            text.contains("topo_tune_doctor_check_status{node=\"gpu\\\"1\",check=\"pcie-link\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("topo_tune_doctor_check_status{node=\"gpu\\\"1\",check=\"acs\"} -1\n"));
         assert!(text.contains("topo_tune_doctor_failing_checks{node=\"gpu\\\"1\"} 1\n"));
         assert!(text.contains("topo_tune_doctor_node_checked{node=\"gpu2\"} 0\n"));
-        assert!(!text.contains("failing_checks{node=\"gpu2\"}"), "no figure for a node not checked");
+        assert!(
+            !text.contains("failing_checks{node=\"gpu2\"}"),
+            "no figure for a node not checked"
+        );
         assert!(text.ends_with("topo_tune_doctor_last_run_timestamp_seconds 1700000000\n"));
         // Every sample line is `name{labels} value` or `name value`; comments are HELP/TYPE.
         for line in text.lines() {
-            assert!(line.starts_with("# HELP ") || line.starts_with("# TYPE ") || line.starts_with("topo_tune_doctor_"));
+            assert!(
+                line.starts_with("# HELP ") || line.starts_with("# TYPE ") || line.starts_with("topo_tune_doctor_")
+            );
         }
     }
 }

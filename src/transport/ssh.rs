@@ -147,7 +147,12 @@ pub async fn call(
         if let Some(out) = tool.run(&session, &path, &args, Some(request), Some(&dir)).await? {
             return Ok((out.stdout, Deploy::Reused));
         }
-        tracing::info!(host = node.host, dir, bytes = binary.bytes.len(), "binary not on the node: uploading");
+        tracing::info!(
+            host = node.host,
+            dir,
+            bytes = binary.bytes.len(),
+            "binary not on the node: uploading"
+        );
         deploy(&session, opts, &binary, &dir).await?;
         let out = tool
             .run(&session, &path, &args, Some(request), None)
@@ -196,7 +201,13 @@ async fn connect_with_retry(
             {
                 // Jittered, so nodes refused together (sshd's MaxStartups) do not retry together.
                 let delay = retry_delay(&node.host);
-                tracing::info!(host = node.host, kind = f.kind.name(), delay_ms = delay.as_millis() as u64, "retrying: {}", f.message);
+                tracing::info!(
+                    host = node.host,
+                    kind = f.kind.name(),
+                    delay_ms = delay.as_millis() as u64,
+                    "retrying: {}",
+                    f.message
+                );
                 tokio::time::sleep(delay).await;
             }
             Err(f) => return Err((f, attempts)),
