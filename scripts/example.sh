@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cargo build --release --quiet
+echo "example: building the release binary (a few minutes the first time)" >&2
+cargo build --release
+echo "example: the binary is target/release/topo-tune (cargo install --locked --path . puts it in ~/.cargo/bin)" >&2
 ./target/release/topo-tune init --cluster-config examples/cluster.yaml --output-dir out
 echo
 ./target/release/topo-tune plan --cluster-config examples/cluster.yaml --output-dir out/plan

@@ -25,7 +25,16 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+  echo "setup: cargo not found; install Rust with rustup (https://rustup.rs) first" >&2
+  exit 1
+fi
+# The oldest Rust the locked dependencies build with (Cargo.toml's rust-version; serde-saphyr
+# 2.2 needs 1.89). Distribution packages are often older (Debian 12's rustc is 1.63).
+need=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+have=$(rustc --version 2>/dev/null | awk '{print $2}')
+if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" != "$need" ]; then
+  echo "setup: rustc ${have:-not found} is older than $need, which topo-tune's locked dependencies need;" >&2
+  echo "       install a current toolchain with rustup (https://rustup.rs): rustup toolchain install stable" >&2
   exit 1
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -78,6 +78,7 @@ impl Error {
             Error::Irq(IrqError::Write(_)) | Error::Irq(IrqError::BadCpus { .. }) => exit::DATA_ERROR,
             Error::Irq(IrqError::Unsafe { .. }) => exit::FAILURE,
             Error::Irq(IrqError::NoLocalCpus { .. }) => exit::DATA_ERROR,
+            Error::Irq(IrqError::ReservedOutside { .. }) => exit::USAGE,
             Error::Reach(_) => exit::UNAVAILABLE,
             Error::Interrupted { signal } => 128 + signal,
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,

@@ -219,3 +219,30 @@ fn human_tables_have_no_trailing_spaces() {
         }
     }
 }
+
+/// scripts/setup.sh stops early, naming rustup, when the Rust on PATH is older than the one
+/// the locked dependencies need (Debian's packaged rustc 1.63 passed the old check).
+#[test]
+fn setup_refuses_a_rust_older_than_the_lock_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (tool, out) in [
+        ("rustc", "rustc 1.63.0 (4b91a6ea7 2022-08-08)"),
+        ("cargo", "cargo 1.63.0"),
+    ] {
+        let p = dir.path().join(tool);
+        std::fs::write(&p, format!("#!/bin/sh\necho '{out}'\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let o = std::process::Command::new(format!("{}/scripts/setup.sh", env!("CARGO_MANIFEST_DIR")))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1.63.0") && err.contains("rustup") && err.contains("1.89"),
+        "{err}"
+    );
+}

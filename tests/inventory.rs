@@ -195,7 +195,7 @@ fn bundled_example_collects_and_second_run_changes_nothing() {
     };
     let first = run();
     assert_eq!(first["changed"], true);
-    assert_eq!(first["summary"]["ok"], 6);
+    assert_eq!(first["summary"]["ok"], 10);
     let snap = topo_tune::model::NodeSnapshot::from_json(
         &std::fs::read_to_string(dir.path().join("p5en-03/snapshot.json")).unwrap(),
     )
@@ -266,4 +266,75 @@ fn ssh_max_startups_is_bounded_and_defaults_to_16() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("ssh.max_startups"), "{e}");
+}
+
+/// README's sample output is what the example prints today: every line of the sample block
+/// appears, as is, in the output of the commands scripts/example.sh runs.
+#[test]
+fn the_readme_sample_is_what_the_example_prints() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("Sample (`./scripts/example.sh`").expect("the sample");
+    let block = &readme[start..];
+    let body = block.split("```").nth(1).expect("a fenced block");
+    let out = tempfile::tempdir().unwrap();
+    let cfg = root.join("examples/cluster.yaml");
+    let mut printed = String::new();
+    for args in [
+        vec![
+            "init",
+            "--cluster-config",
+            cfg.to_str().unwrap(),
+            "--output-dir",
+            out.path().to_str().unwrap(),
+        ],
+        vec!["plan", "--cluster-config", cfg.to_str().unwrap()],
+        vec![
+            "probe",
+            "--from-hwloc-xml",
+            root.join("profiles/aws-p5en.xml").to_str().unwrap(),
+            "--matrix",
+        ],
+    ] {
+        let o = topo_tune().args(&args).output().unwrap();
+        assert!(o.status.success(), "{args:?}");
+        printed.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    let lines: std::collections::HashSet<&str> = printed.lines().collect();
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            lines.contains(line),
+            "README shows a line the example does not print:\n{line}"
+        );
+    }
+}
+
+/// Every command of README's "Using it" block runs as written (from the repository root, its
+/// `out` redirected to a temporary directory) and succeeds or reports only what it should.
+#[test]
+fn every_readme_using_it_line_runs_as_written() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = &readme[readme.find("## Using it").unwrap()..];
+    let block = section.split("```sh").nth(1).unwrap().split("```").next().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut ran = 0;
+    for line in block.lines().filter(|l| l.starts_with("topo-tune ")) {
+        // The comment and a shell redirection are the shell's, not topo-tune's.
+        let command = line.split("  #").next().unwrap().split(" > ").next().unwrap().trim();
+        let command = command.replace(" out", &format!(" {}", out.display()));
+        let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+        let o = topo_tune().current_dir(root).args(&args).output().unwrap();
+        // 0, or 3 for --check with changes pending.
+        let code = o.status.code();
+        assert!(
+            matches!(code, Some(0) | Some(3)),
+            "{line}\n exit {code:?}\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 14, "only {ran} commands found");
 }

@@ -498,3 +498,22 @@ fn the_example_fake_node_is_the_generators_output() {
         String::from_utf8_lossy(&diff.stdout)
     );
 }
+
+/// `--reserve-cpus` naming CPUs the machine lacks is an error (a list meant for another
+/// machine type reserves nothing it names), for irq-pin; doctor reports it as a failing check.
+#[test]
+fn reserving_cpus_the_machine_lacks_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let (code, doc, _) = json(&["irq-pin", "--dry-run", "--reserve-cpus", "0-99"], dir.path());
+    assert_eq!(code, Some(topo_tune::exit::USAGE), "{doc:#}");
+    let msg = doc["msg"].as_str().unwrap();
+    assert!(msg.contains("64-99") && msg.contains("online: 0-63"), "{msg}");
+    assert_eq!(affinity(dir.path(), 201), "0", "nothing moved");
+    let (_, doc, _) = json(&["doctor", "--reserve-cpus", "0-99"], dir.path());
+    assert_eq!(check(&doc, "irq-pins")["status"], "fail");
+    assert!(check(&doc, "acs")["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("not checked"));
+}

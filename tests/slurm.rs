@@ -244,10 +244,10 @@ fn slurmctld_reads_the_topology_topo_tune_writes() {
     let example = dir.path().join("example");
     assert_eq!(plan(Path::new(&cfg), &example).status.code(), Some(0));
     let topology = std::fs::read_to_string(example.join("topology.conf")).unwrap();
-    let mut slurm = Slurm::start(&topology, "p5en-[01-04],ndv5-[01-02]");
+    let mut slurm = Slurm::start(&topology, "p5en-[01-08],ndv5-[01-02]");
     let shown = slurm.show_topology().unwrap();
     assert!(shown.contains("SwitchName=spine-1 Level=2"), "{shown}");
-    assert!(shown.contains("ndv5-[01-02],p5en-[01-04]"), "{shown}");
+    assert!(shown.contains("ndv5-[01-02],p5en-[01-08]"), "{shown}");
 
     assert!(!slurm.log().contains("switch configuration"), "{}", slurm.log());
 

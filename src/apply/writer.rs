@@ -45,7 +45,7 @@ impl Bundle {
     /// The files a plan's NCCL class gives each of its nodes.
     pub fn of(class: &NcclClass) -> Result<Bundle, Rejection> {
         let header = format!(
-            "topo-tune {}: one line per setting; `topo-tune plan --output json` shows each reason",
+            "topo-tune {}: one line per setting; why each is set, and what is left out and why: topo-tune init --check --cluster-config <your cluster.yaml>",
             env!("CARGO_PKG_VERSION")
         );
         Ok(Bundle {
@@ -478,7 +478,7 @@ pub(super) fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) ->
         DROPIN,
         read_text(tree, DROPIN)?,
         bundle.dropin.clone(),
-        "topo-tune's settings (`topo-tune plan --output json` shows each reason)",
+        "topo-tune's settings (`topo-tune init --check` shows why each is set or left out)",
     ));
     let assembled = assembled_conf(tree, bundle, preserved)?;
     out.push(change(

@@ -51,7 +51,10 @@ pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<Done, Error> {
     };
     let matrix = args.matrix;
     finish(output, envelope, |e| match &e.payload.matrix {
-        Some(m) if matrix => report::matrix::render(m),
+        Some(m) if matrix => report::matrix::render(
+            m,
+            e.payload.snapshot.notes.iter().any(|n| n.code == "nvlink-unknown") && e.payload.snapshot.gpus.len() > 1,
+        ),
         _ => report::probe::render(&e.payload.snapshot),
     })
 }

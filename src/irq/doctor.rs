@@ -263,6 +263,14 @@ fn pins_never_made(f: &Facts) -> Check {
             )
         }
     };
+    if let Err(e) = super::check_reserved(&topo, f.reserved) {
+        return check(
+            "irq-pins",
+            Status::Fail,
+            e.to_string(),
+            "give --reserve-cpus (or reserved_cpus) CPUs this machine has",
+        );
+    }
     match plan(f.snap, &topo, f.reserved, false, &|irq| is_managed(f.fs, irq)) {
         Ok(p) if p.pins.is_empty() => check("irq-pins", Status::Skip, "no mlx5 interrupts to pin", ""),
         Ok(p) => {
@@ -383,7 +391,7 @@ fn numa_known(f: &Facts) -> Option<Check> {
             "numa-known",
             Status::Warn,
             n.message.clone(),
-            "topo-tune init writes an NCCL topology file that places them",
+            "numa_node -1 means the firmware (ACPI _PXM) or the hypervisor does not say: ask for a BIOS/VM setting that exposes it; NCCL then guesses from the PCI path, and topo-tune init does not write a topology file for this",
         ),
         None => check("numa-known", Status::Pass, "every GPU and NIC has a NUMA node", ""),
     })
@@ -393,8 +401,8 @@ fn acs(_: &Facts) -> Option<Check> {
     Some(check(
         "acs",
         Status::Skip,
-        "ACS control lives in PCIe config space that sysfs does not show to non-root readers",
-        "as root: lspci -vvv | grep -i ACSCtl (SrcValid+ on switch ports between GPU and NIC forces P2P through the root complex)",
+        "not checked: ACS control sits in PCIe extended configuration space, which doctor does not read",
+        "as root: lspci -vvv | grep -i ACSCtl (ReqRedir+ or CmpltRedir+ on switch ports between GPU and NIC sends P2P through the root complex)",
     ))
 }
 

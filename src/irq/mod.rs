@@ -117,6 +117,26 @@ pub enum IrqError {
     BadCpus { what: String, reason: String },
     #[error("refused: the plan would put IRQ {irq} on CPU(s) {cpus}, which are reserved or do not exist (a bug in topo-tune; nothing was moved)")]
     Unsafe { irq: u32, cpus: String },
+    #[error("--reserve-cpus {reserved}: CPU(s) {missing} do not exist on this machine (online: {online}); nothing was changed")]
+    ReservedOutside {
+        reserved: String,
+        missing: String,
+        online: String,
+    },
+}
+
+/// The reserved CPUs must exist: a list meant for another machine type is an error, not a
+/// reservation of nothing.
+pub fn check_reserved(topo: &CpuTopology, reserved: &CpuList) -> Result<(), IrqError> {
+    let missing: Vec<u32> = reserved.iter().filter(|c| !topo.online.contains(*c)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(IrqError::ReservedOutside {
+        reserved: reserved.to_string(),
+        missing: CpuList::from_ids(missing.iter().copied()).to_string(),
+        online: topo.online.to_string(),
+    })
 }
 
 /// Does the NIC own mlx5 interrupts?

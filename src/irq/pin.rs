@@ -43,6 +43,7 @@ pub struct PinReport {
 /// Pin on the machine under `fs` (its snapshot already taken).
 pub fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
     let topo = read_cpu_topology(fs, snap)?;
+    super::check_reserved(&topo, &req.reserved)?;
     let mut plan = plan(snap, &topo, &req.reserved, req.include_control, &|n| is_managed(fs, n))?;
     if !req.dry_run && !sys.is_root() && plan.pins.iter().any(|p| p.action == PinAction::Set) {
         return Err(IrqError::NotRoot);

@@ -192,7 +192,8 @@ pub fn irq_failure(e: &IrqError) -> Failure {
         | IrqError::Io { .. }
         | IrqError::Write(_)
         | IrqError::BadCpus { .. }
-        | IrqError::Unsafe { .. } => FailureKind::IrqFailed,
+        | IrqError::Unsafe { .. }
+        | IrqError::ReservedOutside { .. } => FailureKind::IrqFailed,
     };
     Failure::new(kind, e.to_string())
 }

@@ -38,7 +38,17 @@ pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
             notes.push_str(&format!("{}: {}\n", r.host, d.msg));
         }
     }
-    format!("{t}\n{notes}{failures}{}\n", e.msg)
+    let any_pins = e
+        .nodes
+        .iter()
+        .filter_map(|r| r.detail.as_ref())
+        .any(|d| !d.plan.pins.is_empty());
+    let table = if any_pins {
+        format!("{t}\n")
+    } else {
+        "no mlx5 NIC interrupts here: nothing to pin (irq-pin places the interrupts of Mellanox/NVIDIA ConnectX NICs driven by mlx5_core)\n".to_string()
+    };
+    format!("{table}{notes}{failures}{}\n", e.msg)
 }
 
 /// One node's pins (its `changed` is the row's).

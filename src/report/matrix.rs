@@ -4,7 +4,9 @@
 use crate::graph::paths::{PathMatrix, LEGEND};
 use std::fmt::Write;
 
-pub fn render(m: &PathMatrix) -> String {
+/// The matrix; `nvlink_unknown`: the source cannot say whether GPUs have NVLink, so the
+/// legend says the GPU↔GPU cells show PCIe paths only.
+pub fn render(m: &PathMatrix, nvlink_unknown: bool) -> String {
     let mut header: Vec<String> = vec![String::new()];
     header.extend(m.devices.iter().map(|d| d.label.clone()));
     header.extend(["CPU Affinity", "NUMA Affinity", "Link"].map(String::from));
@@ -35,6 +37,14 @@ pub fn render(m: &PathMatrix) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     let _ = write!(out, "\n{LEGEND}\n");
+    if nvlink_unknown {
+        let _ = write!(
+            out,
+            "\n  NVLink UNKNOWN: this source does not say whether the GPUs have NVLink (no driver, or a file\n  \
+             that omits it); GPU-GPU cells show PCIe paths only. `plan` judges NVLink from the GPU part\n  \
+             and NVSwitch functions, or from cluster.yaml's `nvlink:` (see its notes).\n"
+        );
+    }
     let nics: Vec<_> = m.devices.iter().filter(|d| d.label.starts_with("NIC")).collect();
     if !nics.is_empty() {
         let _ = write!(out, "\nNIC Legend:\n\n");

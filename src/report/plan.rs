@@ -81,6 +81,26 @@ fn predictions(out: &mut String, p: &Plan) {
     let _ = writeln!(out, "{t}\ngain: {:.2}x\n", p.predicted.gain);
 }
 
+/// A class's hosts as a Slurm-style list (`p5en-[01-08]`), shortened to the first few when
+/// long, with the count.
+fn hosts_cell(hosts: &[String]) -> String {
+    let list = crate::emit::slurm::compress(hosts);
+    if list.chars().count() <= 40 {
+        return format!("{list} ({})", hosts.len());
+    }
+    let first = crate::emit::slurm::compress(&hosts[..hosts.len().min(3)]);
+    format!("{first},… ({})", hosts.len())
+}
+
+/// Why each class leaves settings out: one line per reason.
+fn left_out(out: &mut String, p: &Plan) {
+    for c in p.nccl.classes.iter().filter(|c| !c.left_out.is_empty()) {
+        for why in &c.left_out {
+            let _ = writeln!(out, "{} left out: {why}", c.name);
+        }
+    }
+}
+
 fn classes(out: &mut String, p: &Plan) {
     let mut t = table(&[
         "class",
@@ -100,7 +120,7 @@ fn classes(out: &mut String, p: &Plan) {
         };
         t.add_row(vec![
             c.name.clone(),
-            c.hosts.len().to_string(),
+            hosts_cell(&c.hosts),
             c.gpus.to_string(),
             format!("{:?}", c.ring.order),
             format!("{:.1}", c.ring.bottleneck_gbps),
@@ -118,7 +138,7 @@ fn classes(out: &mut String, p: &Plan) {
         let settings: Vec<String> = c.settings.iter().map(|s| format!("{}={}", s.name, s.value)).collect();
         t.add_row(vec![
             c.name.clone(),
-            c.hosts.len().to_string(),
+            hosts_cell(&c.hosts),
             if settings.is_empty() {
                 "-".into()
             } else {
@@ -128,6 +148,7 @@ fn classes(out: &mut String, p: &Plan) {
         ]);
     }
     let _ = writeln!(out, "{t}");
+    left_out(out, p);
     for r in &p.nccl.refused {
         let _ = writeln!(out, "refused {}: {}", r.host, r.reason);
     }

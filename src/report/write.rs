@@ -48,7 +48,25 @@ pub fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
         }
     }
     let (files, diffs) = files_table(&e.nodes);
-    format!("{settings}\n\n{files}\n{diffs}\n{}\n", e.msg)
+    format!("{settings}\n{}\n{files}\n{diffs}\n{}\n", left_out(&e.nodes), e.msg)
+}
+
+/// Why settings were left out: one line per reason, for the nodes that share it
+/// (`p5en-[01-08]: EFA devices: …`). `topo-tune plan` shows the same per class.
+fn left_out(rows: &[NodeRow<WriteDetail>]) -> String {
+    let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+    for r in rows {
+        for why in &r.detail.left_out {
+            match by_reason.iter_mut().find(|(w, _)| *w == why.as_str()) {
+                Some((_, hosts)) => hosts.push(r.host.clone()),
+                None => by_reason.push((why.as_str(), vec![r.host.clone()])),
+            }
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, hosts)| format!("left out on {}: {why}\n", crate::emit::slurm::compress(&hosts)))
+        .collect()
 }
 
 pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
