@@ -41,7 +41,7 @@ fn change(c: &Change) -> String {
 pub fn size(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (u, name) in UNITS {
-        if b >= u && b % u == 0 {
+        if b >= u && b.is_multiple_of(u) {
             return format!("{} {name}", b / u);
         }
     }
