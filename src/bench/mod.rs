@@ -4,3 +4,4 @@
 
 pub mod parse;
 pub mod stats;
+pub mod sweep;
