@@ -65,6 +65,10 @@ pub enum Command {
     Status(StatusArgs),
     /// Restore, on every node, the files topo-tune's last `init` replaced.
     Rollback(RollbackArgs),
+    /// Sweep all-reduce over message sizes on a set of nodes (the cluster's benchmark
+    /// command) and read it: α–β fit, small-message cliff, crossover, and the large-message
+    /// figure against the planner's prediction for those nodes.
+    Diagnose(DiagnoseArgs),
     /// Print a shell completion script: `topo-tune completions bash > /etc/bash_completion.d/topo-tune`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -364,6 +368,36 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub reach: ReachArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    #[command(flatten)]
+    pub gather: GatherArgs,
+
+    /// The nodes to sweep (a rack, `KEY=VALUE`, or hosts, as `apply --canary`); default: all.
+    #[arg(long, value_name = "SEL")]
+    pub nodes: Option<String>,
+
+    /// Paper nodes' files under `DIR/<host>/` (as `init --output-dir`): the live config the
+    /// sweep runs with.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Cap on the benchmark's time, seconds (at most cluster.yaml's benchmark.timeout).
+    #[arg(long, value_name = "S", value_parser = RangedU64ValueParser::<u64>::new().range(1..=86_400))]
+    pub budget: Option<u64>,
+
+    /// Say "slow" when the large-message busbw is below this fraction of the prediction.
+    #[arg(long, value_name = "F", default_value_t = 0.8, value_parser = fraction)]
+    pub ceiling_fraction: f64,
+}
+
+fn fraction(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{value:?} is not a fraction in (0, 1]")),
+    }
 }
 
 #[derive(Debug, Args)]

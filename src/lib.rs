@@ -62,6 +62,7 @@ where
         Command::Status(a) => cmd::status::run(a, cli.output),
         Command::Rollback(a) => cmd::rollback::run(a, cli.output),
         Command::Node(a) => cmd::node::run(a),
+        Command::Diagnose(a) => cmd::diagnose::run(a, cli.output),
         Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
         Command::Man => cmd::docs::man(),
     };
@@ -108,6 +109,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Status(_) => "status",
         Command::Rollback(_) => "rollback",
         Command::Node(_) => "node",
+        Command::Diagnose(_) => "diagnose",
         Command::Completions { .. } => "completions",
         Command::Man => "man",
     }

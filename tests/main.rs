@@ -9,6 +9,7 @@ mod architecture;
 mod bench_pdsh;
 mod canary;
 mod cli;
+mod diagnose;
 mod docs;
 mod from_probes;
 mod fuzz;

@@ -19,7 +19,7 @@ pub struct AlphaBeta {
     pub alpha_us: f64,
     /// 1/β as algorithm bandwidth, GB/s.
     pub algbw_gbps: f64,
-    /// The same as bus bandwidth (× 2(r−1)/r for all-reduce over r ranks).
+    /// The same as bus bandwidth (× 2(r−1)/r for all-reduce over r ranks; 0 on one rank).
     pub busbw_gbps: f64,
     /// Root-mean-square relative error of the fit over the sizes.
     pub rms_relative_error: f64,
@@ -91,8 +91,9 @@ pub fn fit(rows: &[SizeFigures], ranks: u32) -> Option<AlphaBeta> {
         .sqrt();
     // β in µs per byte: 1/β bytes per µs = 1e-3 GB/s per byte/µs.
     let algbw = 1.0 / beta / 1e3;
+    // nccl-tests' bus bandwidth for all-reduce: 0 on one rank, by definition.
     let r = f64::from(ranks.max(1));
-    let factor = if ranks > 1 { 2.0 * (r - 1.0) / r } else { 1.0 };
+    let factor = 2.0 * (r - 1.0) / r;
     Some(AlphaBeta {
         alpha_us: alpha.max(0.0),
         algbw_gbps: algbw,

@@ -2,6 +2,7 @@
 //! (`report/`) and once as the JSON envelope.
 
 pub mod apply;
+pub mod diagnose;
 pub mod docs;
 pub mod doctor;
 mod gather;

@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod collect;
+pub mod diagnose;
 pub mod doctor;
 pub mod envelope;
 pub mod irq;

@@ -1,0 +1,101 @@
+//! `diagnose`'s table: per size the time, bus bandwidth and P99; then the fit, the cliff,
+//! the flat range, the crossover, and the prediction it is held against.
+
+use super::envelope::{Envelope, NoDetail};
+use super::table;
+use crate::bench::parse::SizeFigures;
+use crate::bench::sweep::Findings;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// What the planner predicts for the swept nodes.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Prediction {
+    pub busbw_gbps: f64,
+    pub latency_us: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DiagnosePayload {
+    pub ranks: u32,
+    pub sizes: Vec<SizeFigures>,
+    pub findings: Findings,
+    pub predicted: Prediction,
+    pub ceiling_fraction: f64,
+    pub below_ceiling: bool,
+}
+
+/// `8 B`, `64 KiB`, `4 GiB`.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes;
+    let mut u = 0;
+    while v >= 1024 && v.is_multiple_of(1024) && u + 1 < UNITS.len() {
+        v /= 1024;
+        u += 1;
+    }
+    format!("{v} {}", UNITS[u])
+}
+
+pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
+    let p = &e.payload;
+    let mut t = table(&["Size", "Time us", "busbw GB/s", "P99 us"]);
+    for r in &p.sizes {
+        t.add_row(vec![
+            size(r.size),
+            format!("{:.2}", r.time_us),
+            format!("{:.2}", r.busbw),
+            r.p99_us.map_or_else(|| "-".into(), |v| format!("{v:.2}")),
+        ]);
+    }
+    let f = &p.findings;
+    let mut out = format!("{} rank(s) on {} node(s)\n{t}\n", p.ranks, e.nodes.len());
+    match &f.fit {
+        Some(fit) => {
+            let _ = writeln!(
+                out,
+                "alpha-beta fit: latency {:.2} us, bandwidth {:.2} GB/s algbw = {:.2} GB/s busbw (rms error {:.1}%); predicted: latency {:.2} us, busbw {:.2} GB/s",
+                fit.alpha_us,
+                fit.algbw_gbps,
+                fit.busbw_gbps,
+                fit.rms_relative_error * 100.0,
+                p.predicted.latency_us,
+                p.predicted.busbw_gbps
+            );
+        }
+        None => out.push_str("alpha-beta fit: too few sizes to fit\n"),
+    }
+    match &f.cliff {
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "cliff: busbw falls {:.0}% from {} ({:.2} GB/s) to {} ({:.2} GB/s)",
+                c.drop * 100.0,
+                size(c.from_size),
+                c.from_busbw,
+                size(c.to_size),
+                c.to_busbw
+            );
+        }
+        None => out.push_str("cliff: none below 1 MiB (busbw never falls between adjacent sizes)\n"),
+    }
+    if let Some(s) = f.flat_until {
+        let _ = writeln!(out, "time is flat (latency-bound) up to {}", size(s));
+    }
+    if let Some(s) = f.crossover {
+        let _ = writeln!(out, "latency/bandwidth crossover (half of peak busbw): {}", size(s));
+    }
+    let _ = writeln!(out, "{}", e.msg);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_nccl_tests_steps() {
+        assert_eq!(super::size(8), "8 B");
+        assert_eq!(super::size(64 << 10), "64 KiB");
+        assert_eq!(super::size(4 << 30), "4 GiB");
+        assert_eq!(super::size(1000), "1000 B");
+    }
+}

@@ -1,0 +1,116 @@
+//! `topo-tune diagnose` with the nccl-tests double: the sweep read for its fit, cliff and
+//! crossover, and held against the planner's prediction for the swept nodes.
+
+use crate::common::topo_tune;
+use serde_json::Value;
+use std::path::Path;
+
+/// examples/canary-demo.yaml's paper nodes with the double's knobs in front of its command.
+fn cluster(dir: &Path, knobs: &str) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let demo = std::fs::read_to_string(root.join("examples/canary-demo.yaml")).unwrap();
+    let double = root.join("tests/data/nccl-tests/fake_all_reduce_perf");
+    let text = demo
+        .replace(
+            "python3 tests/data/nccl-tests/fake_all_reduce_perf",
+            &format!("{knobs} python3 {}", double.display()),
+        )
+        .replace("-b 8 -e 256M -f 4", "-b 8 -e 1G -f 2");
+    let cfg = dir.join("cluster.yaml");
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+fn diagnose(cfg: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, Value) {
+    let o = topo_tune()
+        .args(["--output", "json", "diagnose", "--cluster-config"])
+        .arg(cfg)
+        .arg("--output-dir")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    if o.status.success() {
+        crate::common::assert_schema("diagnose", &doc);
+    }
+    (o.status.code(), doc)
+}
+
+#[test]
+fn a_healthy_sweep_is_fitted_and_held_against_the_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cluster(dir.path(), "");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(doc["nodes"].as_array().unwrap().len(), 4, "only rack-1");
+    assert_eq!(doc["ranks"], 32);
+    assert_eq!(doc["sizes"].as_array().unwrap().len(), 28, "8 B .. 1 GiB");
+    let fit = &doc["findings"]["fit"];
+    assert!(
+        (fit["alpha_us"].as_f64().unwrap() - 9.0).abs() < 0.01,
+        "the double's 9 µs: {fit}"
+    );
+    assert!(
+        (fit["algbw_gbps"].as_f64().unwrap() - 400.0).abs() < 0.5,
+        "and 400 GB/s: {fit}"
+    );
+    assert!(doc["findings"]["cliff"].is_null(), "{doc:#}");
+    assert_eq!(doc["below_ceiling"], false);
+    assert!(doc["predicted"]["busbw_gbps"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_slow_fabric_and_a_cliff_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cluster(dir.path(), "FAKE_NCCL_SCALE=0.1 FAKE_NCCL_CLIFF=64K:5");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let cliff = &doc["findings"]["cliff"];
+    assert_eq!(
+        (cliff["from_size"].as_u64(), cliff["to_size"].as_u64()),
+        (Some(32 << 10), Some(64 << 10)),
+        "{doc:#}"
+    );
+    assert_eq!(doc["findings"]["flat_until"], 32 << 10);
+    assert_eq!(doc["below_ceiling"], true, "{doc:#}");
+    assert!(doc["msg"].as_str().unwrap().contains("below 80% of the ceiling"));
+    // The human table says the same.
+    let o = topo_tune()
+        .args(["diagnose", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("cliff: busbw falls") && text.contains("from 32 KiB"),
+        "{text}"
+    );
+    assert!(text.contains("alpha-beta fit: latency"), "{text}");
+}
+
+#[test]
+fn a_failed_benchmark_is_an_error_not_a_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cluster(dir.path(), "FAKE_NCCL_FAIL=NCCL_CROSS_NIC:wrong");
+    // The failure mode needs the config to set the name: write the files first.
+    let o = topo_tune()
+        .args(["init", "--cluster-config"])
+        .arg(&cfg)
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
+    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
+    assert!(doc["msg"].as_str().unwrap().contains("wrong"), "{doc:#}");
+}
