@@ -391,6 +391,11 @@ pub struct DiagnoseArgs {
     /// Say "slow" when the large-message busbw is below this fraction of the prediction.
     #[arg(long, value_name = "F", default_value_t = 0.8, value_parser = fraction)]
     pub ceiling_fraction: f64,
+
+    /// Look for the slow node and rail even when the set meets the prediction (by default
+    /// only when it does not).
+    #[arg(long)]
+    pub localise: bool,
 }
 
 fn fraction(value: &str) -> Result<f64, String> {

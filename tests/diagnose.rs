@@ -114,3 +114,71 @@ fn a_failed_benchmark_is_an_error_not_a_figure() {
     assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
     assert!(doc["msg"].as_str().unwrap().contains("wrong"), "{doc:#}");
 }
+
+/// Sixteen paper nodes in four racks; the double told which node or rail is slow.
+fn sixteen(dir: &Path, knobs: &str) -> std::path::PathBuf {
+    let double = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-tests/fake_all_reduce_perf");
+    let cfg = dir.join("sixteen.yaml");
+    let mut y = format!(
+        "nccl_version: \"2.28.9\"\nbenchmark:\n  command: \"FAKE_NCCL_STATE={} FAKE_NCCL_HOSTS={{hosts}} FAKE_NCCL_RAIL={{rail}} FAKE_NCCL_RANKS={{ranks}} {knobs} python3 {} -b 8 -e 64M -f 4 -g 1 -I 1 -J {{json}}\"\n  timeout: 60\nnodes:\n",
+        dir.join("counter").display(),
+        double.display()
+    );
+    for rack in 0..4 {
+        y.push_str(&format!(
+            "  - host: \"gpu-[{:02}-{:02}]\"\n    labels: {{rack: r{rack}}}\n    simulate: aws-p5en\n",
+            rack * 4 + 1,
+            rack * 4 + 4
+        ));
+    }
+    std::fs::write(&cfg, y).unwrap();
+    cfg
+}
+
+fn localised(doc: &Value) -> &Value {
+    &doc["localisation"]
+}
+
+#[test]
+fn one_slow_node_of_sixteen_is_named_within_log2_rounds_and_doctored() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLOW_NODE=gpu-11=0.1");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(doc["below_ceiling"], true, "the set is slow: {doc:#}");
+    let l = localised(&doc);
+    assert_eq!(l["suspect"]["name"], "gpu-11", "{l:#}");
+    // The sweep plus at most ⌈log2 16⌉ rounds.
+    assert!(l["rounds"].as_array().unwrap().len() < 5, "{l:#}");
+    assert_eq!(l["verdicts"][0]["suspect"], "gpu-11");
+    assert!(doc["msg"].as_str().unwrap().contains("the slow node: gpu-11"));
+}
+
+#[test]
+fn one_slow_rail_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLOW_RAIL=5=0.4");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let l = localised(&doc);
+    assert!(l["suspect"].is_null(), "no node is slower than another: {l:#}");
+    assert_eq!(l["rails"]["slow"], 5, "{l:#}");
+    assert_eq!(l["verdicts"][0]["suspect"], "rail 5");
+}
+
+#[test]
+fn no_slow_element_no_accusation_under_noise() {
+    for rep in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = sixteen(dir.path(), "FAKE_NCCL_NOISE=0.03");
+        let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
+        assert_eq!(code, Some(0), "{doc:#}");
+        let l = localised(&doc);
+        assert!(
+            l["suspect"].is_null() && l["rails"]["slow"].is_null(),
+            "repetition {rep}: {l:#}"
+        );
+        assert!(l["verdicts"].as_array().unwrap().is_empty());
+        assert!(doc["msg"].as_str().unwrap().contains("no outlier"));
+    }
+}

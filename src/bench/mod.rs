@@ -2,6 +2,7 @@
 //! and the canary's decision rule over interleaved rounds (`stats`). Pure: no files, no
 //! processes, no clock — the runner that executes nccl-tests lives in `canary::runner`.
 
+pub mod locate;
 pub mod parse;
 pub mod stats;
 pub mod sweep;

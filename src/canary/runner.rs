@@ -37,6 +37,9 @@ pub struct BenchRequest {
     pub hosts: Vec<String>,
     pub gpus_per_node: u32,
     pub timeout_s: u64,
+    /// `diagnose`'s per-rail runs: the GPU/NIC index the `{rail}` placeholder names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<u32>,
 }
 
 /// What the run did: the raw material for [`judge`].
@@ -106,6 +109,7 @@ pub fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> 
             "nccl_conf" => under(root, conf).display().to_string(),
             "env_file" => under(root, env).display().to_string(),
             "json" => json.display().to_string(),
+            "rail" => req.rail.unwrap_or(0).to_string(),
             _ => req.variant.name().to_string(),
         }
     };
@@ -253,6 +257,7 @@ mod tests {
             hosts: vec!["gpu1".into(), "gpu'2".into()],
             gpus_per_node: 8,
             timeout_s: 5,
+            rail: None,
         };
         let cmd = expand(&req, Path::new("/"), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
         assert_eq!(
@@ -269,6 +274,7 @@ mod tests {
             hosts: vec!["h".into()],
             gpus_per_node: 1,
             timeout_s: 1,
+            rail: None,
         };
         let started = Instant::now();
         let a = run(&req, Path::new("/")).unwrap();
@@ -284,6 +290,7 @@ mod tests {
             hosts: vec!["h".into()],
             gpus_per_node: 1,
             timeout_s: 10,
+            rail: None,
         };
         let a = run(&req, Path::new("/")).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");

@@ -333,6 +333,7 @@ impl Fleet for NodeFleet<'_> {
                     hosts: hosts.to_vec(),
                     gpus_per_node: gpus,
                     timeout_s: b.timeout_s,
+                    rail: None,
                 },
             },
         };

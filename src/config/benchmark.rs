@@ -23,6 +23,10 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ),
     ("env_file", "the same settings as an env file (older NCCL, containers)"),
     ("json", "where nccl-tests writes its -J output"),
+    (
+        "rail",
+        "diagnose's per-rail runs: the GPU/NIC index of the run (one GPU per node, e.g. CUDA_VISIBLE_DEVICES={rail}); 0 otherwise",
+    ),
     ("variant", "`baseline` or `candidate`"),
 ];
 

@@ -128,23 +128,20 @@ pub fn topology_yaml(switches: &[Switch], header: &str) -> String {
 }
 
 /// A host list as Slurm writes it: `gpu[01-04,07],login1` — names grouped by what precedes
-/// their numeric suffix and by its zero padding, runs of numbers as ranges.
+/// their numeric suffix and by its number of digits, runs of numbers as ranges.
 pub fn compress(names: &[String]) -> String {
-    // (prefix, padded width or 0 for unpadded) → numbers; names without digits stay whole.
+    // (prefix, digit count) → numbers; names without digits stay whole.
     let mut groups: BTreeMap<(String, usize), Vec<(u64, String)>> = BTreeMap::new();
     let mut plain: Vec<String> = Vec::new();
     for name in names {
         let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
         let (prefix, suffix) = name.split_at(name.len() - digits);
         match suffix.parse::<u64>() {
+            // Grouped by digit count: a range's lower bound sets its zero padding, so
+            // `09` and `10` share `[09-10]`, while `9` and `10` stay apart (`9,10`).
             Ok(n) if digits <= 18 => {
-                let width = if suffix.starts_with('0') && digits > 1 {
-                    digits
-                } else {
-                    0
-                };
                 groups
-                    .entry((prefix.to_string(), width))
+                    .entry((prefix.to_string(), digits))
                     .or_default()
                     .push((n, suffix.to_string()));
             }
@@ -205,8 +202,9 @@ mod tests {
         );
         assert_eq!(
             compress(&names(&["gpu1", "gpu2", "gpu4", "gpu9", "gpu10"])),
-            "gpu[1-2,4,9-10]"
+            "gpu[1-2,4,9],gpu10"
         );
+        assert_eq!(compress(&names(&["gpu-09", "gpu-10", "gpu-11"])), "gpu-[09-11]");
         assert_eq!(compress(&names(&["n01", "n1"])), "n1,n01");
         assert_eq!(compress(&names(&["login", "gpu7"])), "gpu7,login");
         assert_eq!(compress(&names(&["r1-n01", "r1-n02", "r2-n01"])), "r1-n[01-02],r2-n01");

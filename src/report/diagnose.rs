@@ -3,8 +3,10 @@
 
 use super::envelope::{Envelope, NoDetail};
 use super::table;
+use crate::bench::locate::{Round, Suspect};
 use crate::bench::parse::SizeFigures;
 use crate::bench::sweep::Findings;
+use crate::irq::doctor::Check;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -23,6 +25,38 @@ pub struct DiagnosePayload {
     pub predicted: Prediction,
     pub ceiling_fraction: f64,
     pub below_ceiling: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub localisation: Option<Localisation>,
+}
+
+/// Rounds of runs that narrowed the set, per-rail figures, and what doctor says.
+#[derive(Debug, Serialize)]
+pub struct Localisation {
+    pub rounds: Vec<Round>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<Suspect>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rails: Option<Rails>,
+    /// The suspect's failing and warning checks.
+    pub doctor: Vec<Check>,
+    pub verdicts: Vec<Verdict>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Rails {
+    pub busbw: Vec<Option<f64>>,
+    pub median: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<u32>,
+}
+
+/// One line of the final table.
+#[derive(Debug, Serialize)]
+pub struct Verdict {
+    pub suspect: String,
+    pub evidence: String,
+    pub cause: String,
+    pub fix: String,
 }
 
 /// `8 B`, `64 KiB`, `4 GiB`.
@@ -85,8 +119,59 @@ pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
     if let Some(s) = f.crossover {
         let _ = writeln!(out, "latency/bandwidth crossover (half of peak busbw): {}", size(s));
     }
+    if let Some(l) = &p.localisation {
+        localisation(&mut out, l);
+    }
     let _ = writeln!(out, "{}", e.msg);
     out
+}
+
+fn localisation(out: &mut String, l: &Localisation) {
+    for (i, r) in l.rounds.iter().enumerate() {
+        let figures: Vec<String> = r
+            .groups
+            .iter()
+            .zip(&r.busbw)
+            .map(|(g, b)| {
+                let b = b.map_or_else(|| "failed".into(), |b| format!("{b:.1}"));
+                format!("{}={b}", crate::emit::slurm::compress(g))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "round {}: median {:.1} GB/s{}: {}",
+            i + 1,
+            r.median,
+            r.outlier.map_or_else(String::new, |o| format!(
+                ", slow: {}",
+                crate::emit::slurm::compress(&r.groups[o])
+            )),
+            figures.join("  ")
+        );
+    }
+    if let Some(r) = &l.rails {
+        let figures: Vec<String> = r
+            .busbw
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("{i}={}", b.map_or_else(|| "failed".into(), |b| format!("{b:.1}"))))
+            .collect();
+        let _ = writeln!(out, "rails: median {:.1} GB/s: {}", r.median, figures.join("  "));
+    }
+    if l.verdicts.is_empty() {
+        out.push_str("no outlier: no node or rail is slower than its peers\n");
+        return;
+    }
+    let mut t = table(&["Suspect", "Evidence", "Likely cause", "Fix"]);
+    for v in &l.verdicts {
+        t.add_row(vec![
+            v.suspect.clone(),
+            v.evidence.clone(),
+            v.cause.clone(),
+            v.fix.clone(),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
 }
 
 #[cfg(test)]

@@ -1,0 +1,242 @@
+//! Which node or rail drags a slow set down: rounds of parallel benchmark runs on disjoint
+//! groups, each round's figures judged with robust statistics (median and MAD, not the mean),
+//! narrowing to one node in O(log n) rounds. Pure: the caller runs each round and hands back
+//! one bus bandwidth per group (`None`: that run failed).
+
+use serde::Serialize;
+
+/// A group is an outlier when its figure is below the round's median by more than both
+/// this many scaled MADs and [`MIN_GAP`] of the median (noise of a few percent never accuses).
+pub const MAD_K: f64 = 3.0;
+/// The smallest relative gap that counts, whatever the spread.
+pub const MIN_GAP: f64 = 0.10;
+/// 1.4826 × MAD estimates σ for normal noise.
+const MAD_SCALE: f64 = 1.4826;
+
+/// One round: the groups run together and what each measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Round {
+    pub groups: Vec<Vec<String>>,
+    pub busbw: Vec<Option<f64>>,
+    pub median: f64,
+    /// The group judged slow in this round, if any.
+    pub outlier: Option<usize>,
+}
+
+/// What localisation found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Located {
+    pub rounds: Vec<Round>,
+    /// The node named, with its figure and the round median it is held against.
+    pub suspect: Option<Suspect>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Suspect {
+    pub name: String,
+    pub busbw: f64,
+    pub median: f64,
+}
+
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The index of the one figure that is low beyond noise: below `median − max(k·σ̂, gap)`,
+/// where σ̂ = 1.4826 × MAD. A failed run (`None`) counts as the slowest. `None` when no
+/// figure, or more than one, stands out (no single culprit to chase).
+pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
+    let known: Vec<f64> = figures.iter().flatten().copied().collect();
+    let m = median(&known);
+    let deviations: Vec<f64> = known.iter().map(|x| (x - m).abs()).collect();
+    let sigma = MAD_SCALE * median(&deviations);
+    let limit = m - (MAD_K * sigma).max(MIN_GAP * m);
+    let low: Vec<usize> = figures
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.is_none_or(|x| x < limit))
+        .map(|(i, _)| i)
+        .collect();
+    (m, (low.len() == 1).then(|| low[0]))
+}
+
+/// Split `items` into `parts` groups of near-equal size, in order.
+pub fn split(items: &[String], parts: usize) -> Vec<Vec<String>> {
+    let parts = parts.clamp(1, items.len().max(1));
+    let base = items.len() / parts;
+    let extra = items.len() % parts;
+    let mut out = Vec::with_capacity(parts);
+    let mut at = 0;
+    for i in 0..parts {
+        let len = base + usize::from(i < extra);
+        out.push(items[at..at + len].to_vec());
+        at += len;
+    }
+    out
+}
+
+/// Narrow `hosts` to the node that makes its runs slow. Each round splits every node into
+/// groups of equal size — four groups, then pairs — so the slow group is judged against its
+/// peers; the slow pair's two nodes are then each paired with a node from a pair that was
+/// not slow, which names the one that drags its partner down (a node alone would test its
+/// NVLink, not its network). `measure` runs one round (disjoint groups, in parallel).
+/// Runs one round: disjoint groups of hosts at once, one bus bandwidth each (`None`: failed).
+pub type Measure<'a> = dyn FnMut(&[Vec<String>]) -> Vec<Option<f64>> + 'a;
+
+pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
+    let mut rounds = Vec::new();
+    let mut judge = |groups: Vec<Vec<String>>, rounds: &mut Vec<Round>| -> Option<usize> {
+        let busbw = measure(&groups);
+        let (median, outlier) = outlier(&busbw);
+        rounds.push(Round {
+            groups,
+            busbw,
+            median,
+            outlier,
+        });
+        outlier
+    };
+    if hosts.len() < 4 {
+        return Located { rounds, suspect: None };
+    }
+    // Groups of a quarter of the nodes, then pairs within the slow quarter's neighbourhood:
+    // every node keeps running so each round has peers to compare with.
+    let quarters = split(hosts, 4);
+    let Some(q) = judge(quarters.clone(), &mut rounds) else {
+        return Located { rounds, suspect: None };
+    };
+    let pairs: Vec<Vec<String>> = hosts.chunks(2).map(<[String]>::to_vec).collect();
+    let slow_pair = if quarters[q].len() <= 2 {
+        pairs.iter().position(|p| p == &quarters[q])
+    } else {
+        judge(pairs.clone(), &mut rounds)
+    };
+    let Some(p) = slow_pair else {
+        return Located { rounds, suspect: None };
+    };
+    let pair = &pairs[p];
+    if pair.len() == 1 {
+        let (median, busbw) = rounds
+            .last()
+            .map_or((0.0, 0.0), |r| (r.median, r.busbw[p].unwrap_or(0.0)));
+        return Located {
+            rounds,
+            suspect: Some(Suspect {
+                name: pair[0].clone(),
+                busbw,
+                median,
+            }),
+        };
+    }
+    // Each of the two with a partner known to be good; the rest as references.
+    let good: Vec<&String> = hosts.iter().filter(|h| !pair.contains(h)).collect();
+    let mut groups: Vec<Vec<String>> = vec![
+        vec![pair[0].clone(), good[0].clone()],
+        vec![pair[1].clone(), good[1 % good.len()].clone()],
+    ];
+    groups.extend(
+        good[2.min(good.len())..]
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| c.iter().map(|h| (*h).clone()).collect()),
+    );
+    let last = judge(groups, &mut rounds);
+    let suspect = last.filter(|i| *i < 2).map(|i| {
+        let r = rounds
+            .last()
+            .map_or((0.0, 0.0), |r| (r.median, r.busbw[i].unwrap_or(0.0)));
+        Suspect {
+            name: pair[i].clone(),
+            busbw: r.1,
+            median: r.0,
+        }
+    });
+    Located { rounds, suspect }
+}
+
+/// The rail (GPU/NIC index) whose runs are slow, from one figure per rail.
+pub fn slow_rail(per_rail: &[Option<f64>]) -> (f64, Option<usize>) {
+    outlier(per_rail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("n{i:02}")).collect()
+    }
+
+    /// A fabric where every run makes `bw`, ×`slow` when the slow node takes part, with
+    /// deterministic noise of ±`noise` (a different draw per run).
+    fn fabric(
+        slow_node: Option<&str>,
+        slow: f64,
+        noise: f64,
+        seed: u64,
+    ) -> impl FnMut(&[Vec<String>]) -> Vec<Option<f64>> {
+        let mut draw = seed;
+        let slow_node = slow_node.map(str::to_string);
+        move |groups| {
+            groups
+                .iter()
+                .map(|g| {
+                    draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let u = (draw >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0;
+                    let hit = slow_node.as_ref().is_some_and(|s| g.contains(s));
+                    Some(100.0 * if hit { slow } else { 1.0 } * (1.0 + noise * u))
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn one_slow_node_of_sixteen_is_named_within_log2_rounds() {
+        for slow in hosts(16) {
+            let mut rounds_run = 0;
+            let mut f = fabric(Some(&slow), 0.5, 0.03, 7);
+            let found = locate(&hosts(16), &mut |g| {
+                rounds_run += 1;
+                f(g)
+            });
+            assert_eq!(
+                found.suspect.as_ref().map(|s| s.name.as_str()),
+                Some(slow.as_str()),
+                "{found:#?}"
+            );
+            // Plus the sweep that showed the set slow: ⌈log2 16⌉ + 1 = 5 rounds at most.
+            assert!(rounds_run < 5, "{rounds_run} rounds");
+        }
+    }
+
+    #[test]
+    fn no_slow_node_no_accusation_over_twenty_noisy_repetitions() {
+        for seed in 0..20 {
+            let found = locate(&hosts(16), &mut fabric(None, 1.0, 0.03, seed));
+            assert!(found.suspect.is_none(), "seed {seed}: {found:#?}");
+        }
+    }
+
+    #[test]
+    fn a_slow_rail_stands_out_and_noise_does_not() {
+        let mut rails: Vec<Option<f64>> = (0..8).map(|i| Some(100.0 + (i as f64 - 3.5) * 0.8)).collect();
+        assert_eq!(slow_rail(&rails).1, None);
+        rails[5] = Some(61.0);
+        assert_eq!(slow_rail(&rails).1, Some(5));
+        rails[5] = None;
+        assert_eq!(slow_rail(&rails).1, Some(5), "a rail whose run failed is the suspect");
+    }
+
+    #[test]
+    fn groups_split_evenly_in_order() {
+        let g = split(&hosts(10), 4);
+        assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 2, 2]);
+        assert_eq!(g.concat(), hosts(10));
+    }
+}
