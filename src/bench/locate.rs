@@ -49,14 +49,20 @@ pub fn median(xs: &[f64]) -> f64 {
 }
 
 /// The index of the one figure that is low beyond noise: below `median − max(k·σ̂, gap)`,
-/// where σ̂ = 1.4826 × MAD. A failed run (`None`) counts as the slowest. `None` when no
+/// where σ̂ = 1.4826 × MAD (with two figures, below 80% of the higher). A failed run (`None`) counts as the slowest. `None` when no
 /// figure, or more than one, stands out (no single culprit to chase).
 pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
     let known: Vec<f64> = figures.iter().flatten().copied().collect();
     let m = median(&known);
-    let deviations: Vec<f64> = known.iter().map(|x| (x - m).abs()).collect();
-    let sigma = MAD_SCALE * median(&deviations);
-    let limit = m - (MAD_K * sigma).max(MIN_GAP * m);
+    let limit = if figures.len() < 3 {
+        // Two groups have no spread to measure: the lower one must trail the higher by twice
+        // the minimum gap.
+        known.iter().copied().fold(0.0, f64::max) * (1.0 - 2.0 * MIN_GAP)
+    } else {
+        let deviations: Vec<f64> = known.iter().map(|x| (x - m).abs()).collect();
+        let sigma = MAD_SCALE * median(&deviations);
+        m - (MAD_K * sigma).max(MIN_GAP * m)
+    };
     let low: Vec<usize> = figures
         .iter()
         .enumerate()
@@ -107,16 +113,12 @@ pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
     }
     // Groups of a quarter of the nodes, then pairs within the slow quarter's neighbourhood:
     // every node keeps running so each round has peers to compare with.
-    let quarters = split(hosts, 4);
-    let Some(q) = judge(quarters.clone(), &mut rounds) else {
-        return Located { rounds, suspect: None };
-    };
+    // Below eight nodes a quarter would be one node (its NVLink, not its network): pairs first.
     let pairs: Vec<Vec<String>> = hosts.chunks(2).map(<[String]>::to_vec).collect();
-    let slow_pair = if quarters[q].len() <= 2 {
-        pairs.iter().position(|p| p == &quarters[q])
-    } else {
-        judge(pairs.clone(), &mut rounds)
-    };
+    if hosts.len() >= 8 && judge(split(hosts, 4), &mut rounds).is_none() {
+        return Located { rounds, suspect: None };
+    }
+    let slow_pair = judge(pairs.clone(), &mut rounds);
     let Some(p) = slow_pair else {
         return Located { rounds, suspect: None };
     };
@@ -212,6 +214,26 @@ mod tests {
             );
             // Plus the sweep that showed the set slow: ⌈log2 16⌉ + 1 = 5 rounds at most.
             assert!(rounds_run < 5, "{rounds_run} rounds");
+        }
+    }
+
+    #[test]
+    fn small_sets_start_with_pairs() {
+        for n in [4, 5, 6, 7] {
+            let slow = format!("n{n:02}");
+            let mut f = fabric(Some(&slow), 0.5, 0.02, 3);
+            let found = locate(&hosts(n), &mut f);
+            assert_eq!(found.suspect.map(|s| s.name), Some(slow), "{n} nodes");
+            assert!(found
+                .rounds
+                .iter()
+                .all(|r| r.groups.iter().all(|g| g.len() >= 2 || n % 2 == 1)));
+            for seed in 0..20 {
+                assert!(
+                    locate(&hosts(n), &mut fabric(None, 1.0, 0.03, seed)).suspect.is_none(),
+                    "{n} nodes, seed {seed}"
+                );
+            }
         }
     }
 
