@@ -148,10 +148,17 @@ fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeE
         return snapshot_from_xml_text(&text, &path.display().to_string(), None);
     }
     if ISOLATE.load(std::sync::atomic::Ordering::SeqCst) && std::env::var_os(IMPORT_CHILD).is_none() {
-        let exe = std::env::current_exe().map_err(|e| ProbeError::NotATopology {
-            path: path.display().to_string(),
-            reason: format!("finding topo-tune's own binary for the import: {e}"),
-        })?;
+        // /proc/self/exe names this very binary even when its file was replaced or removed
+        // since it started (a shared deploy directory); its path would not.
+        let proc_exe = Path::new("/proc/self/exe");
+        let exe = if proc_exe.exists() {
+            proc_exe.to_path_buf()
+        } else {
+            std::env::current_exe().map_err(|e| ProbeError::NotATopology {
+                path: path.display().to_string(),
+                reason: format!("finding topo-tune's own binary for the import: {e}"),
+            })?
+        };
         return import_in_child(&exe, path, fixture);
     }
     crash_for_tests(path);

@@ -391,7 +391,8 @@ const INSTALL_SCRIPT: &str = r#"umask 022 && mkdir -p -- "$1" && t="$1/.topo-tun
 command -v sha256sum > /dev/null || { rm -f -- "$t"; exit 127; }
 h=$(sha256sum < "$t") && h=${h%% *}
 [ "$h" = "$2" ] || { rm -f -- "$t"; echo "the copied binary does not verify (sha256 $h, expected $2)" >&2; exit 1; }
-mv -f -- "$t" "$1/topo-tune""#;
+p="$1/topo-tune"
+if ln -- "$t" "$p" 2>/dev/null || { [ -f "$p" ] && [ "$(wc -c < "$p")" -eq "$(wc -c < "$t")" ]; }; then rm -f -- "$t"; else mv -f -- "$t" "$p"; fi"#;
 
 /// Exit status of [`RUN_IF_DEPLOYED`] when the binary is not at its path (or not whole).
 const NOT_DEPLOYED: i32 = 197;
@@ -402,7 +403,11 @@ const NOT_DEPLOYED: i32 = 197;
 const RUN_IF_DEPLOYED: &str =
     r#"p="$1/topo-tune"; s="$2"; shift 2; [ -f "$p" ] && [ "$(wc -c < "$p")" -eq "$s" ] || exit 197; exec "$@""#;
 
-/// Upload the binary to `dir` (checksum verified on the node before it is put in place).
+/// Upload the binary to `dir` (checksum verified on the node before it is put in place). The
+/// verified file is linked into place only where none is yet (`ln` never replaces): nodes
+/// sharing a home directory over NFS upload at once, and replacing the file under a node that
+/// already runs it would unlink the binary its probe re-executes. A file of the wrong size (a
+/// broken copy) is replaced.
 async fn deploy(session: &Session, opts: &SshOptions, binary: &LocalBinary, dir: &str) -> Result<(), Failure> {
     let out = run(
         session,
@@ -581,6 +586,48 @@ mod tests {
         let f = rt.block_on(missing.get()).unwrap_err();
         assert_eq!(f.kind, FailureKind::DeployFailed);
         assert!(f.message.contains("gone"), "{}", f.message);
+    }
+
+    /// The install script on this machine's `sh`: a verified copy goes into place when none
+    /// is there, never replaces a whole one (a node may be running it), and replaces a broken
+    /// one.
+    #[test]
+    fn the_install_script_never_replaces_a_whole_binary() {
+        use std::io::Write as _;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("topo-tune");
+        let body = b"#!/bin/sh\necho hello\n".repeat(100);
+        let sha = crate::digest::sha256_hex(&body);
+        let install = || {
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", INSTALL_SCRIPT, "topo-tune-install"])
+                .arg(dir.path())
+                .arg(&sha)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&body).unwrap();
+            assert!(child.wait().unwrap().success());
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(left, [std::ffi::OsString::from("topo-tune")], "no temporary file left");
+        };
+        install();
+        assert_eq!(std::fs::read(&target).unwrap(), body);
+        let inode = std::fs::metadata(&target).unwrap().ino();
+        install();
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().ino(),
+            inode,
+            "a whole binary is kept, not replaced"
+        );
+        std::fs::write(&target, &body[..10]).unwrap();
+        install();
+        assert_eq!(std::fs::read(&target).unwrap(), body, "a broken copy is replaced");
     }
 
     #[test]
