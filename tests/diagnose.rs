@@ -182,3 +182,57 @@ fn no_slow_element_no_accusation_under_noise() {
         assert!(doc["msg"].as_str().unwrap().contains("no outlier"));
     }
 }
+
+/// The explain step on real (loopback ssh) nodes: the slow node is named and `doctor` on it
+/// gives the likely cause and the fix (its mlx5 interrupts all on CPU 0).
+#[test]
+fn the_suspect_is_doctored_over_ssh() {
+    use crate::common::machines::{self, Mlx5Naming};
+    use crate::common::sshd::{Node, SshCluster};
+    let trees = tempfile::tempdir().unwrap();
+    let nodes: Vec<Node> = (0..4)
+        .map(|i| {
+            let t = trees.path().join(format!("n{i}"));
+            machines::irq_box(&t, Mlx5Naming::Modern);
+            Node::Fsroot(t)
+        })
+        .collect();
+    let cluster = SshCluster::start(&nodes);
+    let double = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-tests/fake_all_reduce_perf");
+    let cfg = cluster.cluster_yaml(&format!(
+        "benchmark:\n  command: \"FAKE_NCCL_STATE={} FAKE_NCCL_HOSTS={{hosts}} FAKE_NCCL_RANKS={{ranks}} FAKE_NCCL_SLOW_NODE=node3=0.2 python3 {} -b 8 -e 16M -f 4 -g 1 -J {{json}}\"\n  timeout: 60\n",
+        trees.path().join("counter").display(),
+        double.display()
+    ));
+    // (cluster_yaml puts the extra text under `ssh:`; move the benchmark to the top level.)
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let (ssh, rest) = text.split_once("benchmark:").unwrap();
+    let (bench, nodes) = rest.split_once("nodes:").unwrap();
+    std::fs::write(&cfg, format!("benchmark:{bench}{ssh}nodes:{nodes}")).unwrap();
+    let o = topo_tune()
+        .args(["--output", "json", "diagnose", "--localise", "--cluster-config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    assert_eq!(o.status.code(), Some(0), "{doc:#}");
+    crate::common::assert_schema("diagnose", &doc);
+    let l = &doc["localisation"];
+    assert_eq!(l["suspect"]["name"], "node3", "{l:#}");
+    let verdict = &l["verdicts"][0];
+    assert!(
+        verdict["cause"].as_str().unwrap().starts_with("mlx5-irq"),
+        "{verdict:#}"
+    );
+    assert!(
+        verdict["fix"].as_str().unwrap().contains("topo-tune irq-pin"),
+        "{verdict:#}"
+    );
+    assert!(!l["doctor"].as_array().unwrap().is_empty());
+}
