@@ -31,14 +31,23 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
         Some(sel) => crate::canary::select::select(sel, &full).map_err(Error::Usage)?,
         None => full.nodes.iter().map(|n| n.host.clone()).collect(),
     };
+    let selected: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
     let mut inv = full.clone();
-    inv.nodes.retain(|n| hosts.contains(&n.host));
+    inv.nodes.retain(|n| selected.contains(n.host.as_str()));
     // The model's figures for exactly these nodes.
     let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, Ask::Snapshot)?;
     let gpus = inv
         .benchmark
         .gpus_per_node
-        .or_else(|| planned.plan.node_classes.iter().map(|c| c.gpus as u32).min())
+        .or_else(|| {
+            planned
+                .plan
+                .node_classes
+                .iter()
+                .filter(|c| c.gpus > 0)
+                .map(|c| c.gpus as u32)
+                .min()
+        })
         .unwrap_or(1)
         .max(1);
     let order = if planned.plan.node_order.is_empty() {
