@@ -3,6 +3,7 @@
 //! narrowing to one node in O(log n) rounds. Pure: the caller runs each round and hands back
 //! one bus bandwidth per group (`None`: that run failed).
 
+use super::stats::median;
 use serde::Serialize;
 
 /// A group is an outlier when its figure is below the round's median by more than both
@@ -38,22 +39,13 @@ pub struct Suspect {
     pub median: f64,
 }
 
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v: Vec<f64> = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// The index of the one figure that is low beyond noise: below `median − max(k·σ̂, gap)`,
 /// where σ̂ = 1.4826 × MAD (with two figures, below 80% of the higher). A failed run (`None`) counts as the slowest. `None` when no
 /// figure, or more than one, stands out (no single culprit to chase).
 pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
     let known: Vec<f64> = figures.iter().flatten().copied().collect();
-    let m = median(&known);
+    // No figure at all: 0 (every run failed; the caller sees which).
+    let m = Some(median(&known)).filter(|m| m.is_finite()).unwrap_or(0.0);
     let limit = if figures.len() < 3 {
         // Two groups have no spread to measure: the lower one must trail the higher by twice
         // the minimum gap.

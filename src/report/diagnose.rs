@@ -1,6 +1,7 @@
 //! `diagnose`'s table: per size the time, bus bandwidth and P99; then the fit, the cliff,
 //! the flat range, the crossover, and the prediction it is held against.
 
+use super::apply::size;
 use super::envelope::{Envelope, NoDetail};
 use super::table;
 use crate::bench::locate::{Round, Suspect};
@@ -57,18 +58,6 @@ pub struct Verdict {
     pub evidence: String,
     pub cause: String,
     pub fix: String,
-}
-
-/// `8 B`, `64 KiB`, `4 GiB`.
-pub fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes;
-    let mut u = 0;
-    while v >= 1024 && v.is_multiple_of(1024) && u + 1 < UNITS.len() {
-        v /= 1024;
-        u += 1;
-    }
-    format!("{v} {}", UNITS[u])
 }
 
 pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
