@@ -1,7 +1,7 @@
 //! `topo-tune doctor`: the checks on this machine (or a `--fsroot` tree), or on every node of
 //! a cluster through the node protocol.
 
-use super::reach::{machine_jobs, on_nodes, reserved_cpus};
+use super::reach::{local_scope, machine_jobs, on_nodes, reserved_cpus};
 use super::{finish, Done};
 use crate::cli::{DoctorArgs, OutputFormat};
 use crate::config::Inventory;
@@ -14,13 +14,7 @@ use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::transport::NodeEnv;
 
 pub fn run(args: &DoctorArgs, output: OutputFormat) -> Result<Done, Error> {
-    let scope = crate::cli::local_command_scope(
-        args.cluster_config.as_deref(),
-        args.cluster,
-        std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"),
-    )
-    .map_err(Error::Usage)?;
-    let rows = match &scope {
+    let rows = match &local_scope(args.cluster_config.as_deref(), args.cluster)? {
         None => vec![here(args)?],
         Some(cfg) => cluster(args, cfg, output)?,
     };

@@ -1,7 +1,7 @@
 //! `topo-tune irq-pin`: on this machine (or a `--fsroot` tree), or on every node of a cluster
 //! through the node protocol — one result shape either way.
 
-use super::reach::{machine_jobs, on_nodes, reserved_cpus};
+use super::reach::{local_scope, machine_jobs, on_nodes, reserved_cpus};
 use super::{finish, Done};
 use crate::cli::{IrqPinArgs, OutputFormat};
 use crate::config::Inventory;
@@ -27,13 +27,7 @@ fn request(args: &IrqPinArgs, reserved: CpuList) -> PinRequest {
 }
 
 pub fn run(args: &IrqPinArgs, output: OutputFormat) -> Result<Done, Error> {
-    let scope = crate::cli::local_command_scope(
-        args.cluster_config.as_deref(),
-        args.cluster,
-        std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"),
-    )
-    .map_err(Error::Usage)?;
-    let rows = match &scope {
+    let rows = match &local_scope(args.cluster_config.as_deref(), args.cluster)? {
         None => vec![here(args)?],
         Some(cfg) => cluster(args, cfg, output)?,
     };

@@ -109,3 +109,13 @@ pub(crate) fn write_jobs<C>(
 pub(crate) fn reserved_cpus(flag: Option<&crate::model::CpuList>, inv: &Inventory) -> crate::model::CpuList {
     flag.or(inv.reserved_cpus.as_ref()).cloned().unwrap_or_default()
 }
+
+/// Where `irq-pin` and `doctor` act: `--cluster-config`, or with `--cluster` the cluster
+/// `TOPO_TUNE_CLUSTER_CONFIG` names, else this machine (`None`).
+pub(crate) fn local_scope(
+    cluster_config: Option<&std::path::Path>,
+    cluster: bool,
+) -> Result<Option<std::path::PathBuf>, Error> {
+    crate::cli::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
+        .map_err(Error::Usage)
+}
