@@ -5,7 +5,7 @@
 use super::gather::Ask;
 use super::init::guard_class;
 use super::plan::{gather_and_plan, read_plan};
-use super::reach::{on_nodes, progress_bar, resolve};
+use super::reach::{bench_target, on_nodes, progress_bar, resolve};
 use super::{finish, Done};
 use crate::apply::stage::StageRecord;
 use crate::apply::writer::{self, Bundle, WriteReport};
@@ -14,19 +14,16 @@ use crate::canary::runner::{BenchAnswer, BenchRequest, Variant};
 use crate::canary::select;
 use crate::canary::state::{self, Options, Phase, Rollout, RolloutStatus, Store, Wave, STATE_VERSION};
 use crate::cli::{ApplyArgs, OutputFormat, ReachArgs};
-use crate::config::benchmark::RunsOn;
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::exit;
-use crate::model::files::host_dir;
 use crate::node::calls::{Bench, Rollback, Stage, Unstage, Write};
 use crate::node::{self, write_target, Call, NodeJob};
 use crate::report::apply::{render_apply, ApplyDetail, ApplyPayload};
 use crate::report::envelope::{Envelope, NodeRow};
-use crate::transport::{Failure, FailureKind, NodeEnv, Target};
+use crate::transport::{Failure, FailureKind};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub fn run(args: &ApplyArgs, output: OutputFormat) -> Result<Done, Error> {
@@ -313,16 +310,7 @@ impl Fleet for NodeFleet<'_> {
             .gpus_per_node
             .unwrap_or_else(|| hosts.iter().filter_map(|h| r.gpus.get(h)).copied().min().unwrap_or(1))
             .max(1);
-        let target = match b.runs_on {
-            RunsOn::FirstNode => write_target(first, r.options.output_dir.as_deref()),
-            RunsOn::Controller => Target::Here(NodeEnv {
-                write_root: match &r.options.output_dir {
-                    Some(d) => host_dir(d, &first.host).map_err(Error::Usage)?,
-                    None => PathBuf::from("/"),
-                },
-                ..NodeEnv::live()
-            }),
-        };
+        let target = bench_target(first, b.runs_on, r.options.output_dir.as_deref())?;
         let job = NodeJob {
             node: first.clone(),
             target,

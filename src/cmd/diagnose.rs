@@ -4,25 +4,21 @@
 
 use super::gather::Ask;
 use super::plan::gather_and_plan;
-use super::reach::{machine_jobs, on_nodes, progress_bar, resolve};
+use super::reach::{bench_target, machine_jobs, on_nodes, progress_bar, resolve};
 use super::{finish, Done};
 use crate::bench::locate;
 use crate::bench::parse::{BenchRun, SizeFigures};
 use crate::bench::sweep::{self, Findings};
 use crate::canary::runner::{self, BenchRequest, Variant};
 use crate::cli::{DiagnoseArgs, OutputFormat};
-use crate::config::benchmark::RunsOn;
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
 use crate::irq::doctor::{Check, DoctorRequest, Status};
-use crate::model::files::host_dir;
 use crate::node::calls::Doctor;
-use crate::node::{self, calls::Bench, write_target, NodeJob};
+use crate::node::{self, calls::Bench, NodeJob};
 use crate::report::diagnose::{self as diagnose_report, DiagnosePayload, Localisation, Prediction, Rails, Verdict};
 use crate::report::envelope::{Envelope, NoDetail, NodeRow};
-use crate::transport::{NodeEnv, Target};
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
@@ -143,16 +139,7 @@ fn runs(
             .iter()
             .find(|n| r.hosts.first() == Some(&n.host))
             .ok_or_else(|| Error::Usage("no node selected".into()))?;
-        let target = match b.runs_on {
-            RunsOn::FirstNode => write_target(first, args.output_dir.as_deref()),
-            RunsOn::Controller => Target::Here(NodeEnv {
-                write_root: match &args.output_dir {
-                    Some(d) => host_dir(d, &first.host).map_err(Error::Usage)?,
-                    None => PathBuf::from("/"),
-                },
-                ..NodeEnv::live()
-            }),
-        };
+        let target = bench_target(first, b.runs_on, args.output_dir.as_deref())?;
         jobs.push(NodeJob {
             node: first.clone(),
             target,

@@ -119,3 +119,24 @@ pub(crate) fn local_scope(
     crate::cli::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
         .map_err(Error::Usage)
 }
+
+/// Where a benchmark run starts: on the controller (its files under `DIR/<first host>` with
+/// `--output-dir`, else `/`), or on the run's first node.
+pub(crate) fn bench_target(
+    first: &NodeSpec,
+    runs_on: crate::config::benchmark::RunsOn,
+    output_dir: Option<&std::path::Path>,
+) -> Result<crate::transport::Target, Error> {
+    use crate::config::benchmark::RunsOn;
+    use crate::transport::{NodeEnv, Target};
+    Ok(match runs_on {
+        RunsOn::FirstNode => node::write_target(first, output_dir),
+        RunsOn::Controller => Target::Here(NodeEnv {
+            write_root: match output_dir {
+                Some(d) => crate::model::files::host_dir(d, &first.host).map_err(Error::Usage)?,
+                None => std::path::PathBuf::from("/"),
+            },
+            ..NodeEnv::live()
+        }),
+    })
+}
