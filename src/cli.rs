@@ -384,7 +384,9 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
     pub output_dir: Option<PathBuf>,
 
-    /// Cap on the benchmark's time, seconds (at most cluster.yaml's benchmark.timeout).
+    /// Cap on all benchmark runs together, seconds: the sweep and every localisation round.
+    /// Localisation stops, accusing no one further, when it is spent; each run also stops at
+    /// cluster.yaml's benchmark.timeout.
     #[arg(long, value_name = "S", value_parser = RangedU64ValueParser::<u64>::new().range(1..=86_400))]
     pub budget: Option<u64>,
 
@@ -392,8 +394,8 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "F", default_value_t = 0.8, value_parser = fraction)]
     pub ceiling_fraction: f64,
 
-    /// Look for the slow node and rail even when the set meets the prediction (by default
-    /// only when it does not).
+    /// Look for the slow node, NIC, link or rail even when the set meets the prediction (by
+    /// default only when it does not).
     #[arg(long)]
     pub localise: bool,
 }

@@ -139,6 +139,37 @@ fn localised(doc: &Value) -> &Value {
     &doc["localisation"]
 }
 
+/// The verdict rows as (kind, suspect).
+fn verdicts(doc: &Value) -> Vec<(String, String)> {
+    localised(doc)["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap().to_string(),
+                v["suspect"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The ring order the planner gives the sixteen nodes (the order diagnose runs them in).
+fn ring_order(cfg: &Path) -> Vec<String> {
+    let o = topo_tune()
+        .args(["--output", "json", "plan", "--cluster-config"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    doc["node_order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn one_slow_node_of_sixteen_is_named_within_log2_rounds_and_doctored() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,10 +179,60 @@ fn one_slow_node_of_sixteen_is_named_within_log2_rounds_and_doctored() {
     assert_eq!(doc["below_ceiling"], true, "the set is slow: {doc:#}");
     let l = localised(&doc);
     assert_eq!(l["suspect"]["name"], "gpu-11", "{l:#}");
-    // The sweep plus at most ⌈log2 16⌉ rounds.
-    assert!(l["rounds"].as_array().unwrap().len() < 5, "{l:#}");
-    assert_eq!(l["verdicts"][0]["suspect"], "gpu-11");
+    assert_eq!(verdicts(&doc), [("node".to_string(), "gpu-11".to_string())]);
+    // Named within ⌈log2 16⌉ + 1 rounds, the sweep being round 1 and each node alone round 2.
+    let round = l["verdicts"][0]["round"].as_u64().unwrap();
+    assert!(round <= 5, "named in round {round}: {l:#}");
+    // Alone, its GPUs are as fast as any node's: its network is what is slow.
+    assert!(l["interiors"]["slow"].is_null(), "{l:#}");
+    assert_eq!(l["interiors"]["figures"]["groups"].as_array().unwrap().len(), 16);
+    assert!(l["verdicts"][0]["evidence"].as_str().unwrap().contains("runs with it"));
+    // Paper nodes: doctor cannot look, and says so.
+    assert!(l["verdicts"][0]["cause"]
+        .as_str()
+        .unwrap()
+        .contains("doctor could not check gpu-11"));
     assert!(doc["msg"].as_str().unwrap().contains("the slow node: gpu-11"));
+}
+
+#[test]
+fn a_slow_inside_is_told_from_a_slow_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLOW_INSIDE=gpu-09=0.3");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let l = localised(&doc);
+    assert_eq!(l["interiors"]["slow"]["name"], "gpu-09", "{l:#}");
+    // One row: its inside, with the bisection's figure as more evidence.
+    assert_eq!(verdicts(&doc), [("node_inside".to_string(), "gpu-09".to_string())]);
+    let v = &l["verdicts"][0];
+    assert_eq!(v["round"], 2, "each node alone is the round after the sweep");
+    assert!(
+        v["evidence"].as_str().unwrap().contains("alone with its 8 GPUs"),
+        "{v:#}"
+    );
+    assert!(v["fix"].as_str().unwrap().contains("nvlink"), "{v:#}");
+}
+
+#[test]
+fn one_slow_nic_is_named_with_its_node_and_rail() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLOW_NIC=gpu-06:3=0.3");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let l = localised(&doc);
+    assert_eq!(l["suspect"]["name"], "gpu-06", "the bisection names the node: {l:#}");
+    assert_eq!(l["rails"]["slow"], 3, "{l:#}");
+    assert_eq!(l["rails"]["nic"]["suspect"]["name"], "gpu-06", "{l:#}");
+    assert_eq!(
+        verdicts(&doc),
+        [("nic".to_string(), "gpu-06, NIC of rail 3".to_string())],
+        "one row for the node and its NIC"
+    );
+    assert!(doc["msg"]
+        .as_str()
+        .unwrap()
+        .contains("the slow NIC: gpu-06, NIC of rail 3"));
 }
 
 #[test]
@@ -163,24 +244,69 @@ fn one_slow_rail_is_named() {
     let l = localised(&doc);
     assert!(l["suspect"].is_null(), "no node is slower than another: {l:#}");
     assert_eq!(l["rails"]["slow"], 5, "{l:#}");
-    assert_eq!(l["verdicts"][0]["suspect"], "rail 5");
+    assert!(
+        l["rails"]["nic"]["suspect"].is_null(),
+        "every node is slow on rail 5: {l:#}"
+    );
+    assert_eq!(verdicts(&doc), [("rail".to_string(), "rail 5".to_string())]);
+}
+
+#[test]
+fn one_slow_link_between_ring_neighbours_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let order = ring_order(&sixteen(dir.path(), ""));
+    let (a, b) = (&order[5], &order[6]);
+    let cfg = sixteen(dir.path(), &format!("FAKE_NCCL_SLOW_LINK={a}+{b}=0.3"));
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let l = localised(&doc);
+    // Pairs split them: the bisection names no node, the ring-neighbour runs the link.
+    assert!(l["suspect"].is_null(), "{l:#}");
+    let edges = &l["edges"];
+    assert_eq!(edges["edges"].as_array().unwrap().len(), 16);
+    assert_eq!(edges["low"], serde_json::json!([5]), "{edges:#}");
+    assert_eq!(edges["blame"]["kind"], "link");
+    assert_eq!(verdicts(&doc), [("link".to_string(), format!("{a}–{b}"))]);
+    assert!(l["verdicts"][0]["evidence"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("sendrecv {a}–{b}")));
 }
 
 #[test]
 fn no_slow_element_no_accusation_under_noise() {
     for rep in 0..20 {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = sixteen(dir.path(), "FAKE_NCCL_NOISE=0.03");
+        let cfg = sixteen(dir.path(), &format!("FAKE_NCCL_NOISE=0.03 FAKE_NCCL_SEED={rep}"));
         let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--localise"]);
         assert_eq!(code, Some(0), "{doc:#}");
         let l = localised(&doc);
-        assert!(
-            l["suspect"].is_null() && l["rails"]["slow"].is_null(),
-            "repetition {rep}: {l:#}"
-        );
-        assert!(l["verdicts"].as_array().unwrap().is_empty());
+        assert!(verdicts(&doc).is_empty(), "repetition {rep}: {l:#}");
+        assert!(l["suspect"].is_null() && l["rails"]["slow"].is_null());
         assert!(doc["msg"].as_str().unwrap().contains("no outlier"));
     }
+}
+
+#[test]
+fn the_budget_bounds_every_run_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLOW_NODE=gpu-11=0.1 FAKE_NCCL_SLEEP=1");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--budget", "4"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let budget = &localised(&doc)["budget"];
+    assert_eq!(budget["limit_s"], 4);
+    // Localising sixteen nodes takes more than four rounds of a second each.
+    assert!(budget["stopped_at"].is_string(), "{budget:#}");
+    let spent = budget["spent_s"].as_f64().unwrap();
+    assert!(spent < 4.0 + 2.0, "spent {spent} s of a 4 s budget");
+    // A round cut short accuses no one.
+    assert!(verdicts(&doc).iter().all(|(_, s)| s == "gpu-11"), "{doc:#}");
+    assert!(doc["msg"].as_str().unwrap().contains("--budget 4 s spent"), "{doc:#}");
+    // A sweep that cannot finish within the budget is an error, not a figure.
+    let cfg = sixteen(dir.path(), "FAKE_NCCL_SLEEP=3");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--budget", "1"]);
+    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
+    assert!(doc["msg"].as_str().unwrap().contains("--budget 1 s"), "{doc:#}");
 }
 
 /// The explain step on real (loopback ssh) nodes: the slow node is named and `doctor` on it
@@ -223,5 +349,14 @@ fn the_suspect_is_doctored_over_ssh() {
         verdict["fix"].as_str().unwrap().contains("topo-tune irq-pin"),
         "{verdict:#}"
     );
-    assert!(!l["doctor"].as_array().unwrap().is_empty());
+    assert_eq!(l["doctor"][0]["host"], "node3");
+    assert!(!l["doctor"][0]["checks"].as_array().unwrap().is_empty());
+    assert!(
+        l["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("per-rail runs: one GPU per node")),
+        "each step not run says why: {l:#}"
+    );
 }

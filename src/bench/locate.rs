@@ -39,10 +39,10 @@ pub struct Suspect {
     pub median: f64,
 }
 
-/// The index of the one figure that is low beyond noise: below `median − max(k·σ̂, gap)`,
-/// where σ̂ = 1.4826 × MAD (with two figures, below 80% of the higher). A failed run (`None`) counts as the slowest. `None` when no
-/// figure, or more than one, stands out (no single culprit to chase).
-pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
+/// Every figure that is low beyond noise, with the median: below `median − max(k·σ̂, gap)`,
+/// where σ̂ = 1.4826 × MAD (with two figures, below 80% of the higher). A failed run (`None`)
+/// counts as low.
+pub fn low(figures: &[Option<f64>]) -> (f64, Vec<usize>) {
     let known: Vec<f64> = figures.iter().flatten().copied().collect();
     // No figure at all: 0 (every run failed; the caller sees which).
     let m = Some(median(&known)).filter(|m| m.is_finite()).unwrap_or(0.0);
@@ -55,12 +55,19 @@ pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
         let sigma = MAD_SCALE * median(&deviations);
         m - (MAD_K * sigma).max(MIN_GAP * m)
     };
-    let low: Vec<usize> = figures
+    let low = figures
         .iter()
         .enumerate()
         .filter(|(_, f)| f.is_none_or(|x| x < limit))
         .map(|(i, _)| i)
         .collect();
+    (m, low)
+}
+
+/// The index of the one figure that is low beyond noise ([`low`]); `None` when no figure, or
+/// more than one, stands out (no single culprit to chase).
+pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
+    let (m, low) = low(figures);
     (m, (low.len() == 1).then(|| low[0]))
 }
 
@@ -79,18 +86,19 @@ pub fn split(items: &[String], parts: usize) -> Vec<Vec<String>> {
     out
 }
 
+/// Runs one round: disjoint groups of hosts at once, one bus bandwidth each (`None`: failed);
+/// `None` for the whole round: stop here (the time budget is spent), accusing no one.
+pub type Measure<'a> = dyn FnMut(&[Vec<String>]) -> Option<Vec<Option<f64>>> + 'a;
+
 /// Narrow `hosts` to the node that makes its runs slow. Each round splits every node into
 /// groups of equal size — four groups, then pairs — so the slow group is judged against its
 /// peers; the slow pair's two nodes are then each paired with a node from a pair that was
 /// not slow, which names the one that drags its partner down (a node alone would test its
 /// NVLink, not its network). `measure` runs one round (disjoint groups, in parallel).
-/// Runs one round: disjoint groups of hosts at once, one bus bandwidth each (`None`: failed).
-pub type Measure<'a> = dyn FnMut(&[Vec<String>]) -> Vec<Option<f64>> + 'a;
-
 pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
     let mut rounds = Vec::new();
     let mut judge = |groups: Vec<Vec<String>>, rounds: &mut Vec<Round>| -> Option<usize> {
-        let busbw = measure(&groups);
+        let busbw = measure(&groups)?;
         let (median, outlier) = outlier(&busbw);
         rounds.push(Round {
             groups,
@@ -154,6 +162,57 @@ pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
     Located { rounds, suspect }
 }
 
+/// Ring edge `k` joins `order[k]` and `order[(k + 1) % n]`. Rounds of edges that share no
+/// node (a node's GPUs serve one run at a time): the even edges, the odd ones, and with an odd
+/// count the edge that closes the ring. Fewer than three nodes have no ring to walk.
+pub fn edge_rounds(n: usize) -> Vec<Vec<usize>> {
+    if n < 3 {
+        return Vec::new();
+    }
+    let mut rounds = vec![
+        (0..n - 1).step_by(2).collect::<Vec<_>>(),
+        (1..n - 1).step_by(2).collect(),
+    ];
+    rounds.push(vec![n - 1]);
+    if n.is_multiple_of(2) {
+        // n − 1 is odd and shares no node with the other odd edges.
+        let last = rounds.pop().unwrap_or_default();
+        rounds[1].extend(last);
+    }
+    rounds
+}
+
+/// What the ring-neighbour runs blame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EdgeBlame {
+    /// Both of the node's edges are slow: its network (NIC, cable to its switch).
+    Node { host: String },
+    /// One edge is slow and its two ends are fine elsewhere: what joins them.
+    Link { a: String, b: String },
+}
+
+/// Judge one figure per ring edge (`busbw[k]` for edge `k`): the low edges ([`low`]), and
+/// whom they blame — a node when exactly its two edges are low, a link when exactly one edge
+/// is; anything else names no single culprit.
+pub fn blame_edges(order: &[String], busbw: &[Option<f64>]) -> (f64, Vec<usize>, Option<EdgeBlame>) {
+    let n = order.len();
+    let (m, slow) = low(busbw);
+    let blame = match slow.as_slice() {
+        [k] => Some(EdgeBlame::Link {
+            a: order[*k].clone(),
+            b: order[(k + 1) % n].clone(),
+        }),
+        // Edges k and k+1 share node k+1 (edge n−1 and edge 0 share node 0).
+        [i, j] if (i + 1) % n == *j => Some(EdgeBlame::Node {
+            host: order[*j].clone(),
+        }),
+        [0, j] if *j == n - 1 => Some(EdgeBlame::Node { host: order[0].clone() }),
+        _ => None,
+    };
+    (m, slow, blame)
+}
+
 /// The rail (GPU/NIC index) whose runs are slow, from one figure per rail.
 pub fn slow_rail(per_rail: &[Option<f64>]) -> (f64, Option<usize>) {
     outlier(per_rail)
@@ -190,6 +249,13 @@ mod tests {
         }
     }
 
+    /// A fabric as a [`Measure`] that never stops.
+    fn some(
+        mut f: impl FnMut(&[Vec<String>]) -> Vec<Option<f64>>,
+    ) -> impl FnMut(&[Vec<String>]) -> Option<Vec<Option<f64>>> {
+        move |g| Some(f(g))
+    }
+
     #[test]
     fn one_slow_node_of_sixteen_is_named_within_log2_rounds() {
         for slow in hosts(16) {
@@ -197,7 +263,7 @@ mod tests {
             let mut f = fabric(Some(&slow), 0.5, 0.03, 7);
             let found = locate(&hosts(16), &mut |g| {
                 rounds_run += 1;
-                f(g)
+                Some(f(g))
             });
             assert_eq!(
                 found.suspect.as_ref().map(|s| s.name.as_str()),
@@ -214,7 +280,7 @@ mod tests {
         for n in [4, 5, 6, 7] {
             let slow = format!("n{n:02}");
             let mut f = fabric(Some(&slow), 0.5, 0.02, 3);
-            let found = locate(&hosts(n), &mut f);
+            let found = locate(&hosts(n), &mut |g| Some(f(g)));
             assert_eq!(found.suspect.map(|s| s.name), Some(slow), "{n} nodes");
             assert!(found
                 .rounds
@@ -222,7 +288,9 @@ mod tests {
                 .all(|r| r.groups.iter().all(|g| g.len() >= 2 || n % 2 == 1)));
             for seed in 0..20 {
                 assert!(
-                    locate(&hosts(n), &mut fabric(None, 1.0, 0.03, seed)).suspect.is_none(),
+                    locate(&hosts(n), &mut some(fabric(None, 1.0, 0.03, seed)))
+                        .suspect
+                        .is_none(),
                     "{n} nodes, seed {seed}"
                 );
             }
@@ -232,7 +300,7 @@ mod tests {
     #[test]
     fn no_slow_node_no_accusation_over_twenty_noisy_repetitions() {
         for seed in 0..20 {
-            let found = locate(&hosts(16), &mut fabric(None, 1.0, 0.03, seed));
+            let found = locate(&hosts(16), &mut some(fabric(None, 1.0, 0.03, seed)));
             assert!(found.suspect.is_none(), "seed {seed}: {found:#?}");
         }
     }
@@ -245,6 +313,76 @@ mod tests {
         assert_eq!(slow_rail(&rails).1, Some(5));
         rails[5] = None;
         assert_eq!(slow_rail(&rails).1, Some(5), "a rail whose run failed is the suspect");
+    }
+
+    #[test]
+    fn a_stopped_round_accuses_no_one() {
+        let mut f = fabric(Some("n03"), 0.5, 0.0, 1);
+        let mut left = 1;
+        let found = locate(&hosts(16), &mut |g| {
+            left -= 1;
+            (left >= 0).then(|| f(g))
+        });
+        assert_eq!(found.rounds.len(), 1, "the first round ran, the second stopped");
+        assert!(found.suspect.is_none(), "{found:#?}");
+    }
+
+    #[test]
+    fn edge_rounds_cover_every_edge_once_without_sharing_a_node() {
+        assert!(edge_rounds(2).is_empty());
+        for n in 3..=17 {
+            let rounds = edge_rounds(n);
+            let mut all: Vec<usize> = rounds.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..n).collect::<Vec<_>>(), "{n} nodes");
+            for r in &rounds {
+                let mut ends: Vec<usize> = r.iter().flat_map(|k| [*k, (k + 1) % n]).collect();
+                ends.sort_unstable();
+                let before = ends.len();
+                ends.dedup();
+                assert_eq!(ends.len(), before, "{n} nodes: a node in two runs of {r:?}");
+            }
+            assert!(rounds.len() <= 3);
+        }
+    }
+
+    /// One figure per edge of an n-node ring: 100, × `slow` on the listed edges, ±2% noise.
+    fn edges(n: usize, slow_edges: &[usize], seed: u64) -> Vec<Option<f64>> {
+        let mut draw = fabric(None, 1.0, 0.02, seed);
+        (0..n)
+            .map(|k| {
+                let b = draw(&[vec![]])[0].unwrap_or(0.0);
+                Some(if slow_edges.contains(&k) { b * 0.5 } else { b })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ring_edges_blame_a_node_a_link_or_no_one() {
+        let order = hosts(12);
+        for seed in 0..20 {
+            // Node k+1 sits between edges k and k+1; node 0 between edges 11 and 0.
+            for k in 0..12 {
+                let (_, slow, blame) = blame_edges(&order, &edges(12, &[k, (k + 1) % 12], seed));
+                assert_eq!(slow.len(), 2);
+                assert_eq!(
+                    blame,
+                    Some(EdgeBlame::Node {
+                        host: order[(k + 1) % 12].clone()
+                    })
+                );
+                let (_, _, blame) = blame_edges(&order, &edges(12, &[k], seed));
+                assert_eq!(
+                    blame,
+                    Some(EdgeBlame::Link {
+                        a: order[k].clone(),
+                        b: order[(k + 1) % 12].clone()
+                    })
+                );
+            }
+            assert_eq!(blame_edges(&order, &edges(12, &[], seed)).2, None, "seed {seed}");
+            assert_eq!(blame_edges(&order, &edges(12, &[1, 5], seed)).2, None, "two apart");
+        }
     }
 
     #[test]

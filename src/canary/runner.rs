@@ -198,24 +198,32 @@ fn read_limited(path: &Path) -> std::io::Result<Option<String>> {
     Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
 }
 
+/// The line that says why a run failed: the first one that is neither nccl-tests' `#`
+/// commentary, a table row, nor a launcher's rule of dashes (nccl-tests prints its reason
+/// before mpirun's epilogue), else the last non-empty line; 200 printable characters.
+fn complaint(output: &str) -> String {
+    let plain = |l: &&str| {
+        let t = l.trim();
+        !t.is_empty()
+            && !t.starts_with('#')
+            && !t.chars().all(|c| c == '-')
+            && t.split_whitespace().next().is_none_or(|w| w.parse::<u64>().is_err())
+    };
+    let line = output
+        .lines()
+        .find(plain)
+        .or_else(|| output.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("");
+    line.trim().chars().filter(|c| !c.is_control()).take(200).collect()
+}
+
 /// The figures of a run, or why it is a failed run: a timeout, a non-zero exit, wrong or
 /// out-of-bounds values, an NCCL `WARN` — never a number.
 pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, String> {
     if a.timed_out {
         return Err(format!("timed out after {timeout_s} s (benchmark.timeout)"));
     }
-    let last = || {
-        let l: String = a
-            .output
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .chars()
-            .take(200)
-            .collect();
-        l.chars().filter(|c| !c.is_control()).collect::<String>()
-    };
+    let last = || complaint(&a.output);
     match a.exit_code {
         Some(0) => {}
         Some(c) => return Err(format!("exited with {c}: {}", last())),
@@ -294,5 +302,45 @@ mod tests {
         };
         let a = run(&req, Path::new("/")).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");
+    }
+
+    #[test]
+    fn a_real_launch_failure_is_named_by_nccl_tests_reason_not_mpiruns_epilogue() {
+        // mpirun -np 2 on the one-GPU H200: nccl-tests refuses, mpirun adds its epilogue.
+        let output = include_str!("../../tests/data/nccl-tests/mpirun-np2-split-div1-one-gpu.txt");
+        let a = BenchAnswer {
+            command: "mpirun -np 2 all_reduce_perf".into(),
+            exit_code: Some(5),
+            output: output.into(),
+            ..BenchAnswer::default()
+        };
+        assert_eq!(
+            judge(&a, 10).unwrap_err(),
+            "exited with 5: Invalid number of GPUs: 2 requested but only 1 were found."
+        );
+    }
+
+    #[test]
+    fn real_sendrecv_output_is_read_like_all_reduce() {
+        // sendrecv_perf 2.19.6 on the H200 (one rank sends to itself): busbw = algbw.
+        let a = BenchAnswer {
+            command: "sendrecv_perf".into(),
+            exit_code: Some(0),
+            output: include_str!("../../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.txt").into(),
+            json: Some(include_str!("../../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.json").into()),
+            ..BenchAnswer::default()
+        };
+        let run = judge(&a, 10).unwrap();
+        let text = crate::bench::parse::parse_text(&a.output).unwrap();
+        assert_eq!(run.rows.len(), 13, "8 B .. 128 MiB, ×4");
+        assert_eq!(run.rows.len(), text.rows.len());
+        let last = run.rows.last().unwrap();
+        assert_eq!(last.size, 128 << 20);
+        assert!((last.busbw - 1599.6).abs() < 0.1, "{last:?}");
+        assert!(
+            (last.busbw - text.rows[12].busbw).abs() < 0.1,
+            "the -J file and the table agree"
+        );
+        assert_eq!(run.nccl_tests_version.as_deref(), Some("2.19.6"));
     }
 }

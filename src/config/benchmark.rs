@@ -36,6 +36,15 @@ pub const DEFAULT_COMMAND: &str =
      all_reduce_perf -b 8 -e 4G -f 2 -g 1 -I 1 -J {json}";
 
 pub const DEFAULT_TIMEOUT_S: u64 = 1800;
+
+/// The command with nccl-tests' `sendrecv_perf` in place of `all_reduce_perf` (the same
+/// build directory, flags and launcher): `diagnose`'s ring-neighbour runs. `None` when the
+/// command does not name `all_reduce_perf`.
+pub fn sendrecv_command(command: &str) -> Option<String> {
+    command
+        .contains("all_reduce_perf")
+        .then(|| command.replace("all_reduce_perf", "sendrecv_perf"))
+}
 pub const DEFAULT_ROUNDS: u32 = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -223,5 +232,18 @@ mod tests {
             .contains("unknown placeholder `{host}`"));
         assert_eq!(placeholders("x {json").unwrap_err().0, 2);
         assert!(placeholders(DEFAULT_COMMAND).is_ok());
+    }
+
+    #[test]
+    fn the_sendrecv_command_swaps_only_the_test_binary() {
+        assert_eq!(
+            sendrecv_command(DEFAULT_COMMAND).unwrap(),
+            DEFAULT_COMMAND.replace(" all_reduce_perf ", " sendrecv_perf ")
+        );
+        assert_eq!(
+            sendrecv_command("srun /opt/nccl-tests/build/all_reduce_perf -J {json}").as_deref(),
+            Some("srun /opt/nccl-tests/build/sendrecv_perf -J {json}")
+        );
+        assert_eq!(sendrecv_command("srun ./my_bench -J {json}"), None);
     }
 }

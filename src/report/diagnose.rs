@@ -4,7 +4,7 @@
 use super::apply::size;
 use super::envelope::{Envelope, NoDetail};
 use super::table;
-use crate::bench::locate::{Round, Suspect};
+use crate::bench::locate::{EdgeBlame, Round, Suspect};
 use crate::bench::parse::SizeFigures;
 use crate::bench::sweep::Findings;
 use crate::irq::doctor::Check;
@@ -30,31 +30,140 @@ pub struct DiagnosePayload {
     pub localisation: Option<Localisation>,
 }
 
-/// Rounds of runs that narrowed the set, per-rail figures, and what doctor says.
+/// The localisation steps' runs and what they found, what doctor says, the final table.
 #[derive(Debug, Serialize)]
 pub struct Localisation {
+    pub budget: BudgetUse,
+    /// Each node alone with its GPUs (no network), all at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interiors: Option<Interiors>,
+    /// The bisection of the node set (groups, then pairs, then re-pairs).
     pub rounds: Vec<Round>,
+    /// The node the bisection named.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suspect: Option<Suspect>,
+    /// sendrecv_perf between each pair of ring neighbours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edges: Option<Edges>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rails: Option<Rails>,
-    /// The suspect's failing and warning checks.
-    pub doctor: Vec<Check>,
+    /// Steps not run, and why.
+    pub skipped: Vec<String>,
+    /// What doctor says on each suspect node.
+    pub doctor: Vec<DoctorOn>,
     pub verdicts: Vec<Verdict>,
 }
 
+/// `--budget` and what the runs took.
+#[derive(Debug, Serialize)]
+pub struct BudgetUse {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_s: Option<u64>,
+    /// Seconds from the sweep's start to the last run's end.
+    pub spent_s: f64,
+    /// The step the budget cut short (nothing after it ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
+}
+
+/// The intra-node-only round: one run per node with its GPUs.
+#[derive(Debug, Serialize)]
+pub struct Interiors {
+    pub gpus: u32,
+    /// The round number, the sweep being round 1.
+    pub round: usize,
+    pub figures: Round,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow: Option<Suspect>,
+}
+
+/// The ring-neighbour runs: one figure per ring edge.
+#[derive(Debug, Serialize)]
+pub struct Edges {
+    /// The round that completed them.
+    pub round: usize,
+    pub edges: Vec<EdgeFigure>,
+    pub median: f64,
+    /// Indices of the edges judged slow.
+    pub low: Vec<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blame: Option<EdgeBlame>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EdgeFigure {
+    pub a: String,
+    pub b: String,
+    pub busbw: Option<f64>,
+}
+
+/// One run per rail (one GPU per node, every node), all at once.
 #[derive(Debug, Serialize)]
 pub struct Rails {
+    pub round: usize,
     pub busbw: Vec<Option<f64>>,
     pub median: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow: Option<u32>,
+    /// The bisection of the node set on the slow rail alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicSearch>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NicSearch {
+    pub rail: u32,
+    pub rounds: Vec<Round>,
+    /// The node whose NIC on that rail is slow, and the round that named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<Suspect>,
+    pub round: usize,
+}
+
+/// doctor's failing and warning checks on one suspect, or why it could not check.
+#[derive(Debug, Serialize)]
+pub struct DoctorOn {
+    pub host: String,
+    pub checks: Vec<Check>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a verdict accuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspectKind {
+    /// A node's network side: every run across nodes with it is slow.
+    Node,
+    /// A node's inside (NVLink, PCIe): slow even alone.
+    NodeInside,
+    /// One NIC: one rail, one node.
+    Nic,
+    /// What joins two ring neighbours.
+    Link,
+    /// One rail on every node: its switch plane.
+    Rail,
+}
+
+impl SuspectKind {
+    pub fn words(self) -> &'static str {
+        match self {
+            SuspectKind::Node => "the slow node",
+            SuspectKind::NodeInside => "the slow inside of a node",
+            SuspectKind::Nic => "the slow NIC",
+            SuspectKind::Link => "the slow link",
+            SuspectKind::Rail => "the slow rail",
+        }
+    }
 }
 
 /// One line of the final table.
 #[derive(Debug, Serialize)]
 pub struct Verdict {
+    pub kind: SuspectKind,
     pub suspect: String,
+    /// The round that named it, the sweep being round 1.
+    pub round: usize,
     pub evidence: String,
     pub cause: String,
     pub fix: String,
@@ -77,7 +186,7 @@ pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
         Some(fit) => {
             let _ = writeln!(
                 out,
-                "alpha-beta fit: latency {:.2} us, bandwidth {:.2} GB/s algbw = {:.2} GB/s busbw (rms error {:.1}%); predicted: latency {:.2} us, busbw {:.2} GB/s",
+                "alpha-beta fit: latency {:.2} us, bandwidth {:.2} GB/s algbw = {:.2} GB/s busbw (rms error {:.1}%); predicted by the planner's ring/Simple model: latency {:.2} us (an upper bound: NCCL takes LL/LL128 or a tree for small messages), busbw {:.2} GB/s at 1 GiB",
                 fit.alpha_us,
                 fit.algbw_gbps,
                 fit.busbw_gbps,
@@ -115,26 +224,46 @@ pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
     out
 }
 
+fn figure(b: Option<f64>) -> String {
+    b.map_or_else(|| "failed".into(), |b| format!("{b:.1}"))
+}
+
+/// One round as `group=busbw` pairs, the slow group named.
+fn round_line(out: &mut String, label: &str, r: &Round) {
+    let figures: Vec<String> = r
+        .groups
+        .iter()
+        .zip(&r.busbw)
+        .map(|(g, b)| format!("{}={}", crate::emit::slurm::compress(g), figure(*b)))
+        .collect();
+    let slow = r.outlier.map_or_else(String::new, |o| {
+        format!(", slow: {}", crate::emit::slurm::compress(&r.groups[o]))
+    });
+    let _ = writeln!(
+        out,
+        "{label}: median {:.1} GB/s{slow}: {}",
+        r.median,
+        figures.join("  ")
+    );
+}
+
 fn localisation(out: &mut String, l: &Localisation) {
+    if let Some(i) = &l.interiors {
+        round_line(out, &format!("each node alone ({} GPUs)", i.gpus), &i.figures);
+    }
     for (i, r) in l.rounds.iter().enumerate() {
-        let figures: Vec<String> = r
-            .groups
+        round_line(out, &format!("bisection {}", i + 1), r);
+    }
+    if let Some(e) = &l.edges {
+        let figures: Vec<String> = e
+            .edges
             .iter()
-            .zip(&r.busbw)
-            .map(|(g, b)| {
-                let b = b.map_or_else(|| "failed".into(), |b| format!("{b:.1}"));
-                format!("{}={b}", crate::emit::slurm::compress(g))
-            })
+            .map(|x| format!("{}–{}={}", x.a, x.b, figure(x.busbw)))
             .collect();
         let _ = writeln!(
             out,
-            "round {}: median {:.1} GB/s{}: {}",
-            i + 1,
-            r.median,
-            r.outlier.map_or_else(String::new, |o| format!(
-                ", slow: {}",
-                crate::emit::slurm::compress(&r.groups[o])
-            )),
+            "ring neighbours (sendrecv): median {:.1} GB/s: {}",
+            e.median,
             figures.join("  ")
         );
     }
@@ -143,18 +272,35 @@ fn localisation(out: &mut String, l: &Localisation) {
             .busbw
             .iter()
             .enumerate()
-            .map(|(i, b)| format!("{i}={}", b.map_or_else(|| "failed".into(), |b| format!("{b:.1}"))))
+            .map(|(i, b)| format!("{i}={}", figure(*b)))
             .collect();
         let _ = writeln!(out, "rails: median {:.1} GB/s: {}", r.median, figures.join("  "));
+        if let Some(n) = &r.nic {
+            for (i, round) in n.rounds.iter().enumerate() {
+                round_line(out, &format!("rail {} bisection {}", n.rail, i + 1), round);
+            }
+        }
+    }
+    for s in &l.skipped {
+        let _ = writeln!(out, "not run: {s}");
+    }
+    if let Some(step) = &l.budget.stopped_at {
+        let _ = writeln!(
+            out,
+            "budget: {} s spent ({:.0} s used); stopped at {step}",
+            l.budget.limit_s.unwrap_or_default(),
+            l.budget.spent_s
+        );
     }
     if l.verdicts.is_empty() {
-        out.push_str("no outlier: no node or rail is slower than its peers\n");
+        out.push_str("no outlier: no node, NIC, link or rail is slower than its peers\n");
         return;
     }
-    let mut t = table(&["Suspect", "Evidence", "Likely cause", "Fix"]);
+    let mut t = table(&["Suspect", "Round", "Evidence", "Likely cause", "Fix"]);
     for v in &l.verdicts {
         t.add_row(vec![
             v.suspect.clone(),
+            v.round.to_string(),
             v.evidence.clone(),
             v.cause.clone(),
             v.fix.clone(),

@@ -1,0 +1,235 @@
+//! `diagnose`'s localisation steps, each a few rounds of runs at once: every node alone
+//! (its inside), the bisection of the node set (a node's network), sendrecv between ring
+//! neighbours (a link), one run per rail and, on a slow rail, its bisection (a rail or one
+//! NIC). Each step says why when it does not run.
+
+use super::runs::{Bench, Run};
+use crate::bench::locate::{self, Located, Round, Suspect};
+use crate::config::benchmark::sendrecv_command;
+use crate::error::Error;
+use crate::report::diagnose::{EdgeFigure, Edges, Interiors, NicSearch, Rails};
+
+/// What the steps found, before doctor and the verdicts.
+pub(super) struct Found {
+    pub interiors: Option<Interiors>,
+    pub located: Located,
+    /// The round in which the bisection ended.
+    pub located_round: usize,
+    pub edges: Option<Edges>,
+    pub rails: Option<Rails>,
+    pub skipped: Vec<String>,
+}
+
+pub(super) fn localise(b: &mut Bench<'_>, order: &[String], gpus: u32) -> Result<Found, Error> {
+    let mut skipped = Vec::new();
+    let interiors = interiors(b, order, gpus, &mut skipped)?;
+    let (located, located_round) = bisect(b, order, gpus, None)?;
+    let edges = if located.suspect.is_some() {
+        skipped.push("ring-neighbour runs: not needed, the bisection named a node".into());
+        None
+    } else {
+        ring_neighbours(b, order, gpus, &mut skipped)?
+    };
+    let rails = rails(b, order, gpus, &mut skipped)?;
+    Ok(Found {
+        interiors,
+        located,
+        located_round,
+        edges,
+        rails,
+        skipped,
+    })
+}
+
+/// Each node alone with its GPUs, all at once: its NVLink and PCIe, no network.
+fn interiors(
+    b: &mut Bench<'_>,
+    order: &[String],
+    gpus: u32,
+    skipped: &mut Vec<String>,
+) -> Result<Option<Interiors>, Error> {
+    if gpus < 2 {
+        skipped.push("intra-node runs: one GPU per node has no path inside the node".into());
+        return Ok(None);
+    }
+    if order.len() < 2 {
+        skipped.push("intra-node runs: the sweep of one node was one".into());
+        return Ok(None);
+    }
+    let inv = b.inv;
+    let groups: Vec<Vec<String>> = order.iter().map(|h| vec![h.clone()]).collect();
+    let runs: Vec<Run<'_>> = groups
+        .iter()
+        .map(|g| Run {
+            template: &inv.benchmark.command,
+            hosts: g,
+            gpus,
+            rail: None,
+        })
+        .collect();
+    let Some(busbw) = b.figures("the intra-node runs", &runs)? else {
+        return Ok(None);
+    };
+    let (median, outlier) = locate::outlier(&busbw);
+    let slow = outlier.map(|i| Suspect {
+        name: order[i].clone(),
+        busbw: busbw[i].unwrap_or(0.0),
+        median,
+    });
+    Ok(Some(Interiors {
+        gpus,
+        round: b.rounds,
+        figures: Round {
+            groups,
+            busbw,
+            median,
+            outlier,
+        },
+        slow,
+    }))
+}
+
+/// `bench::locate` on the set, every GPU of each node or (`rail`) one GPU per node on that
+/// rail; returns what it found and the round it ended in.
+fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> Result<(Located, usize), Error> {
+    let inv = b.inv;
+    let step = match rail {
+        Some(r) => format!("the bisection on rail {r}"),
+        None => "the bisection".to_string(),
+    };
+    let mut failed = None;
+    let located = locate::locate(order, &mut |groups| {
+        let runs: Vec<Run<'_>> = groups
+            .iter()
+            .map(|g| Run {
+                template: &inv.benchmark.command,
+                hosts: g,
+                gpus: if rail.is_some() { 1 } else { gpus },
+                rail,
+            })
+            .collect();
+        b.figures(&step, &runs).unwrap_or_else(|e| {
+            failed.get_or_insert(e);
+            None
+        })
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((located, b.rounds)),
+    }
+}
+
+/// sendrecv_perf between each pair of ring neighbours, edges that share no node at once:
+/// two or three rounds whatever the set's size.
+fn ring_neighbours(
+    b: &mut Bench<'_>,
+    order: &[String],
+    gpus: u32,
+    skipped: &mut Vec<String>,
+) -> Result<Option<Edges>, Error> {
+    let n = order.len();
+    if n < 3 {
+        skipped.push("ring-neighbour runs: fewer than three nodes make no ring to walk".into());
+        return Ok(None);
+    }
+    let Some(template) = sendrecv_command(&b.inv.benchmark.command) else {
+        skipped.push(
+            "ring-neighbour runs: benchmark.command does not name all_reduce_perf (diagnose runs sendrecv_perf in its place)"
+                .into(),
+        );
+        return Ok(None);
+    };
+    let pairs: Vec<Vec<String>> = (0..n)
+        .map(|k| vec![order[k].clone(), order[(k + 1) % n].clone()])
+        .collect();
+    let mut busbw = vec![None; n];
+    for round in locate::edge_rounds(n) {
+        let runs: Vec<Run<'_>> = round
+            .iter()
+            .map(|&k| Run {
+                template: &template,
+                hosts: &pairs[k],
+                gpus,
+                rail: None,
+            })
+            .collect();
+        let Some(figures) = b.figures("the ring-neighbour runs", &runs)? else {
+            return Ok(None);
+        };
+        for (k, f) in round.iter().zip(figures) {
+            busbw[*k] = f;
+        }
+    }
+    let (median, low, blame) = locate::blame_edges(order, &busbw);
+    Ok(Some(Edges {
+        round: b.rounds,
+        edges: pairs
+            .into_iter()
+            .zip(busbw)
+            .map(|(mut p, busbw)| {
+                let second = p.pop().unwrap_or_default();
+                let first = p.pop().unwrap_or_default();
+                EdgeFigure {
+                    a: first,
+                    b: second,
+                    busbw,
+                }
+            })
+            .collect(),
+        median,
+        low,
+        blame,
+    }))
+}
+
+/// One run per rail, one GPU per node on every node, all at once; on a slow rail, the
+/// bisection of the nodes on that rail alone tells one NIC from the whole rail.
+fn rails(b: &mut Bench<'_>, order: &[String], gpus: u32, skipped: &mut Vec<String>) -> Result<Option<Rails>, Error> {
+    let why_not = if gpus < 2 {
+        Some("per-rail runs: one GPU per node is one rail, which the sweep measured")
+    } else if order.len() < 2 {
+        Some("per-rail runs: one node has no network to split into rails")
+    } else if !b.inv.benchmark.command.contains("{rail}") {
+        Some("per-rail runs: benchmark.command has no {rail} placeholder (e.g. CUDA_VISIBLE_DEVICES={rail})")
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        skipped.push(why.into());
+        return Ok(None);
+    }
+    let inv = b.inv;
+    let runs: Vec<Run<'_>> = (0..gpus)
+        .map(|r| Run {
+            template: &inv.benchmark.command,
+            hosts: order,
+            gpus: 1,
+            rail: Some(r),
+        })
+        .collect();
+    let Some(busbw) = b.figures("the per-rail runs", &runs)? else {
+        return Ok(None);
+    };
+    let round = b.rounds;
+    let (median, slow) = locate::slow_rail(&busbw);
+    let slow = slow.and_then(|i| u32::try_from(i).ok());
+    let nic = match slow {
+        Some(r) if order.len() >= 4 => {
+            let (found, round) = bisect(b, order, gpus, Some(r))?;
+            Some(NicSearch {
+                rail: r,
+                rounds: found.rounds,
+                suspect: found.suspect,
+                round,
+            })
+        }
+        _ => None,
+    };
+    Ok(Some(Rails {
+        round,
+        busbw,
+        median,
+        slow,
+        nic,
+    }))
+}

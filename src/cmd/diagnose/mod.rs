@@ -1,0 +1,220 @@
+//! `topo-tune diagnose`: one all-reduce sweep on a set of nodes through the canary's
+//! benchmark runner, read for its α–β fit, small-message cliff, flat range and crossover,
+//! and held against what the planner predicts for the same nodes; when slower, localised
+//! (`localise`) to a node, its inside, a NIC, a link or a rail, each suspect doctored and
+//! judged (`verdict`).
+
+mod localise;
+mod runs;
+mod verdict;
+
+use super::gather::Ask;
+use super::plan::gather_and_plan;
+use super::reach::{machine_jobs, on_nodes};
+use super::{finish, Done};
+use crate::bench::parse::SizeFigures;
+use crate::bench::sweep::{self, Findings};
+use crate::cli::{DiagnoseArgs, OutputFormat};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::exit;
+use crate::irq::doctor::{DoctorRequest, Status};
+use crate::model::plan::NodeClass;
+use crate::node::calls::Doctor;
+use crate::report::diagnose::{
+    self as diagnose_report, BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict,
+};
+use crate::report::envelope::{Envelope, NoDetail, NodeRow};
+
+pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
+    let full = Inventory::load(&args.gather.cluster_config)?;
+    let hosts = match &args.nodes {
+        Some(sel) => crate::canary::select::select(sel, &full).map_err(Error::Usage)?,
+        None => full.nodes.iter().map(|n| n.host.clone()).collect(),
+    };
+    let selected: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
+    let mut inv = full.clone();
+    inv.nodes.retain(|n| selected.contains(n.host.as_str()));
+    // The model's figures for exactly these nodes.
+    let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, Ask::Snapshot)?;
+    let gpus = inv
+        .benchmark
+        .gpus_per_node
+        .or_else(|| {
+            planned
+                .plan
+                .node_classes
+                .iter()
+                .filter(|c| c.gpus > 0)
+                .map(|c| c.gpus as u32)
+                .min()
+        })
+        .unwrap_or(1)
+        .max(1);
+    let order = if planned.plan.node_order.is_empty() {
+        hosts.clone()
+    } else {
+        planned.plan.node_order.clone()
+    };
+    let mut bench = runs::Bench::new(&inv, args, output);
+    let run = bench.sweep(&order, gpus)?;
+    let findings = sweep::findings(&run.rows, run.ranks);
+    let predicted = Prediction {
+        busbw_gbps: planned.plan.predicted.solved.busbw_gbps,
+        latency_us: planned.plan.predicted.solved.latency_us,
+    };
+    let below = predicted.busbw_gbps > 0.0 && findings.large_busbw < args.ceiling_fraction * predicted.busbw_gbps;
+    let localisation = if below || args.localise {
+        Some(localise(
+            &mut bench,
+            args,
+            output,
+            &order,
+            gpus,
+            &planned.plan.node_classes,
+        )?)
+    } else {
+        None
+    };
+    let mut msg = summary(&findings, &predicted, args.ceiling_fraction, below);
+    if let Some(l) = &localisation {
+        msg.push_str(&accused(l));
+    }
+    let mut rows: Vec<SizeFigures> = run.rows.clone();
+    rows.sort_by_key(|r| r.size);
+    let envelope = Envelope {
+        command: "diagnose",
+        changed: false,
+        failed: false,
+        msg,
+        exit_code: exit::OK,
+        nodes: order.iter().map(|h| NodeRow::ok(h, false, NoDetail {})).collect(),
+        payload: DiagnosePayload {
+            ranks: run.ranks,
+            sizes: rows,
+            findings,
+            predicted,
+            ceiling_fraction: args.ceiling_fraction,
+            below_ceiling: below,
+            localisation,
+        },
+    };
+    finish(output, envelope, diagnose_report::render)
+}
+
+/// One line: the verdict with its numbers.
+fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
+    if p.busbw_gbps <= 0.0 {
+        return format!(
+            "diagnose: large-message busbw {:.1} GB/s; no prediction to hold it against (the model predicts rings across nodes: sweep two or more)",
+            f.large_busbw
+        );
+    }
+    let large = format!(
+        "large-message busbw {:.1} GB/s vs {:.1} GB/s predicted",
+        f.large_busbw, p.busbw_gbps
+    );
+    if below {
+        format!(
+            "diagnose: {large}: below {:.0}% of the ceiling — something on the path is slow",
+            fraction * 100.0
+        )
+    } else {
+        format!("diagnose: {large}: at or above {:.0}% of the ceiling", fraction * 100.0)
+    }
+}
+
+/// The summary's tail: each culprit named, else that none stands out; and a cut budget.
+fn accused(l: &Localisation) -> String {
+    let mut out: String = l
+        .verdicts
+        .iter()
+        .map(|v| format!("; {}: {}", v.kind.words(), v.suspect))
+        .collect();
+    if l.verdicts.is_empty() {
+        out.push_str("; no outlier: no node, NIC, link or rail is slower than its peers");
+    }
+    if let Some(step) = &l.budget.stopped_at {
+        out.push_str(&format!(
+            "; --budget {} s spent: stopped at {step}",
+            l.budget.limit_s.unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// Localise, doctor every suspect node, and judge.
+fn localise(
+    bench: &mut runs::Bench<'_>,
+    args: &DiagnoseArgs,
+    output: OutputFormat,
+    order: &[String],
+    gpus: u32,
+    classes: &[NodeClass],
+) -> Result<Localisation, Error> {
+    let found = localise::localise(bench, order, gpus)?;
+    let budget = BudgetUse {
+        limit_s: bench.limit_s(),
+        spent_s: bench.spent_s(),
+        stopped_at: bench.stopped.clone(),
+    };
+    let doctor = doctor_on(bench.inv, args, &verdict::suspect_hosts(&found), output)?;
+    let ceiling = |host: &str| {
+        classes
+            .iter()
+            .find(|c| c.gpus > 1 && c.hosts.iter().any(|h| h == host))
+            .map(|c| c.ring.bottleneck_gbps)
+    };
+    let verdicts: Vec<Verdict> = verdict::verdicts(&found, &doctor, &ceiling);
+    Ok(Localisation {
+        budget,
+        interiors: found.interiors,
+        rounds: found.located.rounds,
+        suspect: found.located.suspect,
+        edges: found.edges,
+        rails: found.rails,
+        skipped: found.skipped,
+        doctor,
+        verdicts,
+    })
+}
+
+/// `doctor` on the suspect nodes at once: each one's failing and warning checks, or why it
+/// could not be checked.
+fn doctor_on(
+    inv: &Inventory,
+    args: &DiagnoseArgs,
+    hosts: &[String],
+    output: OutputFormat,
+) -> Result<Vec<DoctorOn>, Error> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut some = inv.clone();
+    some.nodes.retain(|n| hosts.contains(&n.host));
+    let reserved = some.reserved_cpus.clone().unwrap_or_default();
+    let jobs = machine_jobs(&some, |_| {
+        Doctor(DoctorRequest {
+            reserved: reserved.clone(),
+        })
+    });
+    Ok(on_nodes(&some, &args.gather.reach, output, jobs)?
+        .into_iter()
+        .map(|o| match o.result {
+            Ok(r) => DoctorOn {
+                host: o.host,
+                checks: r
+                    .checks
+                    .into_iter()
+                    .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+                    .collect(),
+                error: None,
+            },
+            Err(f) => DoctorOn {
+                host: o.host,
+                checks: Vec::new(),
+                error: Some(f.message),
+            },
+        })
+        .collect())
+}

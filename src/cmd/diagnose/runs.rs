@@ -1,0 +1,169 @@
+//! `diagnose`'s benchmark runs: rounds of runs at once through the canary's runner, each
+//! bounded by cluster.yaml's `benchmark.timeout` and all of them together by `--budget`.
+
+use crate::bench::parse::BenchRun;
+use crate::bench::sweep;
+use crate::canary::runner::{self, BenchRequest, Variant};
+use crate::cli::{DiagnoseArgs, OutputFormat};
+use crate::cmd::reach::{bench_target, progress_bar, resolve};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::node::{self, calls, NodeJob};
+use crate::transport::{Failure, FailureKind};
+use std::time::{Duration, Instant};
+
+/// One benchmark run: `template` on `hosts` with their live NCCL files.
+pub(super) struct Run<'a> {
+    pub template: &'a str,
+    pub hosts: &'a [String],
+    pub gpus: u32,
+    pub rail: Option<u32>,
+}
+
+/// The time all runs may take together (`--budget`), counted from the sweep's start.
+struct Budget {
+    limit: Option<Duration>,
+    start: Instant,
+}
+
+impl Budget {
+    /// A run's timeout: `benchmark.timeout`, or what is left of the budget when less;
+    /// `None` when less than a second is left.
+    fn timeout(&self, bench_timeout_s: u64) -> Option<u64> {
+        let Some(limit) = self.limit else {
+            return Some(bench_timeout_s);
+        };
+        let left = limit.saturating_sub(self.start.elapsed()).as_secs();
+        (left >= 1).then(|| left.min(bench_timeout_s))
+    }
+}
+
+/// Rounds of runs on one set of nodes, counted, under one budget.
+pub(super) struct Bench<'a> {
+    pub inv: &'a Inventory,
+    args: &'a DiagnoseArgs,
+    output: OutputFormat,
+    budget: Budget,
+    /// Rounds run so far, the sweep included.
+    pub rounds: usize,
+    /// The step the budget cut short, once it is spent.
+    pub stopped: Option<String>,
+}
+
+impl<'a> Bench<'a> {
+    pub fn new(inv: &'a Inventory, args: &'a DiagnoseArgs, output: OutputFormat) -> Self {
+        Bench {
+            inv,
+            args,
+            output,
+            budget: Budget {
+                limit: args.budget.map(Duration::from_secs),
+                start: Instant::now(),
+            },
+            rounds: 0,
+            stopped: None,
+        }
+    }
+
+    pub fn limit_s(&self) -> Option<u64> {
+        self.args.budget
+    }
+
+    pub fn spent_s(&self) -> f64 {
+        self.budget.start.elapsed().as_secs_f64()
+    }
+
+    /// The sweep on the whole set; a failed run is an error, never a figure.
+    pub fn sweep(&mut self, hosts: &[String], gpus: u32) -> Result<BenchRun, Error> {
+        let run = Run {
+            template: &self.inv.benchmark.command,
+            hosts,
+            gpus,
+            rail: None,
+        };
+        let failed = |why: String| Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why));
+        let Some(mut outcomes) = self.round("the sweep", &[run])? else {
+            return Err(failed(format!(
+                "the sweep did not finish within --budget {} s",
+                self.args.budget.unwrap_or_default()
+            )));
+        };
+        outcomes
+            .pop()
+            .ok_or_else(|| failed("the benchmark gave no answer".into()))?
+            .map_err(failed)
+    }
+
+    /// One round's large-message bus bandwidth per run (`None`: that run failed), or `None`
+    /// when the budget is spent (the round did not run, or was cut short by it).
+    pub fn figures(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Option<f64>>>, Error> {
+        Ok(self.round(step, round)?.map(|runs| {
+            runs.into_iter()
+                .map(|r| r.ok().map(|run| sweep::findings(&run.rows, run.ranks).large_busbw))
+                .collect()
+        }))
+    }
+
+    /// The runs of one round at once (disjoint groups): each one's figures, or why it gave
+    /// none; `None` when the budget is spent.
+    fn round(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error> {
+        let b = &self.inv.benchmark;
+        let timeout_s = match (&self.stopped, self.budget.timeout(b.timeout_s)) {
+            (None, Some(t)) => t,
+            _ => {
+                self.stopped.get_or_insert_with(|| step.to_string());
+                return Ok(None);
+            }
+        };
+        let mut jobs = Vec::new();
+        for r in round {
+            let first = self
+                .inv
+                .nodes
+                .iter()
+                .find(|n| r.hosts.first() == Some(&n.host))
+                .ok_or_else(|| Error::Usage("no node selected".into()))?;
+            jobs.push(NodeJob {
+                node: first.clone(),
+                target: bench_target(first, b.runs_on, self.args.output_dir.as_deref())?,
+                call: calls::Bench {
+                    request: BenchRequest {
+                        template: r.template.to_string(),
+                        variant: Variant::Baseline,
+                        hosts: r.hosts.to_vec(),
+                        gpus_per_node: r.gpus,
+                        timeout_s,
+                        rail: r.rail,
+                    },
+                },
+            });
+        }
+        let bar = progress_bar(jobs.len(), self.output);
+        let mut reach = resolve(&self.args.gather.reach, self.inv, &bar);
+        reach.command_timeout = reach.command_timeout.max(Duration::from_secs(timeout_s + 30));
+        let outcomes = node::run(self.inv, &reach, jobs).map_err(|e| match e {
+            node::RunError::Failed(f) => Error::Reach(f),
+            node::RunError::Interrupted(signal) => Error::Interrupted { signal },
+        })?;
+        bar.finish_and_clear();
+        // A run stopped by the budget, not by benchmark.timeout, measured nothing about
+        // the fabric: the round counts for nothing.
+        let cut_by_budget =
+            timeout_s < b.timeout_s && outcomes.iter().any(|o| o.result.as_ref().is_ok_and(|a| a.timed_out));
+        if cut_by_budget {
+            self.stopped = Some(step.to_string());
+            return Ok(None);
+        }
+        self.rounds += 1;
+        Ok(Some(
+            outcomes
+                .into_iter()
+                .map(|o| match o.result {
+                    Ok(answer) => runner::judge(&answer, timeout_s)
+                        .map_err(|why| format!("the benchmark ({}) {why}", answer.command)),
+                    Err(f) => Err(f.message),
+                })
+                .collect(),
+        ))
+    }
+}
