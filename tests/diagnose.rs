@@ -51,6 +51,7 @@ fn a_healthy_sweep_is_fitted_and_held_against_the_prediction() {
     assert_eq!(code, Some(0), "{doc:#}");
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 4, "only rack-1");
     assert_eq!(doc["ranks"], 32);
+    assert_eq!(doc["expected_ranks"], 32);
     assert_eq!(doc["sizes"].as_array().unwrap().len(), 28, "8 B .. 1 GiB");
     let fit = &doc["findings"]["fit"];
     assert!(
@@ -113,6 +114,30 @@ fn a_failed_benchmark_is_an_error_not_a_figure() {
     let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
     assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
     assert!(doc["msg"].as_str().unwrap().contains("wrong"), "{doc:#}");
+}
+
+#[test]
+fn a_command_that_ignores_its_hosts_is_not_held_against_the_set() {
+    // The command runs one rank whatever hosts it is given (no mpirun): its figures describe
+    // one GPU, not rack-1's 32.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cluster(dir.path(), "FAKE_NCCL_RANKS=1 FAKE_NCCL_SCALE=0.1");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1", "--localise"]);
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR), "{doc:#}");
+    assert_eq!(
+        (doc["ranks"].as_u64(), doc["expected_ranks"].as_u64()),
+        (Some(1), Some(32))
+    );
+    assert_eq!(doc["below_ceiling"], false, "not compared: {doc:#}");
+    assert!(doc["localisation"].is_null(), "nor localised: {doc:#}");
+    let msg = doc["msg"].as_str().unwrap();
+    assert!(msg.contains("ran 1 rank(s) where the 4 node(s) have 32"), "{msg}");
+    assert!(msg.contains("mpirun -np {ranks} -H {hosts_slots}"), "{msg}");
+    assert_eq!(
+        doc["sizes"].as_array().unwrap().len(),
+        28,
+        "the figures are still shown"
+    );
 }
 
 /// Sixteen paper nodes in four racks; the double told which node or rail is slow.

@@ -406,9 +406,15 @@ fn size_rows(rounds: &[Round], sizes: &[u64], metric: Metric, gate: &Gate, has_p
 
 /// Smallest size whose bandwidth reaches half the peak: below it latency dominates.
 fn crossover(rows: &[SizeRow], pick: fn(&SizeRow) -> f64) -> Option<u64> {
-    let peak = rows.iter().map(pick).fold(0.0, f64::max);
+    half_peak(rows, |r| r.size, pick)
+}
+
+/// The size of the first row (rows in size order) whose bandwidth reaches half the peak;
+/// `None` when no bandwidth is positive.
+pub(crate) fn half_peak<T>(rows: &[T], size: fn(&T) -> u64, bw: fn(&T) -> f64) -> Option<u64> {
+    let peak = rows.iter().map(bw).fold(0.0, f64::max);
     (peak > 0.0)
-        .then(|| rows.iter().find(|r| pick(r) >= peak / 2.0).map(|r| r.size))
+        .then(|| rows.iter().find(|r| bw(r) >= peak / 2.0).map(size))
         .flatten()
 }
 

@@ -135,14 +135,11 @@ pub fn flat_until(rows: &[SizeFigures]) -> Option<u64> {
 pub fn findings(rows: &[SizeFigures], ranks: u32) -> Findings {
     let mut rows = rows.to_vec();
     rows.sort_by_key(|r| r.size);
-    let peak = rows.iter().map(|r| r.busbw).fold(0.0, f64::max);
     Findings {
         fit: fit(&rows, ranks),
         cliff: cliff(&rows),
         flat_until: flat_until(&rows),
-        crossover: (peak > 0.0)
-            .then(|| rows.iter().find(|r| r.busbw >= peak / 2.0).map(|r| r.size))
-            .flatten(),
+        crossover: super::stats::half_peak(&rows, |r| r.size, |r| r.busbw),
         large_busbw: rows.last().map_or(0.0, |r| r.busbw),
     }
 }

@@ -20,7 +20,10 @@ pub struct Prediction {
 
 #[derive(Debug, Serialize)]
 pub struct DiagnosePayload {
+    /// Ranks the sweep ran, as nccl-tests reports them.
     pub ranks: u32,
+    /// Nodes × GPUs per node: what the sweep should have run.
+    pub expected_ranks: u32,
     pub sizes: Vec<SizeFigures>,
     pub findings: Findings,
     pub predicted: Prediction,

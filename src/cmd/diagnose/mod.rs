@@ -63,8 +63,14 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
         busbw_gbps: planned.plan.predicted.solved.busbw_gbps,
         latency_us: planned.plan.predicted.solved.latency_us,
     };
-    let below = predicted.busbw_gbps > 0.0 && findings.large_busbw < args.ceiling_fraction * predicted.busbw_gbps;
-    let localisation = if below || args.localise {
+    // A command that does not spread over {hosts} measures some other set: its figures are
+    // shown, but neither held against the model nor localised from.
+    let expected_ranks = order.len() as u32 * gpus;
+    let set_measured = run.ranks == expected_ranks;
+    let below = set_measured
+        && predicted.busbw_gbps > 0.0
+        && findings.large_busbw < args.ceiling_fraction * predicted.busbw_gbps;
+    let localisation = if set_measured && (below || args.localise) {
         Some(localise(
             &mut bench,
             args,
@@ -76,7 +82,15 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     } else {
         None
     };
-    let mut msg = summary(&findings, &predicted, args.ceiling_fraction, below);
+    let mut msg = if set_measured {
+        summary(&findings, &predicted, args.ceiling_fraction, below)
+    } else {
+        format!(
+            "diagnose: the benchmark ran {} rank(s) where the {} node(s) have {expected_ranks}: benchmark.command must spread over the nodes it is given (mpirun -np {{ranks}} -H {{hosts_slots}}, or srun with {{hosts}}); its figures are not held against the prediction nor localised from",
+            run.ranks,
+            order.len()
+        )
+    };
     if let Some(l) = &localisation {
         msg.push_str(&accused(l));
     }
@@ -85,12 +99,13 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     let envelope = Envelope {
         command: "diagnose",
         changed: false,
-        failed: false,
+        failed: !set_measured,
         msg,
-        exit_code: exit::OK,
+        exit_code: if set_measured { exit::OK } else { exit::DATA_ERROR },
         nodes: order.iter().map(|h| NodeRow::ok(h, false, NoDetail {})).collect(),
         payload: DiagnosePayload {
             ranks: run.ranks,
+            expected_ranks,
             sizes: rows,
             findings,
             predicted,

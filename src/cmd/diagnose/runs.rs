@@ -20,6 +20,16 @@ pub(super) struct Run<'a> {
     pub rail: Option<u32>,
 }
 
+/// A run's figure: its largest size's busbw; on one rank, where busbw is 0 by definition
+/// (no bus), its algbw — what the GPU did.
+fn figure(run: &BenchRun) -> f64 {
+    if run.ranks >= 2 {
+        sweep::findings(&run.rows, run.ranks).large_busbw
+    } else {
+        run.rows.iter().max_by_key(|r| r.size).map_or(0.0, |r| r.algbw)
+    }
+}
+
 /// The time all runs may take together (`--budget`), counted from the sweep's start.
 struct Budget {
     limit: Option<Duration>,
@@ -94,14 +104,12 @@ impl<'a> Bench<'a> {
             .map_err(failed)
     }
 
-    /// One round's large-message bus bandwidth per run (`None`: that run failed), or `None`
+    /// One round's large-message bandwidth per run (`None`: that run failed), or `None`
     /// when the budget is spent (the round did not run, or was cut short by it).
     pub fn figures(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Option<f64>>>, Error> {
-        Ok(self.round(step, round)?.map(|runs| {
-            runs.into_iter()
-                .map(|r| r.ok().map(|run| sweep::findings(&run.rows, run.ranks).large_busbw))
-                .collect()
-        }))
+        Ok(self
+            .round(step, round)?
+            .map(|runs| runs.into_iter().map(|r| r.ok().map(|run| figure(&run))).collect()))
     }
 
     /// The runs of one round at once (disjoint groups): each one's figures, or why it gave
@@ -139,6 +147,7 @@ impl<'a> Bench<'a> {
             });
         }
         let bar = progress_bar(jobs.len(), self.output);
+        bar.set_message(format!("(diagnose round {}: {step})", self.rounds + 1));
         let mut reach = resolve(&self.args.gather.reach, self.inv, &bar);
         reach.command_timeout = reach.command_timeout.max(Duration::from_secs(timeout_s + 30));
         let outcomes = node::run(self.inv, &reach, jobs).map_err(|e| match e {
@@ -165,5 +174,30 @@ impl<'a> Bench<'a> {
                 })
                 .collect(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::figure;
+    use crate::bench::parse::parse_text;
+
+    #[test]
+    fn one_rank_is_judged_by_its_algbw_many_by_their_busbw() {
+        // The H200's one-rank all_reduce_perf: busbw 0 everywhere, algbw real.
+        let one = parse_text(include_str!(
+            "../../../tests/data/nccl-tests/all_reduce_perf-b8-e256M-f4-g1.txt"
+        ))
+        .unwrap();
+        assert_eq!(one.ranks, 1);
+        let largest = one.rows.iter().max_by_key(|r| r.size).unwrap();
+        assert!(largest.algbw > 100.0 && largest.busbw == 0.0, "{largest:?}");
+        assert_eq!(figure(&one), largest.algbw);
+        let mut many = one.clone();
+        many.ranks = 8;
+        for r in &mut many.rows {
+            r.busbw = r.algbw * 1.75;
+        }
+        assert_eq!(figure(&many), many.rows.last().unwrap().busbw);
     }
 }
