@@ -140,6 +140,24 @@ fn a_command_that_ignores_its_hosts_is_not_held_against_the_set() {
     );
 }
 
+#[test]
+fn one_node_has_nothing_to_compare_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cluster(dir.path(), "");
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "p5en-01", "--localise"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let l = &doc["localisation"];
+    assert_eq!(
+        l["skipped"].as_array().unwrap().len(),
+        3,
+        "each step says why not: {l:#}"
+    );
+    assert!(l["rounds"].as_array().unwrap().is_empty());
+    let msg = doc["msg"].as_str().unwrap();
+    assert!(msg.contains("nothing to compare"), "not \"no outlier\": {msg}");
+    assert!(!msg.contains("no outlier"), "{msg}");
+}
+
 /// Sixteen paper nodes in four racks; the double told which node or rail is slow.
 fn sixteen(dir: &Path, knobs: &str) -> std::path::PathBuf {
     let double = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/nccl-tests/fake_all_reduce_perf");

@@ -57,6 +57,22 @@ pub struct Localisation {
     pub verdicts: Vec<Verdict>,
 }
 
+impl Localisation {
+    /// Whether any step ran runs to compare (on one GPU of one node, none can).
+    pub fn compared(&self) -> bool {
+        self.interiors.is_some() || !self.rounds.is_empty() || self.edges.is_some() || self.rails.is_some()
+    }
+
+    /// What an empty verdict table means: nothing stood out, or nothing was compared.
+    pub fn no_verdict(&self) -> &'static str {
+        if self.compared() {
+            "no outlier: no node, NIC, link or rail is slower than its peers"
+        } else {
+            "nothing to compare: every localisation step needs more nodes or GPUs (see what was not run)"
+        }
+    }
+}
+
 /// `--budget` and what the runs took.
 #[derive(Debug, Serialize)]
 pub struct BudgetUse {
@@ -185,20 +201,28 @@ pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
     }
     let f = &p.findings;
     let mut out = format!("{} rank(s) on {} node(s)\n{t}\n", p.ranks, e.nodes.len());
+    let predicted = if p.predicted.busbw_gbps > 0.0 {
+        format!(
+            "predicted by the planner's ring/Simple model: latency {:.2} us (an upper bound: NCCL takes LL/LL128 or a tree for small messages), busbw {:.2} GB/s at 1 GiB",
+            p.predicted.latency_us, p.predicted.busbw_gbps
+        )
+    } else {
+        "no prediction (the planner's model is of rings of two or more ranks)".to_string()
+    };
     match &f.fit {
         Some(fit) => {
             let _ = writeln!(
                 out,
-                "alpha-beta fit: latency {:.2} us, bandwidth {:.2} GB/s algbw = {:.2} GB/s busbw (rms error {:.1}%); predicted by the planner's ring/Simple model: latency {:.2} us (an upper bound: NCCL takes LL/LL128 or a tree for small messages), busbw {:.2} GB/s at 1 GiB",
+                "alpha-beta fit: latency {:.2} us, bandwidth {:.2} GB/s algbw = {:.2} GB/s busbw (rms error {:.1}%); {predicted}",
                 fit.alpha_us,
                 fit.algbw_gbps,
                 fit.busbw_gbps,
                 fit.rms_relative_error * 100.0,
-                p.predicted.latency_us,
-                p.predicted.busbw_gbps
             );
         }
-        None => out.push_str("alpha-beta fit: too few sizes to fit\n"),
+        None => {
+            let _ = writeln!(out, "alpha-beta fit: too few sizes to fit; {predicted}");
+        }
     }
     match &f.cliff {
         Some(c) => {
@@ -296,7 +320,7 @@ fn localisation(out: &mut String, l: &Localisation) {
         );
     }
     if l.verdicts.is_empty() {
-        out.push_str("no outlier: no node, NIC, link or rail is slower than its peers\n");
+        let _ = writeln!(out, "{}", l.no_verdict());
         return;
     }
     let mut t = table(&["Suspect", "Round", "Evidence", "Likely cause", "Fix"]);

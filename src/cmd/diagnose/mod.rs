@@ -27,30 +27,10 @@ use crate::report::diagnose::{
 use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 
 pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
-    let full = Inventory::load(&args.gather.cluster_config)?;
-    let hosts = match &args.nodes {
-        Some(sel) => crate::canary::select::select(sel, &full).map_err(Error::Usage)?,
-        None => full.nodes.iter().map(|n| n.host.clone()).collect(),
-    };
-    let selected: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
-    let mut inv = full.clone();
-    inv.nodes.retain(|n| selected.contains(n.host.as_str()));
+    let (inv, hosts) = selected(args)?;
     // The model's figures for exactly these nodes.
     let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, Ask::Snapshot)?;
-    let gpus = inv
-        .benchmark
-        .gpus_per_node
-        .or_else(|| {
-            planned
-                .plan
-                .node_classes
-                .iter()
-                .filter(|c| c.gpus > 0)
-                .map(|c| c.gpus as u32)
-                .min()
-        })
-        .unwrap_or(1)
-        .max(1);
+    let gpus = gpus_per_node(&inv, &planned.plan.node_classes);
     let order = if planned.plan.node_order.is_empty() {
         hosts.clone()
     } else {
@@ -85,11 +65,7 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     let mut msg = if set_measured {
         summary(&findings, &predicted, args.ceiling_fraction, below)
     } else {
-        format!(
-            "diagnose: the benchmark ran {} rank(s) where the {} node(s) have {expected_ranks}: benchmark.command must spread over the nodes it is given (mpirun -np {{ranks}} -H {{hosts_slots}}, or srun with {{hosts}}); its figures are not held against the prediction nor localised from",
-            run.ranks,
-            order.len()
-        )
+        another_set(run.ranks, order.len(), expected_ranks)
     };
     if let Some(l) = &localisation {
         msg.push_str(&accused(l));
@@ -139,6 +115,35 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
     }
 }
 
+/// The inventory cut to `--nodes` (all nodes without it), and those hosts.
+fn selected(args: &DiagnoseArgs) -> Result<(Inventory, Vec<String>), Error> {
+    let full = Inventory::load(&args.gather.cluster_config)?;
+    let hosts = match &args.nodes {
+        Some(sel) => crate::canary::select::select(sel, &full).map_err(Error::Usage)?,
+        None => full.nodes.iter().map(|n| n.host.clone()).collect(),
+    };
+    let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
+    let mut inv = full.clone();
+    inv.nodes.retain(|n| keep.contains(n.host.as_str()));
+    Ok((inv, hosts))
+}
+
+/// cluster.yaml's `benchmark.gpus_per_node`, else the fewest GPUs of a class that has any.
+fn gpus_per_node(inv: &Inventory, classes: &[NodeClass]) -> u32 {
+    inv.benchmark
+        .gpus_per_node
+        .or_else(|| classes.iter().filter(|c| c.gpus > 0).map(|c| c.gpus as u32).min())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The summary when the sweep ran another set than the one asked for.
+fn another_set(ran: u32, nodes: usize, expected: u32) -> String {
+    format!(
+        "diagnose: the benchmark ran {ran} rank(s) where the {nodes} node(s) have {expected}: benchmark.command must spread over the nodes it is given (mpirun -np {{ranks}} -H {{hosts_slots}}, or srun with {{hosts}}); its figures are not held against the prediction nor localised from"
+    )
+}
+
 /// The summary's tail: each culprit named, else that none stands out; and a cut budget.
 fn accused(l: &Localisation) -> String {
     let mut out: String = l
@@ -147,7 +152,8 @@ fn accused(l: &Localisation) -> String {
         .map(|v| format!("; {}: {}", v.kind.words(), v.suspect))
         .collect();
     if l.verdicts.is_empty() {
-        out.push_str("; no outlier: no node, NIC, link or rail is slower than its peers");
+        out.push_str("; ");
+        out.push_str(l.no_verdict());
     }
     if let Some(step) = &l.budget.stopped_at {
         out.push_str(&format!(
