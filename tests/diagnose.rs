@@ -267,6 +267,10 @@ fn one_slow_nic_is_named_with_its_node_and_rail() {
     assert_eq!(l["suspect"]["name"], "gpu-06", "the bisection names the node: {l:#}");
     assert_eq!(l["rails"]["slow"], 3, "{l:#}");
     assert_eq!(l["rails"]["nic"]["suspect"]["name"], "gpu-06", "{l:#}");
+    // The node the bisection named is checked on rail 3 in one round, not searched for again:
+    // sweep, each node alone, three bisection rounds, the rails, the check = round 7.
+    assert_eq!(l["rails"]["nic"]["rounds"].as_array().unwrap().len(), 1, "{l:#}");
+    assert_eq!(l["verdicts"][0]["round"], 7, "{l:#}");
     assert_eq!(
         verdicts(&doc),
         [("nic".to_string(), "gpu-06, NIC of rail 3".to_string())],

@@ -162,6 +162,47 @@ pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
     Located { rounds, suspect }
 }
 
+/// One round that confirms `suspect` (a node another search named) on other terms, e.g. one
+/// rail: it runs beside a node of the set, the rest in pairs as references. `Some` suspect
+/// only when its group is the one outlier; `None` rounds: the measure stopped.
+pub fn confirm(hosts: &[String], suspect: &str, measure: &mut Measure<'_>) -> Located {
+    let others: Vec<&String> = hosts.iter().filter(|h| *h != suspect).collect();
+    let Some(partner) = others.first() else {
+        return Located {
+            rounds: Vec::new(),
+            suspect: None,
+        };
+    };
+    let mut groups = vec![vec![suspect.to_string(), (*partner).clone()]];
+    groups.extend(
+        others[1..]
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| c.iter().map(|h| (*h).clone()).collect()),
+    );
+    let Some(busbw) = measure(&groups) else {
+        return Located {
+            rounds: Vec::new(),
+            suspect: None,
+        };
+    };
+    let (median, outlier) = outlier(&busbw);
+    let suspect = (outlier == Some(0)).then(|| Suspect {
+        name: suspect.to_string(),
+        busbw: busbw[0].unwrap_or(0.0),
+        median,
+    });
+    Located {
+        rounds: vec![Round {
+            groups,
+            busbw,
+            median,
+            outlier,
+        }],
+        suspect,
+    }
+}
+
 /// Ring edge `k` joins `order[k]` and `order[(k + 1) % n]`. Rounds of edges that share no
 /// node (a node's GPUs serve one run at a time): the even edges, the odd ones, and with an odd
 /// count the edge that closes the ring. Fewer than three nodes have no ring to walk.
@@ -325,6 +366,28 @@ mod tests {
         });
         assert_eq!(found.rounds.len(), 1, "the first round ran, the second stopped");
         assert!(found.suspect.is_none(), "{found:#?}");
+    }
+
+    #[test]
+    fn a_confirming_round_names_the_suspect_only_when_its_run_stands_out() {
+        let found = confirm(&hosts(16), "n07", &mut some(fabric(Some("n07"), 0.4, 0.03, 5)));
+        assert_eq!(found.rounds.len(), 1);
+        assert_eq!(found.rounds[0].groups[0], ["n07", "n01"]);
+        assert_eq!(
+            found.rounds[0].groups.len(),
+            8,
+            "the suspect's pair and 7 reference pairs"
+        );
+        assert_eq!(found.suspect.map(|s| s.name).as_deref(), Some("n07"));
+        // Slow elsewhere (another node): the suspect is not confirmed.
+        let found = confirm(&hosts(16), "n07", &mut some(fabric(Some("n12"), 0.4, 0.03, 5)));
+        assert!(found.suspect.is_none(), "{found:#?}");
+        // Nothing slow: not confirmed, over noise.
+        for seed in 0..20 {
+            assert!(confirm(&hosts(16), "n07", &mut some(fabric(None, 1.0, 0.03, seed)))
+                .suspect
+                .is_none());
+        }
     }
 
     #[test]

@@ -30,7 +30,8 @@ pub(super) fn localise(b: &mut Bench<'_>, order: &[String], gpus: u32) -> Result
     } else {
         ring_neighbours(b, order, gpus, &mut skipped)?
     };
-    let rails = rails(b, order, gpus, &mut skipped)?;
+    let named = located.suspect.as_ref().map(|s| s.name.clone());
+    let rails = rails(b, order, gpus, named.as_deref(), &mut skipped)?;
     Ok(Found {
         interiors,
         located,
@@ -89,16 +90,20 @@ fn interiors(
     }))
 }
 
-/// `bench::locate` on the set, every GPU of each node or (`rail`) one GPU per node on that
-/// rail; returns what it found and the round it ended in.
-fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> Result<(Located, usize), Error> {
+/// A `bench::locate` search run for real: every group the search asks for is a run of the
+/// cluster's command — every GPU of each node, or (`rail`) one GPU per node on that rail —
+/// all at once. Returns what the search found and the round it ended in; a run that could
+/// not be started at all is the error.
+fn search(
+    b: &mut Bench<'_>,
+    step: &str,
+    gpus: u32,
+    rail: Option<u32>,
+    how: impl FnOnce(&mut locate::Measure<'_>) -> Located,
+) -> Result<(Located, usize), Error> {
     let inv = b.inv;
-    let step = match rail {
-        Some(r) => format!("the bisection on rail {r}"),
-        None => "the bisection".to_string(),
-    };
     let mut failed = None;
-    let located = locate::locate(order, &mut |groups| {
+    let located = how(&mut |groups| {
         let runs: Vec<Run<'_>> = groups
             .iter()
             .map(|g| Run {
@@ -108,7 +113,7 @@ fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> 
                 rail,
             })
             .collect();
-        b.figures(&step, &runs).unwrap_or_else(|e| {
+        b.figures(step, &runs).unwrap_or_else(|e| {
             failed.get_or_insert(e);
             None
         })
@@ -117,6 +122,42 @@ fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> 
         Some(e) => Err(e),
         None => Ok((located, b.rounds)),
     }
+}
+
+/// The bisection of the set: every GPU of each node, or (`rail`) one GPU per node on it.
+fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> Result<(Located, usize), Error> {
+    let step = match rail {
+        Some(r) => format!("the bisection on rail {r}"),
+        None => "the bisection".to_string(),
+    };
+    search(b, &step, gpus, rail, |m| locate::locate(order, m))
+}
+
+/// The slow NIC on rail `rail`: the node already `named` confirmed in one round, else (not
+/// named, or not confirmed) the rail's own bisection.
+fn nic_search(b: &mut Bench<'_>, order: &[String], rail: u32, named: Option<&str>) -> Result<NicSearch, Error> {
+    let mut rounds = Vec::new();
+    if let Some(host) = named {
+        let step = format!("the check of {host} on rail {rail}");
+        let (found, round) = search(b, &step, 1, Some(rail), |m| locate::confirm(order, host, m))?;
+        rounds = found.rounds;
+        if found.suspect.is_some() || b.stopped.is_some() {
+            return Ok(NicSearch {
+                rail,
+                rounds,
+                suspect: found.suspect,
+                round,
+            });
+        }
+    }
+    let (found, round) = bisect(b, order, 1, Some(rail))?;
+    rounds.extend(found.rounds);
+    Ok(NicSearch {
+        rail,
+        rounds,
+        suspect: found.suspect,
+        round,
+    })
 }
 
 /// sendrecv_perf between each pair of ring neighbours, edges that share no node at once:
@@ -182,9 +223,16 @@ fn ring_neighbours(
     }))
 }
 
-/// One run per rail, one GPU per node on every node, all at once; on a slow rail, the
-/// bisection of the nodes on that rail alone tells one NIC from the whole rail.
-fn rails(b: &mut Bench<'_>, order: &[String], gpus: u32, skipped: &mut Vec<String>) -> Result<Option<Rails>, Error> {
+/// One run per rail, one GPU per node on every node, all at once; on a slow rail, the node
+/// the bisection `named` checked on that rail in one round, else the bisection of the nodes
+/// on that rail alone: one NIC, or the whole rail.
+fn rails(
+    b: &mut Bench<'_>,
+    order: &[String],
+    gpus: u32,
+    named: Option<&str>,
+    skipped: &mut Vec<String>,
+) -> Result<Option<Rails>, Error> {
     let why_not = if gpus < 2 {
         Some("per-rail runs: one GPU per node is one rail, which the sweep measured")
     } else if order.len() < 2 {
@@ -214,15 +262,7 @@ fn rails(b: &mut Bench<'_>, order: &[String], gpus: u32, skipped: &mut Vec<Strin
     let (median, slow) = locate::slow_rail(&busbw);
     let slow = slow.and_then(|i| u32::try_from(i).ok());
     let nic = match slow {
-        Some(r) if order.len() >= 4 => {
-            let (found, round) = bisect(b, order, gpus, Some(r))?;
-            Some(NicSearch {
-                rail: r,
-                rounds: found.rounds,
-                suspect: found.suspect,
-                round,
-            })
-        }
+        Some(r) if order.len() >= 4 => Some(nic_search(b, order, r, named)?),
         _ => None,
     };
     Ok(Some(Rails {
