@@ -67,7 +67,8 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// Sweep all-reduce over message sizes on a set of nodes (the cluster's benchmark
     /// command) and read it: α–β fit, small-message cliff, crossover, and the large-message
-    /// figure against the planner's prediction for those nodes.
+    /// figure against the planner's prediction for those nodes; when slower, name the slow
+    /// node, node inside, NIC, link or rail in rounds of parallel runs, with doctor's cause.
     Diagnose(DiagnoseArgs),
     /// Print a shell completion script: `topo-tune completions bash > /etc/bash_completion.d/topo-tune`.
     Completions {
