@@ -1,7 +1,7 @@
 //! `diagnose`'s localisation steps, each a few rounds of runs at once: every node alone
 //! (its inside), the bisection of the node set (a node's network), sendrecv between ring
-//! neighbours (a link), one run per rail and, on a slow rail, its bisection (a rail or one
-//! NIC). Each step says why when it does not run.
+//! neighbours (a link), one run per rail and, on a slow rail, the named node checked on it
+//! or the rail's bisection (one NIC, or the rail). Each step says why when it does not run.
 
 use super::runs::{Bench, Run};
 use crate::bench::locate::{self, Located, Round, Suspect};
@@ -23,6 +23,9 @@ pub(super) struct Found {
 pub(super) fn localise(b: &mut Bench<'_>, order: &[String], gpus: u32) -> Result<Found, Error> {
     let mut skipped = Vec::new();
     let interiors = interiors(b, order, gpus, &mut skipped)?;
+    if order.len() < 4 {
+        skipped.push("bisection: fewer than four nodes make no two pairs to compare".into());
+    }
     let (located, located_round) = bisect(b, order, gpus, None)?;
     let edges = if located.suspect.is_some() {
         skipped.push("ring-neighbour runs: not needed, the bisection named a node".into());
