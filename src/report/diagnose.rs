@@ -304,7 +304,7 @@ fn localisation(out: &mut String, l: &Localisation) {
         let _ = writeln!(out, "rails: median {:.1} GB/s: {}", r.median, figures.join("  "));
         if let Some(n) = &r.nic {
             for (i, round) in n.rounds.iter().enumerate() {
-                round_line(out, &format!("rail {} bisection {}", n.rail, i + 1), round);
+                round_line(out, &format!("rail {}, node by node, round {}", n.rail, i + 1), round);
             }
         }
     }
