@@ -30,13 +30,7 @@ fn diagnose(cfg: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, Value) {
         .args(extra)
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| {
-        panic!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
+    let doc = crate::common::json(&o);
     if o.status.success() {
         crate::common::assert_schema("diagnose", &doc);
     }
@@ -204,8 +198,7 @@ fn ring_order(cfg: &Path) -> Vec<String> {
         .arg(cfg)
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
-    doc["node_order"]
+    crate::common::json(&o)["node_order"]
         .as_array()
         .unwrap()
         .iter()

@@ -2,7 +2,7 @@
 //! outside its own files, loses no operator file, and stops with a clear message. One test
 //! (or more) per class of docs/security.md, each reproducing the case first.
 
-use crate::common::topo_tune;
+use crate::common::{json, topo_tune};
 use serde_json::Value;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -98,16 +98,6 @@ impl Site {
         }
         panic!("rollback never ran out of runs");
     }
-}
-
-pub fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
 }
 
 fn error_of(o: &Output) -> String {

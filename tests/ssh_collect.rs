@@ -21,14 +21,7 @@ fn init_json(cfg: &Path, out: &Path, extra: &[&str]) -> (i32, Value) {
         .args(extra)
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (o.status.code().unwrap_or(-1), doc)
+    (o.status.code().unwrap_or(-1), crate::common::json(&o))
 }
 
 fn node<'a>(doc: &'a Value, host: &str) -> &'a Value {

@@ -214,11 +214,11 @@ pub fn edge_rounds(n: usize) -> Vec<Vec<usize>> {
         (0..n - 1).step_by(2).collect::<Vec<_>>(),
         (1..n - 1).step_by(2).collect(),
     ];
-    rounds.push(vec![n - 1]);
     if n.is_multiple_of(2) {
         // n − 1 is odd and shares no node with the other odd edges.
-        let last = rounds.pop().unwrap_or_default();
-        rounds[1].extend(last);
+        rounds[1].push(n - 1);
+    } else {
+        rounds.push(vec![n - 1]);
     }
     rounds
 }
@@ -252,11 +252,6 @@ pub fn blame_edges(order: &[String], busbw: &[Option<f64>]) -> (f64, Vec<usize>,
         _ => None,
     };
     (m, slow, blame)
-}
-
-/// The rail (GPU/NIC index) whose runs are slow, from one figure per rail.
-pub fn slow_rail(per_rail: &[Option<f64>]) -> (f64, Option<usize>) {
-    outlier(per_rail)
 }
 
 #[cfg(test)]
@@ -349,11 +344,11 @@ mod tests {
     #[test]
     fn a_slow_rail_stands_out_and_noise_does_not() {
         let mut rails: Vec<Option<f64>> = (0..8).map(|i| Some(100.0 + (i as f64 - 3.5) * 0.8)).collect();
-        assert_eq!(slow_rail(&rails).1, None);
+        assert_eq!(outlier(&rails).1, None);
         rails[5] = Some(61.0);
-        assert_eq!(slow_rail(&rails).1, Some(5));
+        assert_eq!(outlier(&rails).1, Some(5));
         rails[5] = None;
-        assert_eq!(slow_rail(&rails).1, Some(5), "a rail whose run failed is the suspect");
+        assert_eq!(outlier(&rails).1, Some(5), "a rail whose run failed is the suspect");
     }
 
     #[test]

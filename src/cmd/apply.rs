@@ -5,7 +5,7 @@
 use super::gather::Ask;
 use super::init::guard_class;
 use super::plan::{gather_and_plan, read_plan};
-use super::reach::{bench_target, on_nodes, progress_bar, resolve};
+use super::reach::{bench_target, benchmarks_on_nodes, on_nodes};
 use super::{finish, Done};
 use crate::apply::stage::StageRecord;
 use crate::apply::writer::{self, Bundle, WriteReport};
@@ -18,13 +18,12 @@ use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::exit;
 use crate::node::calls::{Bench, Rollback, Stage, Unstage, Write};
-use crate::node::{self, write_target, Call, NodeJob};
+use crate::node::{write_target, Call, NodeJob};
 use crate::report::apply::{render_apply, ApplyDetail, ApplyPayload};
 use crate::report::envelope::{Envelope, NodeRow};
 use crate::transport::{Failure, FailureKind};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::time::Duration;
 
 pub fn run(args: &ApplyArgs, output: OutputFormat) -> Result<Done, Error> {
     let inv = Inventory::load(&args.gather.cluster_config)?;
@@ -325,14 +324,7 @@ impl Fleet for NodeFleet<'_> {
                 },
             },
         };
-        let bar = progress_bar(0, OutputFormat::Json);
-        let mut reach = resolve(self.reach, self.inv, &bar);
-        // The remote command is the benchmark: its own timeout governs, with room to report.
-        reach.command_timeout = reach.command_timeout.max(Duration::from_secs(b.timeout_s + 30));
-        let mut outcomes = node::run(self.inv, &reach, vec![job]).map_err(|e| match e {
-            node::RunError::Failed(f) => Error::Reach(f),
-            node::RunError::Interrupted(signal) => Error::Interrupted { signal },
-        })?;
+        let mut outcomes = benchmarks_on_nodes(self.inv, self.reach, OutputFormat::Json, vec![job], b.timeout_s, None)?;
         Ok(outcomes
             .pop()
             .map_or_else(|| Err(Failure::new(FailureKind::Internal, "no answer")), |o| o.result))

@@ -66,8 +66,39 @@ pub(crate) fn on_nodes<C: Call>(
     output: OutputFormat,
     jobs: Vec<NodeJob<C>>,
 ) -> Result<Vec<NodeOutcome<C::Answer>>, Error> {
+    run_jobs(inv, args, output, jobs, None, None)
+}
+
+/// Benchmark runs (`apply`'s canary, `diagnose`'s rounds): as [`on_nodes`], but the remote
+/// command is the benchmark, so its own `timeout_s` governs, with room to report; `label`
+/// names the round on the progress bar.
+pub(crate) fn benchmarks_on_nodes<C: Call>(
+    inv: &Inventory,
+    args: &ReachArgs,
+    output: OutputFormat,
+    jobs: Vec<NodeJob<C>>,
+    timeout_s: u64,
+    label: Option<String>,
+) -> Result<Vec<NodeOutcome<C::Answer>>, Error> {
+    run_jobs(inv, args, output, jobs, Some(timeout_s), label)
+}
+
+fn run_jobs<C: Call>(
+    inv: &Inventory,
+    args: &ReachArgs,
+    output: OutputFormat,
+    jobs: Vec<NodeJob<C>>,
+    bench_timeout_s: Option<u64>,
+    label: Option<String>,
+) -> Result<Vec<NodeOutcome<C::Answer>>, Error> {
     let bar = progress_bar(jobs.len(), output);
-    let reach = resolve(args, inv, &bar);
+    if let Some(label) = label {
+        bar.set_message(label);
+    }
+    let mut reach = resolve(args, inv, &bar);
+    if let Some(t) = bench_timeout_s {
+        reach.command_timeout = reach.command_timeout.max(Duration::from_secs(t + 30));
+    }
     let outcomes = node::run(inv, &reach, jobs).map_err(|e| match e {
         node::RunError::Failed(f) => Error::Reach(f),
         node::RunError::Interrupted(signal) => Error::Interrupted { signal },

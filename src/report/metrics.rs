@@ -26,56 +26,47 @@ fn value(status: Status) -> i32 {
     }
 }
 
+/// One gauge: its `# HELP`/`# TYPE` lines, then one sample per `(labels, value)`.
+fn gauge(out: &mut String, name: &str, help: &str, samples: impl IntoIterator<Item = (String, i64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
 /// The metrics for these rows, taken at `unix_seconds`.
 pub fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP topo_tune_doctor_check_status topo-tune doctor check result: 0 pass, 1 warn, 2 fail, -1 not applicable.\n\
-         # TYPE topo_tune_doctor_check_status gauge"
+    let node = |r: &NodeRow<Option<DoctorDetail>>| format!("node=\"{}\"", label(&r.host));
+    gauge(
+        &mut out,
+        "topo_tune_doctor_check_status",
+        "topo-tune doctor check result: 0 pass, 1 warn, 2 fail, -1 not applicable.",
+        rows.iter().flat_map(|r| {
+            r.detail.iter().flat_map(|d| &d.checks).map(move |c| {
+                (
+                    format!("{},check=\"{}\"", node(r), label(&c.check)),
+                    i64::from(value(c.status)),
+                )
+            })
+        }),
     );
-    for r in rows {
-        for c in r.detail.iter().flat_map(|d| &d.checks) {
-            let _ = writeln!(
-                out,
-                "topo_tune_doctor_check_status{{node=\"{}\",check=\"{}\"}} {}",
-                label(&r.host),
-                label(&c.check),
-                value(c.status)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP topo_tune_doctor_failing_checks Checks that fail on the node.\n\
-         # TYPE topo_tune_doctor_failing_checks gauge"
+    gauge(
+        &mut out,
+        "topo_tune_doctor_failing_checks",
+        "Checks that fail on the node.",
+        rows.iter().filter_map(|r| {
+            let d = r.detail.as_ref()?;
+            let failing = d.checks.iter().filter(|c| c.status == Status::Fail).count();
+            Some((node(r), failing as i64))
+        }),
     );
-    for r in rows.iter().filter(|r| r.detail.is_some()) {
-        let failing = r
-            .detail
-            .iter()
-            .flat_map(|d| &d.checks)
-            .filter(|c| c.status == Status::Fail)
-            .count();
-        let _ = writeln!(
-            out,
-            "topo_tune_doctor_failing_checks{{node=\"{}\"}} {failing}",
-            label(&r.host)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP topo_tune_doctor_node_checked 1 when doctor reached the node and ran its checks.\n\
-         # TYPE topo_tune_doctor_node_checked gauge"
+    gauge(
+        &mut out,
+        "topo_tune_doctor_node_checked",
+        "1 when doctor reached the node and ran its checks.",
+        rows.iter().map(|r| (node(r), i64::from(r.status == NodeStatus::Ok))),
     );
-    for r in rows {
-        let checked = u8::from(r.status == NodeStatus::Ok);
-        let _ = writeln!(
-            out,
-            "topo_tune_doctor_node_checked{{node=\"{}\"}} {checked}",
-            label(&r.host)
-        );
-    }
     let _ = writeln!(
         out,
         "# HELP topo_tune_doctor_last_run_timestamp_seconds When these figures were taken.\n\

@@ -18,6 +18,17 @@ pub fn topo_tune() -> Command {
     c
 }
 
+/// A command's `--output json` document; panics with its stdout and stderr when it is not one.
+pub fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
 /// Run `topo-tune probe --output json ARGS` and parse the snapshot it prints.
 pub fn probe_json(args: &[&str]) -> NodeSnapshot {
     let out = topo_tune()

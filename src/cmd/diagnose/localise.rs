@@ -262,7 +262,7 @@ fn rails(
         return Ok(None);
     };
     let round = b.rounds;
-    let (median, slow) = locate::slow_rail(&busbw);
+    let (median, slow) = locate::outlier(&busbw);
     let slow = slow.and_then(|i| u32::try_from(i).ok());
     let nic = match slow {
         Some(r) if order.len() >= 4 => Some(nic_search(b, order, r, named)?),

@@ -2,13 +2,12 @@
 //! bounded by cluster.yaml's `benchmark.timeout` and all of them together by `--budget`.
 
 use crate::bench::parse::BenchRun;
-use crate::bench::sweep;
 use crate::canary::runner::{self, BenchRequest, Variant};
 use crate::cli::{DiagnoseArgs, OutputFormat};
-use crate::cmd::reach::{bench_target, progress_bar, resolve};
+use crate::cmd::reach::{bench_target, benchmarks_on_nodes};
 use crate::config::Inventory;
 use crate::error::Error;
-use crate::node::{self, calls, NodeJob};
+use crate::node::{calls, NodeJob};
 use crate::transport::{Failure, FailureKind};
 use std::time::{Duration, Instant};
 
@@ -23,11 +22,8 @@ pub(super) struct Run<'a> {
 /// A run's figure: its largest size's busbw; on one rank, where busbw is 0 by definition
 /// (no bus), its algbw — what the GPU did.
 fn figure(run: &BenchRun) -> f64 {
-    if run.ranks >= 2 {
-        sweep::findings(&run.rows, run.ranks).large_busbw
-    } else {
-        run.rows.iter().max_by_key(|r| r.size).map_or(0.0, |r| r.algbw)
-    }
+    let largest = run.rows.iter().max_by_key(|r| r.size);
+    largest.map_or(0.0, |r| if run.ranks >= 2 { r.busbw } else { r.algbw })
 }
 
 /// The time all runs may take together (`--budget`), counted from the sweep's start.
@@ -146,15 +142,14 @@ impl<'a> Bench<'a> {
                 },
             });
         }
-        let bar = progress_bar(jobs.len(), self.output);
-        bar.set_message(format!("(diagnose round {}: {step})", self.rounds + 1));
-        let mut reach = resolve(&self.args.gather.reach, self.inv, &bar);
-        reach.command_timeout = reach.command_timeout.max(Duration::from_secs(timeout_s + 30));
-        let outcomes = node::run(self.inv, &reach, jobs).map_err(|e| match e {
-            node::RunError::Failed(f) => Error::Reach(f),
-            node::RunError::Interrupted(signal) => Error::Interrupted { signal },
-        })?;
-        bar.finish_and_clear();
+        let outcomes = benchmarks_on_nodes(
+            self.inv,
+            &self.args.gather.reach,
+            self.output,
+            jobs,
+            timeout_s,
+            Some(format!("(diagnose round {}: {step})", self.rounds + 1)),
+        )?;
         // A run stopped by the budget, not by benchmark.timeout, measured nothing about
         // the fabric: the round counts for nothing.
         let cut_by_budget =
