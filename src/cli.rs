@@ -125,8 +125,9 @@ pub struct InitArgs {
     pub gather: GatherArgs,
 
     /// Apply this plan (`topo-tune plan --output-dir DIR` wrote DIR/plan.json) exactly, instead
-    /// of probing and planning again: the reviewed change set, nothing else.
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with_all = ["from_probes", "collect_only"])]
+    /// of planning again: the reviewed change set, nothing else. The nodes are still probed
+    /// (or read from --from-probes): every setting is checked against their own facts.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with = "collect_only")]
     pub plan: Option<PathBuf>,
 
     /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
@@ -335,8 +336,9 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub require_gain: bool,
 
-    /// Apply this reviewed plan (`plan --output-dir` wrote it) instead of planning again.
-    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with = "from_probes")]
+    /// Apply this reviewed plan (`plan --output-dir` wrote it) instead of planning again; the
+    /// nodes are still probed (or read from --from-probes) for the checks.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN")]
     pub plan: Option<PathBuf>,
 
     /// Work under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths.

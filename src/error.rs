@@ -69,7 +69,7 @@ impl Error {
             Error::Config(_) | Error::PlanFile { .. } => exit::DATA_ERROR,
             Error::Usage(_) => exit::USAGE,
             Error::Write(WriteError::Tree(TreeError::Io { .. })) => exit::IO_ERROR,
-            Error::Write(WriteError::Tree(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
+            Error::Write(WriteError::Tree(TreeError::Locked { .. }) | WriteError::Staged { .. }) => exit::TEMP_FAILURE,
             Error::Write(_) => exit::DATA_ERROR,
             Error::Irq(IrqError::NotRoot) => exit::NO_PERMISSION,
             Error::Irq(IrqError::Probe(p)) => probe_code(p),
@@ -84,7 +84,9 @@ impl Error {
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,
             Error::Serve(_) => exit::USAGE,
             Error::State(StateError::Tree(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
-            Error::State(StateError::Tree(_)) => exit::IO_ERROR,
+            Error::State(StateError::Tree(TreeError::Io { .. })) => exit::IO_ERROR,
+            // A record that is a link, not a file, not text or too large is bad data.
+            Error::State(StateError::Tree(_)) => exit::DATA_ERROR,
             Error::State(StateError::Unknown { .. }) => exit::NO_INPUT,
             Error::State(StateError::Invalid { .. }) => exit::DATA_ERROR,
         }
@@ -135,7 +137,7 @@ fn probe_code(p: &ProbeError) -> i32 {
         ProbeError::Hwloc(HwlocError::Discovery(_)) => exit::UNAVAILABLE,
         ProbeError::Driver(DriverError::Fixture { .. }) => exit::DATA_ERROR,
         ProbeError::Driver(_) => exit::UNAVAILABLE,
-        ProbeError::NcclTopo(_) | ProbeError::NotATopology { .. } => exit::DATA_ERROR,
+        ProbeError::NcclTopo(_) | ProbeError::NotATopology { .. } | ProbeError::Unreadable { .. } => exit::DATA_ERROR,
     }
 }
 

@@ -153,3 +153,54 @@ pub fn nccl_tests_json(data: &[u8]) -> String {
     };
     outcome(crate::canary::runner::judge(&answer, 1).map(|r| judge_run(&r)))
 }
+
+/// The cluster the artifact targets are checked against (the bundled canary demo).
+fn demo_inventory() -> Option<crate::config::Inventory> {
+    crate::config::Inventory::parse(
+        Path::new("examples/canary-demo.yaml"),
+        include_str!("../examples/canary-demo.yaml"),
+    )
+    .ok()
+}
+
+/// A rollout record read back by `apply --resume` (and `status`): parsed, then held to what
+/// topo-tune would write for the cluster (`canary::vet`); an accepted record is consumed as
+/// the engine would (GPUs per wave, the candidates' fingerprints).
+pub fn rollout_record(data: &[u8]) -> String {
+    let Some(inv) = demo_inventory() else {
+        return "skip:inventory".into();
+    };
+    let r: crate::canary::state::Rollout = match serde_json::from_slice(data) {
+        Ok(r) => r,
+        Err(e) => return outcome::<String>(Err(format!("json: {e}"))),
+    };
+    outcome(crate::canary::vet::check(&r, &inv).map(|()| {
+        for w in &r.waves {
+            let _ = r.gpus_per_node(&w.hosts);
+        }
+        for b in &r.bundles {
+            let _ = b.fingerprint();
+        }
+    }))
+}
+
+/// A `plan.json` handed to `init --plan` / `apply --plan`: read as they read it, then every
+/// class admitted (or refused) for each of its nodes and rendered into its drop-in.
+pub fn plan_json(data: &[u8]) -> String {
+    let Some(inv) = demo_inventory() else {
+        return "skip:inventory".into();
+    };
+    let r = crate::cmd::plan::plan_from_text(&text(data), &inv).and_then(|plan| {
+        for class in &plan.nccl.classes {
+            for host in &class.hosts {
+                let Some(node) = inv.nodes.iter().find(|n| &n.host == host) else {
+                    continue;
+                };
+                crate::cmd::plan::admit(&inv, node, class, &class.gpu_ports)?;
+                crate::apply::writer::Bundle::of(class).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    });
+    outcome(r)
+}

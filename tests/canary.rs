@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use topo_tune::bench::parse::{parse_json, parse_text, BenchError};
 
-fn data(name: &str) -> PathBuf {
+pub(crate) fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/nccl-tests")
         .join(name)
@@ -18,12 +18,12 @@ fn data(name: &str) -> PathBuf {
 
 /// Four local nodes (two racks) described by one 8-GPU snapshot, and a benchmark template
 /// that runs the double with `knobs` (its FAKE_NCCL_* variables).
-struct Fleet {
-    dir: tempfile::TempDir,
-    cfg: PathBuf,
-    probes: PathBuf,
-    out: PathBuf,
-    state: PathBuf,
+pub(crate) struct Fleet {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) cfg: PathBuf,
+    pub(crate) probes: PathBuf,
+    pub(crate) out: PathBuf,
+    pub(crate) state: PathBuf,
 }
 
 fn snapshot() -> &'static [u8] {
@@ -41,11 +41,11 @@ fn snapshot() -> &'static [u8] {
     })
 }
 
-fn fleet(knobs: &str) -> Fleet {
+pub(crate) fn fleet(knobs: &str) -> Fleet {
     fleet_with(knobs, 60)
 }
 
-fn fleet_with(knobs: &str, timeout: u64) -> Fleet {
+pub(crate) fn fleet_with(knobs: &str, timeout: u64) -> Fleet {
     let dir = tempfile::tempdir().unwrap();
     let probes = dir.path().join("probes");
     std::fs::create_dir_all(&probes).unwrap();
@@ -80,7 +80,7 @@ fn fleet_with(knobs: &str, timeout: u64) -> Fleet {
 }
 
 impl Fleet {
-    fn cmd(&self, sub: &str) -> assert_cmd::Command {
+    pub(crate) fn cmd(&self, sub: &str) -> assert_cmd::Command {
         let mut c = topo_tune();
         c.args(["--output", "json", sub, "--cluster-config"])
             .arg(&self.cfg)
@@ -91,7 +91,7 @@ impl Fleet {
         c
     }
 
-    fn apply(&self, args: &[&str]) -> (Option<i32>, Value) {
+    pub(crate) fn apply(&self, args: &[&str]) -> (Option<i32>, Value) {
         let o = self
             .cmd("apply")
             .arg("--from-probes")
@@ -110,7 +110,7 @@ impl Fleet {
     }
 
     /// `apply --canary rack-1 EXTRA` started in the background (to be killed or signalled).
-    fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
+    pub(crate) fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
             .args(["--output", "json", "apply", "--canary", "rack-1", "--cluster-config"])
             .arg(&self.cfg)
@@ -127,7 +127,7 @@ impl Fleet {
             .unwrap()
     }
 
-    fn status(&self) -> (Option<i32>, Value) {
+    pub(crate) fn status(&self) -> (Option<i32>, Value) {
         let o = self.cmd("status").output().unwrap();
         (
             o.status.code(),
@@ -137,7 +137,7 @@ impl Fleet {
 }
 
 /// Every file under `root` with its content and mtime.
-fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
+pub(crate) fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -181,7 +181,7 @@ const NCCL_FILES: [&str; 4] = [
     "etc/nccl/topo-tune/topology.xml",
 ];
 
-fn wave(doc: &Value, i: usize) -> &Value {
+pub(crate) fn wave(doc: &Value, i: usize) -> &Value {
     &doc["rollout"]["waves"][i]
 }
 

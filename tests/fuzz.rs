@@ -371,3 +371,13 @@ fn nccl_tests_text() {
 fn nccl_tests_json() {
     fuzz("nccl_tests_json", topo_tune::fuzz::nccl_tests_json);
 }
+
+#[test]
+fn rollout_record() {
+    fuzz("rollout_record", topo_tune::fuzz::rollout_record);
+}
+
+#[test]
+fn plan_json() {
+    fuzz("plan_json", topo_tune::fuzz::plan_json);
+}

@@ -6,6 +6,7 @@ mod common;
 
 mod ansible;
 mod architecture;
+mod artifacts;
 mod bench_pdsh;
 mod canary;
 mod cli;

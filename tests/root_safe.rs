@@ -92,8 +92,8 @@ impl Site {
                 "a second plain rollback undoes nothing: {again}"
             );
             match again["nodes"][0]["note"].as_str() {
-                Some(note) => run = note.rsplit("--run ").next().map(str::to_string),
-                None => return n + 1,
+                Some(note) if note.contains("--run ") => run = note.rsplit("--run ").next().map(str::to_string),
+                _ => return n + 1,
             }
         }
         panic!("rollback never ran out of runs");

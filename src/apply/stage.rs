@@ -5,59 +5,17 @@
 //! running jobs see no change. Also what `status` reads on a node: what topo-tune wrote,
 //! whether it still holds, and what is staged.
 
+pub use super::staged::StageRecord;
+use super::staged::{self, STAGED};
 use super::tree::Tree;
-use super::writer::{self, changes_with, read_manifest, read_text, Bundle, WriteError, LOCK, LOCK_WAIT};
+use super::writer::{self, changes_with, read_manifest, Bundle, WriteError, LOCK, LOCK_WAIT};
 use crate::digest::sha256_hex;
 use crate::model::files::{
     MANIFEST, NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_DIR, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY, TOPOLOGY,
 };
 use crate::nccl::conf::{env_file, parse};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::Path;
-
-/// What a stage put where (the record kept in `candidate/stage.json`, and the answer).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub rollout: String,
-    /// Staged path → sha256.
-    pub files: BTreeMap<String, String>,
-    /// What the measurement of this candidate cannot isolate (said in the report).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub caveats: Vec<String>,
-    /// Whether this call changed anything on the node.
-    #[serde(default)]
-    pub changed: bool,
-}
-
-/// Staged files, the record last (removed last: it names what the others belong to).
-const STAGED: [&str; 5] = [STAGE_CONF, STAGE_TOPOLOGY, STAGE_ENV, STAGE_BASELINE_ENV, STAGE_RECORD];
-
-impl StageRecord {
-    /// A node's answer names only staged paths, sha256 values, and a rollout id.
-    pub fn check(&self) -> Result<(), String> {
-        if !writer::run_id_ok(&self.rollout) {
-            return Err(format!("rollout {:?} is not an id topo-tune makes", self.rollout));
-        }
-        let hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
-        if let Some((p, _)) = self
-            .files
-            .iter()
-            .find(|(p, h)| !STAGED.contains(&p.as_str()) || !hash(h))
-        {
-            return Err(format!("{p:?} is not a file topo-tune stages"));
-        }
-        if self.caveats.len() > 64
-            || self
-                .caveats
-                .iter()
-                .any(|c| c.len() > 512 || c.chars().any(char::is_control))
-        {
-            return Err("caveats are not plain text".into());
-        }
-        Ok(())
-    }
-}
 
 fn invalid(tree: &Tree, path: &str, message: String) -> WriteError {
     WriteError::Invalid {
@@ -67,13 +25,7 @@ fn invalid(tree: &Tree, path: &str, message: String) -> WriteError {
 }
 
 fn read_record(tree: &Tree) -> Result<Option<StageRecord>, WriteError> {
-    let Some(text) = read_text(tree, STAGE_RECORD)? else {
-        return Ok(None);
-    };
-    let record: StageRecord = serde_json::from_str(&text)
-        .map_err(|e| invalid(tree, STAGE_RECORD, format!("not a topo-tune stage record: {e}")))?;
-    record.check().map_err(|m| invalid(tree, STAGE_RECORD, m))?;
-    Ok(Some(record))
+    staged::read(tree).map_err(WriteError::from)
 }
 
 /// Stage `bundle` for `rollout`: the candidate files as promotion would make them. A stage
@@ -132,6 +84,11 @@ pub fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<StageRecord,
     let mut record = StageRecord {
         rollout: rollout.to_string(),
         caveats: leaks(&live, &conf),
+        live: [(
+            NCCL_CONF.to_string(),
+            hash_of(conf_change.and_then(|c| c.before.as_deref())),
+        )]
+        .into(),
         ..StageRecord::default()
     };
     for (path, text) in &files {
@@ -144,6 +101,11 @@ pub fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<StageRecord,
         record.changed |= tree.write(path, text.as_bytes(), 0o644)?;
     }
     Ok(record)
+}
+
+/// A file's sha256, or empty when it does not exist.
+fn hash_of(content: Option<&str>) -> String {
+    content.map(|c| sha256_hex(c.as_bytes())).unwrap_or_default()
 }
 
 /// Settings the live `/etc/nccl.conf` has and the candidate drops: NCCL reads
@@ -204,6 +166,17 @@ pub struct NodeState {
     pub files: Vec<OwnedFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staged: Option<StageRecord>,
+    /// What the files a benchmark reads hold now (`/etc/nccl.conf` and the staged ones) →
+    /// sha256, empty when absent: a rollout compares them with its stage between rounds.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub current: std::collections::BTreeMap<String, String>,
+    /// Every run the manifest records, oldest first (a promoted wave's run that is no longer
+    /// among them was undone since).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    /// The run the last `rollback` undid, until a new run is recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -237,6 +210,23 @@ impl NodeState {
         if let Some(f) = self.files.iter().find(|f| !writer::MANAGED.contains(&f.path.as_str())) {
             return Err(format!("{:?} is not a file topo-tune manages", f.path));
         }
+        if let Some(f) = self.files.iter().find(|f| !staged::is_sha256(&f.sha256)) {
+            return Err(format!("the sha256 of {} is not one", f.path));
+        }
+        let known = |p: &str| writer::MANAGED.contains(&p) || STAGED.contains(&p);
+        if let Some((p, _)) = self
+            .current
+            .iter()
+            .find(|(p, h)| !known(p) || !(h.is_empty() || staged::is_sha256(h)))
+        {
+            return Err(format!("current {p:?} is not a file topo-tune reads with its sha256"));
+        }
+        if self.runs.len() > writer::MAX_RUNS || self.runs.iter().any(|r| !writer::run_id_ok(r)) {
+            return Err("runs are not run ids topo-tune makes".into());
+        }
+        if self.undone.as_deref().is_some_and(|r| !writer::run_id_ok(r)) {
+            return Err("undone is not a run id topo-tune makes".into());
+        }
         self.staged.as_ref().map_or(Ok(()), StageRecord::check)
     }
 }
@@ -258,10 +248,18 @@ pub fn state(root: &Path) -> Result<NodeState, WriteError> {
             live,
         });
     }
+    let mut current = std::collections::BTreeMap::new();
+    for path in std::iter::once(NCCL_CONF).chain(STAGED.into_iter().filter(|p| *p != STAGE_RECORD)) {
+        let bytes = tree.read(path, writer::CONF_LIMIT)?;
+        current.insert(path.to_string(), bytes.map(|b| sha256_hex(&b)).unwrap_or_default());
+    }
     Ok(NodeState {
         last_run: manifest.runs.last().map(|r| r.id.clone()),
         pending: manifest.runs.last().is_some_and(|r| r.pending),
         files,
         staged: read_record(&tree)?,
+        current,
+        runs: manifest.runs.iter().map(|r| r.id.clone()).collect(),
+        undone: manifest.undone.clone(),
     })
 }

@@ -20,6 +20,8 @@ pub enum TreeError {
     Symlink { path: String },
     #[error("{path}: not a regular file: refused")]
     NotRegular { path: String },
+    #[error("{path}: not UTF-8 text (byte {at}): refused")]
+    NotText { path: String, at: usize },
     #[error("{path}: larger than {limit} bytes: refused")]
     TooLarge { path: String, limit: u64 },
     #[error("{path}: not a path topo-tune manages ({why})")]
@@ -147,8 +149,9 @@ impl Tree {
     pub fn read_text(&self, path: &str, limit: u64) -> Result<Option<String>, TreeError> {
         self.read(path, limit)?
             .map(|b| {
-                String::from_utf8(b).map_err(|_| TreeError::NotRegular {
-                    path: format!("{} (not UTF-8 text)", self.show(path)),
+                String::from_utf8(b).map_err(|e| TreeError::NotText {
+                    path: self.show(path),
+                    at: e.utf8_error().valid_up_to(),
                 })
             })
             .transpose()
@@ -258,19 +261,78 @@ impl Tree {
     }
 
     /// Remove temp files a killed run left in a directory and the directories below it
-    /// (only ours; links are not descended).
+    /// (only ours, and only of processes that are gone: a temp of a live writer is its
+    /// write in flight; links are not descended).
     pub fn remove_stale_temps(&self, dir_path: &str) {
         let mut stack = vec![dir_path.trim_end_matches('/').to_string()];
         while let Some(dir) = stack.pop() {
             for name in self.list(&dir).unwrap_or_default() {
                 let path = format!("{dir}/{name}");
-                if name.starts_with('.') && name.contains(".topo-tune.") && name.ends_with(".tmp") {
-                    let _ = self.remove(&path);
+                if let Some(pid) = temp_owner(&name) {
+                    if !alive(pid) {
+                        let _ = self.remove(&path);
+                    }
                 } else if self.list(&path).is_ok() && stack.len() < 4096 {
                     stack.push(path);
                 }
             }
         }
+    }
+
+    /// Who owns a file or directory of the tree and its mode (`None`: it does not exist); a
+    /// link is not followed (and is refused).
+    pub fn owner_mode(&self, path: &str) -> Result<Option<(u32, u32)>, TreeError> {
+        let shown = self.show(path);
+        let (dirs, name) = self.split(path)?;
+        let Some(dir) = self.dir(&dirs, false, &shown)? else {
+            return Ok(None);
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                Err(TreeError::Symlink { path: shown })
+            }
+            Ok(st) => Ok(Some((st.st_uid, st.st_mode))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(io_err(&shown, e)),
+        }
+    }
+
+    /// The permission bits of a file (`None`: it does not exist); a link is not followed.
+    pub fn mode(&self, path: &str) -> Result<Option<u32>, TreeError> {
+        let shown = self.show(path);
+        let (dirs, name) = self.split(path)?;
+        let Some(dir) = self.dir(&dirs, false, &shown)? else {
+            return Ok(None);
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => Ok(Some(st.st_mode & 0o7777)),
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                Err(TreeError::Symlink { path: shown })
+            }
+            Ok(_) => Err(TreeError::NotRegular { path: shown }),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(io_err(&shown, e)),
+        }
+    }
+
+    /// Set a regular file's permission bits (no link followed); whether they changed.
+    pub fn set_mode(&self, path: &str, mode: u32) -> Result<bool, TreeError> {
+        let shown = self.show(path);
+        let (dirs, name) = self.split(path)?;
+        let dir = self
+            .dir(&dirs, false, &shown)?
+            .ok_or_else(|| io_err(&shown, Errno::NOENT))?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&dir, name, flags, Mode::empty()).map_err(|e| classify(&dir, name, e, &shown))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_err(&shown, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(TreeError::NotRegular { path: shown });
+        }
+        if st.st_mode & 0o7777 == mode {
+            return Ok(false);
+        }
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| io_err(&shown, e))?;
+        Ok(true)
     }
 
     /// Take the tree's lock at `path` (created if absent), waiting up to `wait` for another
@@ -290,29 +352,69 @@ impl Tree {
                 Ok(()) => break,
                 Err(Errno::WOULDBLOCK) if start.elapsed() < wait => std::thread::sleep(Duration::from_millis(25)),
                 Err(Errno::WOULDBLOCK) => {
-                    let holder = read_at(&dir, name, 4096, &shown)
-                        .ok()
-                        .flatten()
-                        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
-                        .filter(|s| !s.is_empty())
-                        .unwrap_or_else(|| "holder unknown".into());
                     return Err(TreeError::Locked {
                         path: shown,
-                        holder,
+                        holder: holder(&fd),
                         waited_s: wait.as_secs(),
                     });
                 }
                 Err(e) => return Err(io_err(&shown, e)),
             }
         }
-        let mut f = std::fs::File::from(fd);
-        let since = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        let _ = f.set_len(0);
-        let _ = f.write_all(format!("pid {} since {since} (unix time)\n", std::process::id()).as_bytes());
-        Ok(Lock { _fd: f.into() })
+        // Nothing is written into the lock file: a run that changes nothing leaves every file
+        // of the tree as it found it (the holder is found in /proc/locks instead).
+        Ok(Lock { _fd: fd })
+    }
+}
+
+/// The pid in a temp file's name (`.NAME.topo-tune.PID.N.tmp`, made by [`create_temp`]).
+fn temp_owner(name: &str) -> Option<u32> {
+    if !(name.starts_with('.') && name.ends_with(".tmp")) {
+        return None;
+    }
+    let (_, rest) = name.split_once(".topo-tune.")?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// Whether a process of this pid exists on this machine (a temp of another machine's writer
+/// cannot be in this tree: each node writes its own).
+fn alive(pid: u32) -> bool {
+    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Who holds the flock on `fd`: its pid and command line, from `/proc/locks` (Linux's view of
+/// every lock, by device and inode).
+fn holder(fd: &impl AsFd) -> String {
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return "holder unknown".into();
+    };
+    let dev = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(st.st_dev),
+        rustix::fs::minor(st.st_dev),
+        st.st_ino
+    );
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let pid = locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF` (blocked waiters are `-> …`).
+        (f.len() >= 6 && f[1] == "FLOCK" && f[5] == dev).then(|| f[4].to_string())
+    });
+    let Some(pid) = pid else {
+        return "holder unknown".into();
+    };
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmd: String = String::from_utf8_lossy(&cmd)
+        .replace('\0', " ")
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    if cmd.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid}: {cmd}")
     }
 }
 

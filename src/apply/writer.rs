@@ -19,8 +19,8 @@
 use super::tree::{Tree, TreeError};
 use crate::digest::sha256_hex;
 use crate::model::files::{
-    BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME, STATE_DIR,
-    TOPOLOGY,
+    BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME, STAGE_DIR,
+    STATE_DIR, TOPOLOGY,
 };
 use crate::model::plan::NcclClass;
 use crate::model::NcclVersion;
@@ -246,6 +246,9 @@ pub struct RunFile {
     /// The `owned` entry before the run (what `rollback` puts back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owned_before: Option<String>,
+    /// The file's permission bits before the run (a restored `0600` file is `0600` again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -256,17 +259,30 @@ pub enum WriteError {
     Invalid { path: String, message: String },
     #[error("nothing to roll back: no earlier run recorded in {0}")]
     NothingToRollBack(String),
+    #[error("{path}: rollout {rollout} has a candidate staged here and measures against these files: init and rollback wait until it promotes or rolls back (`topo-tune status` shows it; `topo-tune apply --resume {rollout}` finishes an interrupted one)")]
+    Staged { path: String, rollout: String },
 }
 
-/// The files topo-tune writes and may remove: the only paths a manifest may name.
-pub const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
+impl From<super::staged::StagedError> for WriteError {
+    fn from(e: super::staged::StagedError) -> Self {
+        match e {
+            super::staged::StagedError::Tree(t) => WriteError::Tree(t),
+            super::staged::StagedError::Invalid { path, message } => WriteError::Invalid { path, message },
+        }
+    }
+}
+
+pub use crate::model::files::MANAGED;
 /// Taken by every write and rollback on a tree (`init`, `node write`, `rollback`).
 pub const LOCK: &str = "/etc/nccl/topo-tune/lock";
 /// How long a run waits for another to finish before it gives up, naming the holder.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
-/// The most a config file topo-tune reads may hold (a foreign `/etc/nccl.conf`, a drop-in).
-pub const CONF_LIMIT: u64 = 1 << 20;
+/// The most a config file topo-tune reads may hold (a foreign `/etc/nccl.conf`, a drop-in),
+/// and so the most it writes into one.
+pub const CONF_LIMIT: u64 = crate::model::files::FILE_LIMIT;
 const MANIFEST_LIMIT: u64 = 16 << 20;
+/// The manifest layout this build reads and writes.
+const MANIFEST_VERSION: u32 = 1;
 /// Runs kept for `rollback`; older runs and their backups are pruned.
 pub const MAX_RUNS: usize = 64;
 
@@ -277,7 +293,7 @@ pub(super) fn read_text(tree: &Tree, path: &str) -> Result<Option<String>, Write
 pub(super) fn read_manifest(tree: &Tree) -> Result<Manifest, WriteError> {
     let manifest = match tree.read_text(MANIFEST, MANIFEST_LIMIT)? {
         None => Manifest {
-            version: 1,
+            version: MANIFEST_VERSION,
             ..Manifest::default()
         },
         Some(text) => {
@@ -298,6 +314,12 @@ fn invalid_manifest(tree: &Tree, message: String) -> WriteError {
 /// Every path in the manifest is one topo-tune manages, and every backup is the one the run
 /// would have made: nothing read from state reaches outside the files it owns.
 fn check_manifest(m: &Manifest) -> Result<(), String> {
+    if m.version != MANIFEST_VERSION {
+        return Err(format!(
+            "manifest version {} is not the one this topo-tune reads ({MANIFEST_VERSION})",
+            m.version
+        ));
+    }
     let managed = |p: &str| MANAGED.contains(&p);
     let hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
     if let Some((p, h)) = m.owned.iter().find(|(p, h)| !managed(p) || !hash(h)) {
@@ -326,6 +348,9 @@ fn check_manifest(m: &Manifest) -> Result<(), String> {
                     run.id, f.path, f.backup
                 ));
             }
+            if f.mode.is_some_and(|m| m > 0o7777) {
+                return Err(format!("run {} has a malformed mode for {}", run.id, f.path));
+            }
             if f.owned_before.as_deref().is_some_and(|h| !hash(h)) {
                 return Err(format!("run {} has a malformed hash for {}", run.id, f.path));
             }
@@ -334,20 +359,7 @@ fn check_manifest(m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
-/// `20261129T110500Z-1234`, optionally with a `-N` suffix.
-pub(crate) fn run_id_ok(id: &str) -> bool {
-    let b = id.as_bytes();
-    b.len() >= 18
-        && b.len() <= 40
-        && b[..8].iter().all(u8::is_ascii_digit)
-        && b[8] == b'T'
-        && b[9..15].iter().all(u8::is_ascii_digit)
-        && b[15] == b'Z'
-        && b[16] == b'-'
-        && id[17..]
-            .split('-')
-            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
-}
+pub(crate) use crate::model::files::run_id_ok;
 
 fn write_manifest(tree: &Tree, manifest: &Manifest) -> Result<(), WriteError> {
     let text = serde_json::to_string_pretty(manifest).map_err(|e| WriteError::Invalid {
@@ -412,6 +424,8 @@ pub fn write_bundle(
         ));
     }
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
+    tidy(&tree)?;
+    not_staged_for_another(&tree, run_id)?;
     let mut manifest = read_manifest(&tree)?;
     recover(&tree, &mut manifest)?;
     let changes = changes_with(&tree, &manifest, bundle)?;
@@ -422,6 +436,31 @@ pub fn write_bundle(
         tracing::info!(root = %root.display(), run = id, "files written");
     }
     Ok(WriteReport::of(&applied, with_diff, recorded))
+}
+
+/// Temp files a killed run left (under the lock no other writer of this tree is running).
+fn tidy(tree: &Tree) -> Result<(), WriteError> {
+    for dir in [DROPIN_DIR, STATE_DIR] {
+        tree.remove_stale_temps(dir);
+    }
+    for name in tree.list("/etc")? {
+        if name.starts_with(".nccl.conf.topo-tune.") && name.ends_with(".tmp") {
+            tree.remove(&format!("/etc/{name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// While a rollout has a candidate staged here, it measures the live files against it: only
+/// that rollout's own runs (its promotion, its rollback) may change them.
+fn not_staged_for_another(tree: &Tree, run_id: Option<&str>) -> Result<(), WriteError> {
+    match super::staged::read(tree)? {
+        Some(rec) if !run_id.is_some_and(|id| super::staged::belongs(id, &rec.rollout)) => Err(WriteError::Staged {
+            path: tree.show(STAGE_DIR),
+            rollout: rec.rollout,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Whether the files under `root` are settled for NCCL `version`: the bundle they hold (the
@@ -494,6 +533,20 @@ pub(super) fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) ->
         env_file(&parse(&assembled)),
         "the same settings for containers (docker --env-file), which never see /etc/nccl.conf",
     ));
+    // What rollback, status and the next init could not read back is never written.
+    if let Some(c) = out
+        .iter()
+        .find(|c| c.after.as_ref().is_some_and(|a| a.len() as u64 > CONF_LIMIT))
+    {
+        return Err(WriteError::Invalid {
+            path: tree.show(&c.path),
+            message: format!(
+                "{} bytes, larger than the {} topo-tune reads back of a file (rollback, status and the next init would refuse it): refused, nothing was changed",
+                c.after.as_ref().map_or(0, String::len),
+                format_args!("{} MiB", CONF_LIMIT >> 20)
+            ),
+        });
+    }
     Ok(out)
 }
 
@@ -601,14 +654,6 @@ fn apply(
     if changes.iter().all(|c| c.action == Action::Unchanged) {
         return Ok(changes);
     }
-    for dir in [DROPIN_DIR, STATE_DIR] {
-        tree.remove_stale_temps(dir);
-    }
-    for name in tree.list("/etc")? {
-        if name.starts_with(".nccl.conf.topo-tune.") && name.ends_with(".tmp") {
-            tree.remove(&format!("/etc/{name}"))?;
-        }
-    }
     let mut run = Run {
         id: run_id.to_string(),
         files: Vec::new(),
@@ -625,6 +670,7 @@ fn apply(
         };
         run.files.push(RunFile {
             path: c.path.clone(),
+            mode: c.before.as_ref().map(|_| tree.mode(&c.path)).transpose()?.flatten(),
             backup,
             owned_before: manifest.owned.get(&c.path).cloned(),
         });
@@ -681,7 +727,33 @@ fn recover(tree: &Tree, manifest: &mut Manifest) -> Result<Option<(Run, Vec<File
 }
 
 fn undo_run(tree: &Tree, manifest: &mut Manifest, run: &Run) -> Result<Vec<FileChange>, WriteError> {
+    check_backups(tree, run)?;
     run.files.iter().rev().map(|f| undo(tree, manifest, f)).collect()
+}
+
+/// Before anything of a run is undone, its record must agree with the disk: a file it says
+/// did not exist has no backup (undoing it deletes the file), and a file it backed up has
+/// its backup. A manifest that says otherwise is refused with nothing changed.
+fn check_backups(tree: &Tree, run: &Run) -> Result<(), WriteError> {
+    for f in &run.files {
+        let expected = format!("{STATE_DIR}/{BACKUPS}/{}{}", run.id, f.path);
+        let present = tree.read(&expected, CONF_LIMIT)?.is_some();
+        let lie = match &f.backup {
+            None if present => Some(format!(
+                "run {} says {} did not exist before it, but its backup is there: undoing it would delete the file",
+                run.id, f.path
+            )),
+            Some(_) if !present => Some(format!(
+                "run {} lost the backup of {}: cannot restore it",
+                run.id, f.path
+            )),
+            _ => None,
+        };
+        if let Some(message) = lie {
+            return Err(invalid_manifest(tree, message));
+        }
+    }
+    Ok(())
 }
 
 /// Undo the last recorded run: restore its backups, remove the files it created. With
@@ -690,6 +762,8 @@ fn undo_run(tree: &Tree, manifest: &mut Manifest, run: &Run) -> Result<Vec<FileC
 pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, WriteError> {
     let tree = Tree::open(root_dir)?;
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
+    tidy(&tree)?;
+    not_staged_for_another(&tree, only)?;
     let mut manifest = read_manifest(&tree)?;
     let last = manifest.runs.last().map(|r| r.id.clone());
     match (only, &manifest.undone, &last) {
@@ -707,6 +781,14 @@ pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, Writ
             return Ok(WriteReport {
                 note: Some(format!(
                     "nothing newer to undo: run {undone} was rolled back already; to undo the run before it too: topo-tune rollback --run {older}"
+                )),
+                ..WriteReport::default()
+            });
+        }
+        (None, Some(undone), None) => {
+            return Ok(WriteReport {
+                note: Some(format!(
+                    "nothing newer to undo: run {undone} was rolled back already, and no run before it is recorded"
                 )),
                 ..WriteReport::default()
             });
@@ -754,7 +836,8 @@ fn undo(tree: &Tree, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange,
         path: tree.show(&kernel),
         message: "backup missing: cannot restore".into(),
     })?;
-    let changed = tree.write(&f.path, before.as_bytes(), 0o644)?;
+    let mode = f.mode.unwrap_or(0o644);
+    let changed = tree.write(&f.path, before.as_bytes(), mode)? | tree.set_mode(&f.path, mode)?;
     if f.path == NCCL_CONF {
         // The file was topo-tune's before that run: what it restores is what topo-tune wrote.
         manifest.last_conf = f.owned_before.as_ref().map(|_| before.clone());

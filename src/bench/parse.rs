@@ -34,6 +34,48 @@ pub struct BenchRun {
     pub rows: Vec<SizeFigures>,
 }
 
+impl BenchRun {
+    /// What every run must hold, whoever read it (the parsers, a rollout record): at most
+    /// [`MAX_ROWS`] sizes, each larger than the one before (one table, no size twice), times
+    /// above zero (a zero time or P99 is a malformed run, not an infinitely fast one),
+    /// bandwidths finite and not negative.
+    pub fn check(&self) -> Result<(), BenchError> {
+        let bad = |message: String| Err(BenchError::Json(message));
+        if self.rows.len() > MAX_ROWS {
+            return bad(format!("more than {MAX_ROWS} sizes"));
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let non_negative = |v: f64| v.is_finite() && v >= 0.0;
+        for (i, r) in self.rows.iter().enumerate() {
+            if i > 0 && r.size <= self.rows[i - 1].size {
+                return bad(format!(
+                    "size {} B follows {} B: one run is one table with each size once",
+                    r.size,
+                    self.rows[i - 1].size
+                ));
+            }
+            if !positive(r.time_us) || r.p99_us.is_some_and(|p| !positive(p)) {
+                return bad(format!("size {} B: a time of zero or less is no measurement", r.size));
+            }
+            if !non_negative(r.algbw) || !non_negative(r.busbw) {
+                return bad(format!("size {} B: a bandwidth is negative or not a number", r.size));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a run did not measure the set it was given: its ranks are not `nodes` × `gpus` (a
+/// command that ignores `{hosts}` measures one node, or another set).
+pub fn off_the_set(ranks: u32, nodes: usize, gpus: u32) -> Option<String> {
+    let expected = (nodes as u64).saturating_mul(u64::from(gpus));
+    (u64::from(ranks) != expected).then(|| {
+        format!(
+            "the benchmark ran {ranks} rank(s) where the {nodes} node(s) have {expected}: benchmark.command must spread over the nodes it is given (mpirun -np {{ranks}} -H {{hosts_slots}}, or srun with {{hosts}})"
+        )
+    })
+}
+
 /// Why a run's output gives no figures.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BenchError {
@@ -108,7 +150,16 @@ fn wrong_count(token: &str, line: usize) -> Result<u64, BenchError> {
         return Ok(0);
     }
     let v = number(token, "#wrong", line)?;
-    Ok(v.min(u64::MAX as f64) as u64)
+    count(v).ok_or_else(|| BenchError::Malformed {
+        line,
+        message: format!("#wrong `{token}` is not a count of values"),
+    })
+}
+
+/// A count of values: a whole number, not negative (`-1` or `0.5` wrong values is no
+/// verdict on correctness).
+fn count(v: f64) -> Option<u64> {
+    (v.is_finite() && v >= 0.0 && v.fract() == 0.0).then(|| v.min(u64::MAX as f64) as u64)
 }
 
 /// Lines that make the whole run a failure, wherever they appear (stdout and stderr mixed).
@@ -157,6 +208,7 @@ pub fn parse_text(text: &str) -> Result<BenchRun, BenchError> {
     if run.rows.is_empty() {
         return Err(BenchError::NoRows);
     }
+    run.check()?;
     Ok(run)
 }
 
@@ -168,6 +220,12 @@ fn comment(rest: &str, line: usize, run: &mut BenchRun, cols: &mut Option<Column
     } else if t.starts_with("Rank ") && t.contains(" on ") {
         run.ranks = run.ranks.saturating_add(1);
     } else if t.starts_with("size ") {
+        if cols.is_some() {
+            return Err(BenchError::Malformed {
+                line,
+                message: "a second result table: one run prints one (two runs' output mixed?)".into(),
+            });
+        }
         *cols = Some(columns(t).ok_or_else(|| BenchError::Malformed {
             line,
             message: "a column header without time/algbw/busbw columns".into(),
@@ -300,11 +358,13 @@ pub fn parse_json(text: &str) -> Result<BenchRun, BenchError> {
     if rows.is_empty() {
         return Err(BenchError::NoRows);
     }
-    Ok(BenchRun {
+    let run = BenchRun {
         nccl_tests_version: None,
         ranks: doc.config.map_or(0, |c| c.devices.len().min(u32::MAX as usize) as u32),
         rows,
-    })
+    };
+    run.check()?;
+    Ok(run)
 }
 
 fn json_row(r: &JsonResult) -> Result<SizeFigures, BenchError> {
@@ -313,17 +373,22 @@ fn json_row(r: &JsonResult) -> Result<SizeFigures, BenchError> {
         (r.in_place.as_ref(), "in-place"),
     ] {
         let wrong = place.and_then(|p| p.nwrong).unwrap_or(0.0);
-        if !(wrong == 0.0) {
-            return Err(BenchError::Wrong {
-                line: 0,
-                size: r.size,
-                count: if wrong.is_finite() {
-                    wrong.max(0.0) as u64
-                } else {
-                    u64::MAX
-                },
-                place: name,
-            });
+        match count(wrong) {
+            Some(0) => {}
+            Some(n) => {
+                return Err(BenchError::Wrong {
+                    line: 0,
+                    size: r.size,
+                    count: n,
+                    place: name,
+                })
+            }
+            None => {
+                return Err(BenchError::Json(format!(
+                    "size {}: nwrong {wrong} ({name}) is not a count of values",
+                    r.size
+                )))
+            }
         }
     }
     let p = &r.out_of_place;
@@ -395,6 +460,53 @@ mod tests {
         let text = format!("{HEADER}        1024   256 float sum -1  -1 0.10 0.19  0  9.0 0.11 0.2 0\n");
         assert!(matches!(parse_text(&text), Err(BenchError::Malformed { line: 2, .. })));
         assert_eq!(parse_text("# nothing here\n"), Err(BenchError::NoRows));
+    }
+
+    #[test]
+    fn zero_times_second_tables_and_repeated_sizes_are_malformed_runs() {
+        let real = include_str!("../../tests/data/nccl-tests/all_reduce_perf-b8-e1M-f4-g1-n200-I1.txt");
+        assert!(parse_text(real).is_ok());
+        // The same run twice (stdout and stderr mixed), the second with 10x figures.
+        let twice = format!("{real}{}", real.replace(" 0.01 ", " 0.10 "));
+        assert!(matches!(
+            parse_text(&twice),
+            Err(BenchError::Malformed { message, .. }) if message.contains("second result table")
+        ));
+        // One size printed twice.
+        let row = "        1024   256 float sum -1  10.0 0.10 0.19  0  9.0 0.11 0.2 0\n";
+        assert!(parse_text(&format!("{HEADER}{row}{row}")).is_err());
+        // A zero time, a zero P99.
+        let zero = "        1024   256 float sum -1  0.0 0.10 0.19  0  9.0 0.11 0.2 0\n";
+        assert!(parse_text(&format!("{HEADER}{zero}")).is_err());
+        let json = |t: &str, p99: &str| {
+            format!(
+                r#"{{"version":3,"results":[{{"size":8,"out_of_place":{{"time":{t},"alg_bw":0.1,"bus_bw":0.0,"nwrong":0}},"out_of_place_per_iter":{{"p99_us":{p99}}}}}]}}"#
+            )
+        };
+        assert!(parse_json(&json("1.0", "2.0")).is_ok());
+        assert!(parse_json(&json("0.0", "2.0")).is_err());
+        assert!(
+            parse_json(&json("1.0", "0.0")).is_err(),
+            "a zero P99 would drop the latency gate"
+        );
+    }
+
+    #[test]
+    fn a_wrong_count_is_a_whole_number() {
+        let doc = |nwrong: &str| {
+            format!(
+                r#"{{"version":3,"results":[{{"size":8,"out_of_place":{{"time":1.0,"alg_bw":0.1,"bus_bw":0.0,"nwrong":{nwrong}}}}}]}}"#
+            )
+        };
+        for bad in ["-1", "0.5", "1e400"] {
+            let e = parse_json(&doc(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("not a count") || e.contains("not nccl-tests JSON"),
+                "{bad}: {e}"
+            );
+        }
+        let text = format!("{HEADER}        1024   256 float sum -1  10.0 0.10 0.19  0.5  9.0 0.11 0.2 0\n");
+        assert!(parse_text(&text).unwrap_err().to_string().contains("not a count"));
     }
 
     #[test]

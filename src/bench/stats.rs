@@ -31,6 +31,20 @@ pub struct Gate {
     pub require_gain: bool,
 }
 
+impl Gate {
+    /// The ranges cluster.yaml and the flags allow, for a gate read back from a record.
+    pub fn check(&self) -> Result<(), String> {
+        let pct = |v: f64| v.is_finite() && v > 0.0 && v <= 0.5;
+        if !pct(self.threshold) || !pct(self.p99_threshold) {
+            return Err("the thresholds are fractions in (0, 0.5]".into());
+        }
+        if self.small_max > 1 << 40 || self.large_min > 1 << 40 {
+            return Err("small_max and large_min are sizes up to 1 TiB".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for Gate {
     fn default() -> Self {
         Gate {

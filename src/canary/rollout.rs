@@ -6,7 +6,7 @@
 
 use super::runner::{self, BenchAnswer, Variant};
 use super::state::{Phase, Rollout, RolloutStatus, RoundRecord, RunRecord, StateError, Store, Wave};
-use crate::apply::stage::StageRecord;
+use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::writer::WriteReport;
 use crate::bench::stats::{self, Round};
 use crate::transport::Failure;
@@ -36,12 +36,18 @@ pub trait Fleet {
     fn unstage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Self::Stop>;
     fn promote(&mut self, r: &Rollout, hosts: &[String], run_id: &str) -> Result<Results<WriteReport>, Self::Stop>;
     fn rollback(&mut self, r: &Rollout, hosts: &[String], run_id: &str) -> Result<Results<WriteReport>, Self::Stop>;
+    /// What the nodes' files hold now (between rounds: has anything changed under the run?).
+    fn state(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, Self::Stop>;
+    /// One benchmark run on `hosts`, its processes marked with `marker`.
     fn bench(
         &mut self,
         r: &Rollout,
         hosts: &[String],
         variant: Variant,
+        marker: &str,
     ) -> Result<Result<BenchAnswer, Failure>, Self::Stop>;
+    /// End what a killed run marked `marker` left running (a resume's first step).
+    fn end(&mut self, r: &Rollout, marker: &str);
 }
 
 type Step<F> = Result<(), EngineError<<F as Fleet>::Stop>>;
@@ -54,6 +60,13 @@ pub type Progress<'a> = &'a dyn Fn(&str);
 
 /// Run (or resume) the rollout to its end; the record is saved after every step.
 pub fn drive<F: Fleet>(r: &mut Rollout, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
+    // A run a killed predecessor left is ended before anything else runs.
+    for i in 0..r.waves.len() {
+        if let Some(marker) = r.waves[i].in_flight.take() {
+            fleet.end(r, &marker);
+            store.save(r)?;
+        }
+    }
     if r.status != RolloutStatus::Running {
         // Halted or failed: nothing goes forward, but a rollback that was cut short (killed,
         // or a node that could not be reached) is finished now.
@@ -93,8 +106,13 @@ fn wave<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progr
                 let mut failed = 0;
                 for (host, res) in results {
                     match res {
-                        Ok(rec) => {
+                        Ok(rec) if rec.rollout == r.id => {
                             r.waves[i].staged.insert(host, rec);
+                        }
+                        Ok(rec) => {
+                            failed += 1;
+                            let why = format!("staging: the node answered for rollout {}, not {}", rec.rollout, r.id);
+                            r.waves[i].failures.insert(host, why);
                         }
                         Err(f) => {
                             failed += 1;
@@ -180,7 +198,11 @@ fn measure<F: Fleet>(
                 n + 1,
                 v.name()
             ));
-            let record = one_run(r, hosts, v, fleet)?;
+            let marker = format!("{}:round-{}:{}", r.waves[i].run_id, n + 1, v.name());
+            r.waves[i].in_flight = Some(marker.clone());
+            store.save(r)?;
+            let record = one_run(r, hosts, v, &marker, fleet)?;
+            r.waves[i].in_flight = None;
             if let Some(e) = &record.error {
                 let why = format!("round {}: the {} benchmark failed: {e}", n + 1, v.name());
                 got.push((v, record));
@@ -195,6 +217,10 @@ fn measure<F: Fleet>(
         }
         push_round(&mut r.waves[i], candidate_first, got);
         store.save(r)?;
+        // Figures are only comparable while the files they ran on are the ones staged.
+        if let Some(why) = files_moved(r, i, hosts, fleet)? {
+            return Ok(Err(format!("after round {}: {why}", n + 1)));
+        }
     }
     let rounds: Vec<Round> = r.waves[i]
         .rounds
@@ -255,9 +281,10 @@ fn one_run<F: Fleet>(
     r: &Rollout,
     hosts: &[String],
     v: Variant,
+    marker: &str,
     fleet: &mut F,
 ) -> Result<RunRecord, EngineError<F::Stop>> {
-    let answer = fleet.bench(r, hosts, v).map_err(EngineError::Stopped)?;
+    let answer = fleet.bench(r, hosts, v, marker).map_err(EngineError::Stopped)?;
     Ok(match answer {
         Err(f) => RunRecord {
             command: String::new(),
@@ -266,7 +293,14 @@ fn one_run<F: Fleet>(
             error: Some(f.message),
         },
         Ok(a) => {
-            let judged = runner::judge(&a, r.options.benchmark.timeout_s);
+            // A run that did not span the wave measured something else: a failed run.
+            let judged =
+                runner::judge(&a, r.options.benchmark.timeout_s).and_then(
+                    |run| match crate::bench::parse::off_the_set(run.ranks, hosts.len(), r.gpus_per_node(hosts)) {
+                        Some(why) => Err(why),
+                        None => Ok(run),
+                    },
+                );
             RunRecord {
                 command: a.command,
                 seconds: a.seconds,
@@ -275,6 +309,46 @@ fn one_run<F: Fleet>(
             }
         }
     })
+}
+
+/// Whether a file a variant reads changed since the wave was staged (the live
+/// `/etc/nccl.conf`, the staged candidate and env files), or a node cannot say: the reason.
+fn files_moved<F: Fleet>(
+    r: &Rollout,
+    i: usize,
+    hosts: &[String],
+    fleet: &mut F,
+) -> Result<Option<String>, EngineError<F::Stop>> {
+    let mut moved = Vec::new();
+    for (host, res) in fleet.state(r, hosts).map_err(EngineError::Stopped)? {
+        let Some(staged) = r.waves[i].staged.get(&host) else {
+            continue;
+        };
+        let now = match res {
+            Ok(s) => s.current,
+            Err(f) => {
+                moved.push(format!("{host} could not say ({})", f.message));
+                continue;
+            }
+        };
+        let expected = staged
+            .live
+            .iter()
+            .chain(staged.files.iter().filter(|(p, _)| now.contains_key(*p)));
+        let changed: Vec<&str> = expected
+            .filter(|(path, sha)| now.get(*path).is_some_and(|n| n != *sha))
+            .map(|(path, _)| path.as_str())
+            .collect();
+        if !changed.is_empty() {
+            moved.push(format!("{host}: {} changed", changed.join(", ")));
+        }
+    }
+    Ok((!moved.is_empty()).then(|| {
+        format!(
+            "the files the benchmark reads changed during measurement ({}): the figures mix two configurations",
+            moved.join("; ")
+        )
+    }))
 }
 
 /// Install the candidate on the wave's staged nodes, then remove the staged copies.
@@ -305,12 +379,22 @@ fn promote<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, pr
         let why = format!("{failed} node(s) failed promotion (--max-fail {})", r.options.max_fail);
         return undo(r, i, fleet, store, progress, RolloutStatus::Failed, why);
     }
+    let mut left = Vec::new();
     for (host, res) in fleet.unstage(r, &hosts).map_err(EngineError::Stopped)? {
         if let Err(f) = res {
-            r.waves[i]
-                .failures
-                .insert(host, format!("removing the staged copy: {}", f.message));
+            left.push(format!("{host}: {}", f.message));
         }
+    }
+    if !left.is_empty() {
+        // Promoted, but a candidate stays staged: the wave is not done (a resume promotes
+        // again — nothing changes — and removes the staged copies).
+        r.waves[i].outcome = Some(format!(
+            "promoted, but the staged copy could not be removed on {}: `topo-tune apply --resume {}` removes it",
+            left.join("; "),
+            r.id
+        ));
+        store.save(r)?;
+        return Ok(());
     }
     let w = &mut r.waves[i];
     w.outcome = Some(match &w.verdict {
@@ -366,11 +450,19 @@ mod tests {
     use std::collections::BTreeMap;
 
     /// Nodes on paper: every call recorded; the candidate runs `speed` times faster; the
-    /// rollback of `unreachable` fails while it is set.
+    /// rollback of `unreachable` fails while it is set, and so does the unstage of
+    /// `stuck`; `stage_as` answers stages for another rollout; `moved` makes the live
+    /// `/etc/nccl.conf` differ from the stage after that many state calls; `ranks` is what
+    /// every run reports (default: the wave's hosts × 8).
     #[derive(Default)]
     struct PaperFleet {
         speed: f64,
         unreachable: Option<String>,
+        stuck: Option<String>,
+        stage_as: Option<String>,
+        moved: Option<usize>,
+        ranks: Option<usize>,
+        states: usize,
         calls: Vec<String>,
     }
 
@@ -396,7 +488,8 @@ mod tests {
                 .iter()
                 .map(|h| {
                     self.calls.push(format!("{what} {h}"));
-                    let down = what == "rollback" && self.unreachable.as_deref() == Some(h.as_str());
+                    let down = (what == "rollback" && self.unreachable.as_deref() == Some(h.as_str()))
+                        || (what == "unstage" && self.stuck.as_deref() == Some(h.as_str()));
                     let r = if down {
                         Err(Failure::new(FailureKind::ConnectTimeout, "down"))
                     } else {
@@ -410,8 +503,30 @@ mod tests {
 
     impl Fleet for PaperFleet {
         type Stop = String;
-        fn stage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
-            Ok(self.each("stage", hosts, StageRecord::default))
+        fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
+            let rollout = self.stage_as.clone().unwrap_or_else(|| r.id.clone());
+            let live = [("/etc/nccl.conf".to_string(), "a".repeat(64))].into();
+            Ok(self.each("stage", hosts, || StageRecord {
+                rollout: rollout.clone(),
+                live: std::clone::Clone::clone(&live),
+                ..StageRecord::default()
+            }))
+        }
+        fn state(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, String> {
+            self.states += 1;
+            let sha = if self.moved.is_some_and(|n| self.states > n) {
+                "b"
+            } else {
+                "a"
+            };
+            let current = [("/etc/nccl.conf".to_string(), sha.repeat(64))].into();
+            Ok(self.each("state", hosts, || NodeState {
+                current: std::clone::Clone::clone(&current),
+                ..NodeState::default()
+            }))
+        }
+        fn end(&mut self, _: &Rollout, marker: &str) {
+            self.calls.push(format!("end {marker}"));
         }
         fn unstage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
             Ok(self.each("unstage", hosts, StageRecord::default))
@@ -422,12 +537,18 @@ mod tests {
         fn rollback(&mut self, _: &Rollout, hosts: &[String], _: &str) -> Result<Results<WriteReport>, String> {
             Ok(self.each("rollback", hosts, WriteReport::default))
         }
-        fn bench(&mut self, _: &Rollout, hosts: &[String], v: Variant) -> Result<Result<BenchAnswer, Failure>, String> {
+        fn bench(
+            &mut self,
+            _: &Rollout,
+            hosts: &[String],
+            v: Variant,
+            _marker: &str,
+        ) -> Result<Result<BenchAnswer, Failure>, String> {
             self.calls.push(format!("bench {}", v.name()));
             let speed = if v == Variant::Candidate { self.speed } else { 1.0 };
             Ok(Ok(BenchAnswer {
                 exit_code: Some(0),
-                json: Some(run_json(hosts.len() * 8, speed)),
+                json: Some(run_json(self.ranks.unwrap_or(hosts.len() * 8), speed)),
                 ..BenchAnswer::default()
             }))
         }
@@ -484,14 +605,110 @@ mod tests {
         let first_bench = fleet.calls.iter().position(|c| c.starts_with("bench")).unwrap();
         let first_promote = fleet.calls.iter().position(|c| c == "promote a").unwrap();
         assert!(fleet.calls[0] == "stage a" && first_bench < first_promote);
-        // Interleaved A B, B A, …: 12 runs per wave.
+        // Interleaved A B, B A, …: 12 runs per wave; the staged files checked after each round.
         let benches: Vec<&String> = fleet.calls.iter().filter(|c| c.starts_with("bench")).collect();
+        assert_eq!(fleet.states, 12, "6 rounds × 2 waves");
         assert_eq!(benches.len(), 24);
         assert_eq!(
             (benches[1].as_str(), benches[2].as_str()),
             ("bench candidate", "bench candidate")
         );
         assert_eq!(store.load(&r.id).unwrap(), r, "the record is what the engine holds");
+    }
+
+    #[test]
+    fn a_staged_copy_left_behind_keeps_the_wave_unfinished_until_a_resume_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rollout(&[&["a", "b"], &["c"]]);
+        let mut fleet = PaperFleet {
+            speed: 1.1,
+            stuck: Some("b".into()),
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.status, RolloutStatus::Running, "not completed");
+        assert_eq!(r.waves[0].phase, Phase::Promoting, "not promoted for good");
+        assert!(r.waves[0].outcome.as_deref().unwrap().contains("b: down"));
+        assert!(!fleet.calls.iter().any(|c| c.ends_with(" c")), "the next wave waits");
+        let mut r = store.load(&r.id).unwrap();
+        let mut fleet = PaperFleet {
+            speed: 1.1,
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.status, RolloutStatus::Completed);
+        assert_eq!(fleet.calls[..4], ["promote a", "promote b", "unstage a", "unstage b"]);
+    }
+
+    #[test]
+    fn a_stage_answer_for_another_rollout_is_a_failed_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rollout(&[&["a"]]);
+        let mut fleet = PaperFleet {
+            speed: 1.1,
+            stage_as: Some("20261130T000000Z-9".into()),
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(r.status, RolloutStatus::Failed);
+        assert!(r.waves[0].failures["a"].contains("20261130T000000Z-9"));
+        assert!(!fleet.calls.iter().any(|c| c.starts_with("bench")), "nothing measured");
+    }
+
+    #[test]
+    fn files_that_change_under_the_rounds_or_runs_off_the_wave_halt_it() {
+        for fleet in [
+            PaperFleet {
+                speed: 1.1,
+                moved: Some(2),
+                ..PaperFleet::default()
+            },
+            PaperFleet {
+                speed: 1.1,
+                ranks: Some(1),
+                ..PaperFleet::default()
+            },
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            let mut r = rollout(&[&["a", "b"]]);
+            let mut fleet = fleet;
+            let moved = fleet.moved.is_some();
+            assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+            assert_eq!(r.status, RolloutStatus::Halted);
+            assert_eq!(r.waves[0].phase, Phase::RolledBack);
+            let outcome = r.waves[0].outcome.clone().unwrap();
+            if moved {
+                assert!(
+                    outcome.contains("after round 3") && outcome.contains("/etc/nccl.conf changed"),
+                    "{outcome}"
+                );
+            } else {
+                assert!(
+                    outcome.contains("1 rank(s)") && outcome.contains("have 16"),
+                    "{outcome}"
+                );
+            }
+            assert!(!fleet.calls.iter().any(|c| c.starts_with("promote")));
+        }
+    }
+
+    #[test]
+    fn a_run_a_killed_rollout_left_is_ended_before_anything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rollout(&[&["a"]]);
+        r.waves[0].phase = Phase::Measuring;
+        r.waves[0].in_flight = Some("20261201T000000Z-1-1:round-1:baseline".into());
+        let mut fleet = PaperFleet {
+            speed: 1.1,
+            ..PaperFleet::default()
+        };
+        assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
+        assert_eq!(fleet.calls[0], "end 20261201T000000Z-1-1:round-1:baseline");
+        assert_eq!(r.waves[0].in_flight, None);
     }
 
     #[test]

@@ -3,6 +3,13 @@
 //! whole process group killed at the timeout. Runs where the template says: here (the
 //! controller) or on the wave's first node (as the node call `bench`). Judging the output is
 //! `bench::parse`'s job, on the controller.
+//!
+//! Nothing of a benchmark outlives its run: its process group is killed when its leader
+//! exits (background children included), and a watcher inside the group holds a pipe from
+//! topo-tune — when topo-tune dies, even by `kill -9`, the kernel closes the pipe and the
+//! watcher kills the group. Its output is read through a pipe into a ring of the last
+//! 16 MiB (no log file to fill a disk, no gigabyte read whole); its `-J` file through the
+//! same regular-file, non-blocking, bounded reader as every other input.
 
 use crate::bench::parse::{parse_json, parse_text, BenchError, BenchRun, OUTPUT_LIMIT};
 use crate::model::files::{NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV};
@@ -40,6 +47,10 @@ pub struct BenchRequest {
     /// `diagnose`'s per-rail runs: the GPU/NIC index the `{rail}` placeholder names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail: Option<u32>,
+    /// Set as `TOPO_TUNE_BENCH_ID` in the benchmark's environment: what finds its processes
+    /// again (a resumed rollout ends a run its killed predecessor left, [`end_marked`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub marker: String,
 }
 
 /// What the run did: the raw material for [`judge`].
@@ -56,13 +67,30 @@ pub struct BenchAnswer {
     /// The `-J` file, when the run wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<String>,
+    /// Why the `-J` path could not be read (a FIFO, a directory, too large…): a failed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_error: Option<String>,
 }
 
+/// The longest a run may report to have taken (a week): beyond it, a figure is made up.
+const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+
 impl BenchAnswer {
+    /// A node's answer: bounded text, a run time that is a duration.
     pub fn check(&self) -> Result<(), String> {
         let big = |s: &str| s.len() > OUTPUT_LIMIT;
         if big(&self.output) || self.json.as_deref().is_some_and(big) || self.command.len() > 1 << 16 {
             return Err(format!("a benchmark answer larger than {OUTPUT_LIMIT} bytes"));
+        }
+        if !(self.seconds.is_finite() && (0.0..=MAX_SECONDS).contains(&self.seconds)) {
+            return Err(format!("seconds {} is not the duration of a run", self.seconds));
+        }
+        if self
+            .json_error
+            .as_deref()
+            .is_some_and(|e| e.len() > 4096 || e.chars().any(char::is_control))
+        {
+            return Err("json_error is not plain text".into());
         }
         Ok(())
     }
@@ -126,6 +154,13 @@ pub fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> 
     out
 }
 
+/// The shell around the command: a watcher in the benchmark's process group blocks on the
+/// pipe topo-tune holds (passed as stdin, then moved to fd 3 and out of the command's way);
+/// when that pipe closes — topo-tune exited or was killed — it kills the whole group.
+fn guarded(command: &str) -> String {
+    format!("exec 3<&0 </dev/null; (read -r x <&3; kill -KILL 0) >/dev/null 2>&1 & exec 3<&-; {command}")
+}
+
 /// Run the benchmark under `root` (the node's `/`, or its `--output-dir` tree).
 pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
     let dir = tempfile::Builder::new().prefix("topo-tune-bench-").tempdir()?;
@@ -138,26 +173,29 @@ pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
         .collect();
     std::fs::write(&hostfile, lines)?;
     let command = expand(req, root, &json, &hostfile);
-    let log_path = dir.path().join("output.log");
-    let log = std::fs::File::create(&log_path)?;
     let conf = match req.variant {
         Variant::Baseline => under(root, NCCL_CONF),
         Variant::Candidate => under(root, STAGE_CONF),
     };
+    let (out_read, out_write) = std::io::pipe()?;
+    let (guard_read, guard_write) = std::io::pipe()?;
     let started = Instant::now();
     let mut child = {
         use std::os::unix::process::CommandExt;
         std::process::Command::new("/bin/sh")
             .arg("-c")
-            .arg(&command)
+            .arg(guarded(&command))
             .env("NCCL_CONF_FILE", &conf)
             .env("TOPO_TUNE_BENCH_VARIANT", req.variant.name())
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
+            .env("TOPO_TUNE_BENCH_ID", &req.marker)
+            .stdin(guard_read)
+            .stdout(out_write.try_clone()?)
+            .stderr(out_write)
             .process_group(0)
             .spawn()?
     };
+    let output = Tail::start(out_read);
+    let group = rustix::process::Pid::from_raw(child.id() as i32);
     let limit = Duration::from_secs(req.timeout_s);
     let (status, timed_out) = loop {
         if let Some(s) = child.try_wait()? {
@@ -165,37 +203,107 @@ pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
         }
         let stopped = STOP.load(std::sync::atomic::Ordering::SeqCst);
         if stopped || started.elapsed() >= limit {
-            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            if let Some(g) = group {
+                let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
             }
             let _ = child.wait();
             break (None, !stopped);
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The leader is gone: what it left in the background goes with it (the watcher too).
+    if let Some(g) = group {
+        let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+    }
+    drop(guard_write);
+    let (json, json_error) = match crate::input::read_bytes(&json, OUTPUT_LIMIT as u64, "-J file") {
+        Ok(bytes) => (Some(String::from_utf8_lossy(&bytes).into_owned()), None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     Ok(BenchAnswer {
         command,
         exit_code: status.and_then(|s| s.code()),
         timed_out,
         seconds: started.elapsed().as_secs_f64(),
-        output: tail(&log_path)?,
-        json: read_limited(&json)?,
+        output: output.finish(Duration::from_secs(2)),
+        json,
+        json_error,
     })
 }
 
-fn tail(path: &Path) -> std::io::Result<String> {
-    let bytes = std::fs::read(path)?;
-    let start = bytes.len().saturating_sub(OUTPUT_LIMIT);
-    Ok(String::from_utf8_lossy(&bytes[start..]).into_owned())
+/// The last [`OUTPUT_LIMIT`] bytes of a pipe, read by a thread as they come.
+struct Tail {
+    buf: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u8>>>,
+    done: std::sync::mpsc::Receiver<()>,
 }
 
-fn read_limited(path: &Path) -> std::io::Result<Option<String>> {
-    let Ok(f) = std::fs::File::open(path) else {
-        return Ok(None);
+impl Tail {
+    fn start(mut pipe: std::io::PipeReader) -> Tail {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let (tx, done) = std::sync::mpsc::channel();
+        let shared = std::sync::Arc::clone(&buf);
+        std::thread::spawn(move || {
+            let mut chunk = vec![0u8; 1 << 16];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let Ok(mut b) = shared.lock() else { break };
+                b.extend(&chunk[..n]);
+                let excess = b.len().saturating_sub(OUTPUT_LIMIT);
+                b.drain(..excess);
+            }
+            let _ = tx.send(());
+        });
+        Tail { buf, done }
+    }
+
+    /// What was read, once the pipe closed or `wait` passed (a process that left the group
+    /// may hold the pipe open: it is not waited for).
+    fn finish(self, wait: Duration) -> String {
+        let _ = self.done.recv_timeout(wait);
+        let bytes: Vec<u8> = self.buf.lock().map(|b| b.iter().copied().collect()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// End every benchmark still running with this marker prefix (its process groups), as a
+/// killed rollout's resume does; how many processes were found. Only processes whose
+/// environment carries `TOPO_TUNE_BENCH_ID` with that prefix are touched.
+pub fn end_marked(prefix: &str) -> usize {
+    if prefix.is_empty() {
+        return 0;
+    }
+    let mut groups = std::collections::BTreeSet::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
     };
-    let mut buf = Vec::new();
-    f.take(OUTPUT_LIMIT as u64 + 1).read_to_end(&mut buf)?;
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        let marked = env.split(|b| *b == 0).any(|kv| {
+            kv.strip_prefix(b"TOPO_TUNE_BENCH_ID=")
+                .is_some_and(|v| v.starts_with(prefix.as_bytes()))
+        });
+        if marked {
+            if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                if let Ok(g) = rustix::process::getpgid(Some(p)) {
+                    groups.insert(g.as_raw_nonzero().get());
+                }
+            }
+        }
+    }
+    for g in &groups {
+        if let Some(g) = rustix::process::Pid::from_raw(*g) {
+            let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+        }
+    }
+    groups.len()
 }
 
 /// The line that says why a run failed: the first one that is neither nccl-tests' `#`
@@ -222,6 +330,9 @@ fn complaint(output: &str) -> String {
 pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, String> {
     if a.timed_out {
         return Err(format!("timed out after {timeout_s} s (benchmark.timeout)"));
+    }
+    if let Some(e) = &a.json_error {
+        return Err(format!("-J file: {e}"));
     }
     let last = || complaint(&a.output);
     match a.exit_code {
@@ -266,6 +377,7 @@ mod tests {
             gpus_per_node: 8,
             timeout_s: 5,
             rail: None,
+            marker: String::new(),
         };
         let cmd = expand(&req, Path::new("/"), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
         assert_eq!(
@@ -283,6 +395,7 @@ mod tests {
             gpus_per_node: 1,
             timeout_s: 1,
             rail: None,
+            marker: String::new(),
         };
         let started = Instant::now();
         let a = run(&req, Path::new("/")).unwrap();
@@ -299,6 +412,7 @@ mod tests {
             gpus_per_node: 1,
             timeout_s: 10,
             rail: None,
+            marker: String::new(),
         };
         let a = run(&req, Path::new("/")).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");

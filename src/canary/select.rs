@@ -16,8 +16,9 @@ pub struct WavePlan {
 }
 
 /// The hosts `sel` names: a rack (`rack: NAME` label), a `KEY=VALUE` label, or a host list
-/// or range. Nothing selected is an error, as is a host not in the inventory.
-pub fn select(sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
+/// or range. Nothing selected is an error, as is a host not in the inventory; `flag` is the
+/// option the selector came from (`--canary`, `--nodes`), named in the message.
+pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
     let sel = sel.trim();
     let picked: Vec<&NodeSpec> = if let Some((k, v)) = sel.split_once('=') {
         inv.nodes
@@ -32,7 +33,7 @@ pub fn select(sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
     } else {
         let mut hosts = Vec::new();
         for part in split_top_level(sel) {
-            hosts.extend(hostlist::expand(part).map_err(|e| format!("--canary {sel}: {e}"))?);
+            hosts.extend(hostlist::expand(part).map_err(|e| format!("{flag} {sel}: {e}"))?);
         }
         let wanted: BTreeSet<&str> = hosts.iter().map(String::as_str).collect();
         if let Some(missing) = hosts.iter().find(|h| !inv.nodes.iter().any(|n| &n.host == *h)) {
@@ -43,7 +44,7 @@ pub fn select(sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
                 .map(String::as_str)
                 .collect();
             return Err(format!(
-                "--canary {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
+                "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
                 if racks.is_empty() {
                     "none labelled".to_string()
                 } else {
@@ -55,7 +56,7 @@ pub fn select(sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
         inv.nodes.iter().filter(|n| wanted.contains(n.host.as_str())).collect()
     };
     if picked.is_empty() {
-        return Err(format!("--canary {sel}: no node of {} matches", inv.path.display()));
+        return Err(format!("{flag} {sel}: no node of {} matches", inv.path.display()));
     }
     Ok(picked.into_iter().map(|n| n.host.clone()).collect())
 }
@@ -151,20 +152,26 @@ mod tests {
     #[test]
     fn selectors() {
         let inv = inv();
-        assert_eq!(select("rack-1", &inv).unwrap(), ["gpu01", "gpu02", "gpu03", "gpu04"]);
-        assert_eq!(select("pool=a", &inv).unwrap().len(), 6);
-        assert_eq!(select("gpu[02-03],gpu07", &inv).unwrap(), ["gpu02", "gpu03", "gpu07"]);
-        assert!(select("rack-9", &inv)
+        assert_eq!(
+            select("--canary", "rack-1", &inv).unwrap(),
+            ["gpu01", "gpu02", "gpu03", "gpu04"]
+        );
+        assert_eq!(select("--canary", "pool=a", &inv).unwrap().len(), 6);
+        assert_eq!(
+            select("--canary", "gpu[02-03],gpu07", &inv).unwrap(),
+            ["gpu02", "gpu03", "gpu07"]
+        );
+        assert!(select("--canary", "rack-9", &inv)
             .unwrap_err()
             .contains("racks: rack-1, rack-10, rack-2"));
-        assert!(select("pool=b", &inv).unwrap_err().contains("no node"));
+        assert!(select("--canary", "pool=b", &inv).unwrap_err().contains("no node"));
     }
 
     #[test]
     fn waves_follow_the_fabric_after_the_canary() {
         let inv = inv();
         let all: Vec<String> = inv.nodes.iter().map(|n| n.host.clone()).collect();
-        let canary = select("rack-1", &inv).unwrap();
+        let canary = select("--canary", "rack-1", &inv).unwrap();
         let w = waves(&inv, &all, Some(&canary), None, false);
         let names: Vec<&str> = w.iter().map(|w| w.name.as_str()).collect();
         // leaf-1 (rack-2) before leaf-2 (rack-10): fabric order, not name order.

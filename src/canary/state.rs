@@ -103,6 +103,10 @@ pub struct Wave {
     /// Why the wave ended as it did, in one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// The benchmark run in flight (its `TOPO_TUNE_BENCH_ID`), saved before it starts and
+    /// cleared after: a resume ends what a killed run left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<String>,
 }
 
 impl Wave {
@@ -119,6 +123,7 @@ impl Wave {
             staged: BTreeMap::new(),
             changed: Vec::new(),
             outcome: None,
+            in_flight: None,
         }
     }
 }
@@ -142,6 +147,25 @@ pub struct Rollout {
     pub untouched: BTreeMap<String, String>,
 }
 
+impl Rollout {
+    /// GPUs per node of a run on `hosts`: cluster.yaml's `benchmark.gpus_per_node`, else the
+    /// fewest the plan found on them (the ranks a run must report: hosts × this).
+    pub fn gpus_per_node(&self, hosts: &[String]) -> u32 {
+        self.options
+            .benchmark
+            .gpus_per_node
+            .unwrap_or_else(|| {
+                hosts
+                    .iter()
+                    .filter_map(|h| self.gpus.get(h))
+                    .copied()
+                    .min()
+                    .unwrap_or(1)
+            })
+            .max(1)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error(transparent)]
@@ -162,6 +186,13 @@ pub fn default_dir() -> PathBuf {
     home.join(".local/state/topo-tune")
 }
 
+/// A record of the state directory that is not read, or not believed, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unreadable {
+    pub path: String,
+    pub reason: String,
+}
+
 /// The rollout records of one state directory.
 pub struct Store {
     tree: Tree,
@@ -171,13 +202,53 @@ fn record_path(id: &str) -> String {
     format!("rollouts/{id}.json")
 }
 
+/// A file or directory of the state is trusted only when the invoking user owns it and
+/// nobody else may write it (as ssh treats `~/.ssh`): a record is obeyed on `--resume`.
+fn trusted(shown: &str, uid: u32, mode: u32) -> Result<(), StateError> {
+    let me = rustix::process::geteuid().as_raw();
+    let invalid = |message: String| StateError::Invalid {
+        path: shown.to_string(),
+        message,
+    };
+    if uid != me {
+        return Err(invalid(format!(
+            "owned by uid {uid}, not by you (uid {me}): a rollout record is obeyed as its owner wrote it, so only yours are read"
+        )));
+    }
+    if mode & 0o022 != 0 {
+        return Err(invalid(format!(
+            "writable by group or others (mode {:04o}): a record anyone could write is not obeyed (chmod go-w)",
+            mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
 impl Store {
     pub fn open(dir: &Path) -> Result<Store, StateError> {
-        std::fs::create_dir_all(dir).map_err(|source| TreeError::Io {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| TreeError::Io {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        let meta = std::fs::metadata(dir).map_err(|source| TreeError::Io {
             path: dir.display().to_string(),
             source,
         })?;
-        Ok(Store { tree: Tree::open(dir)? })
+        trusted(&dir.display().to_string(), meta.uid(), meta.mode())?;
+        let store = Store { tree: Tree::open(dir)? };
+        for sub in ["rollouts", "locks"] {
+            if let Some((uid, mode)) = store.tree.owner_mode(sub)? {
+                trusted(&store.tree.show(sub), uid, mode)?;
+            }
+        }
+        // Records a killed save left half-written (of processes that are gone).
+        store.tree.remove_stale_temps("rollouts");
+        Ok(store)
     }
 
     pub fn show(&self, id: &str) -> String {
@@ -197,6 +268,17 @@ impl Store {
             path: self.show(&r.id),
             message: e.to_string(),
         })? + "\n";
+        // What `--resume` could not read back is never written.
+        if text.len() as u64 > STATE_LIMIT {
+            return Err(StateError::Invalid {
+                path: self.show(&r.id),
+                message: format!(
+                    "{} bytes, more than the {} MiB a record may hold",
+                    text.len(),
+                    STATE_LIMIT >> 20
+                ),
+            });
+        }
         self.tree.write(&record_path(&r.id), text.as_bytes(), 0o600)?;
         Ok(())
     }
@@ -208,9 +290,15 @@ impl Store {
                 message: "not a rollout id (they look like 20261130T120000Z-4242)".into(),
             });
         }
+        let path = record_path(id);
+        let (uid, mode) = self.tree.owner_mode(&path)?.ok_or_else(|| StateError::Unknown {
+            id: id.to_string(),
+            dir: self.tree.show("rollouts"),
+        })?;
+        trusted(&self.show(id), uid, mode)?;
         let text = self
             .tree
-            .read_text(&record_path(id), STATE_LIMIT)?
+            .read_text(&path, STATE_LIMIT)?
             .ok_or_else(|| StateError::Unknown {
                 id: id.to_string(),
                 dir: self.tree.show("rollouts"),
@@ -228,17 +316,21 @@ impl Store {
         Ok(r)
     }
 
-    /// Every readable rollout, oldest first (unreadable records are skipped by `status`).
-    pub fn all(&self) -> Vec<Rollout> {
-        let mut out: Vec<Rollout> = self
-            .tree
-            .list("rollouts")
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|n| n.strip_suffix(".json"))
-            .filter_map(|id| self.load(id).ok())
-            .collect();
+    /// Every rollout, oldest first, and every record that could not be read with why.
+    pub fn all(&self) -> Result<(Vec<Rollout>, Vec<Unreadable>), StateError> {
+        let mut out = Vec::new();
+        let mut unreadable = Vec::new();
+        for name in self.tree.list("rollouts")? {
+            let Some(id) = name.strip_suffix(".json") else { continue };
+            match self.load(id) {
+                Ok(r) => out.push(r),
+                Err(e) => unreadable.push(Unreadable {
+                    path: self.tree.show(&format!("rollouts/{name}")),
+                    reason: e.to_string(),
+                }),
+            }
+        }
         out.sort_by(|a, b| (a.created_unix, &a.id).cmp(&(b.created_unix, &b.id)));
-        out
+        Ok((out, unreadable))
     }
 }

@@ -3,21 +3,21 @@
 //! figures and decision.
 
 use super::gather::Ask;
-use super::init::guard_class;
-use super::plan::{gather_and_plan, read_plan};
+use super::plan::{admit, gather_and_plan, reviewed_plan, Facts};
 use super::reach::{bench_target, benchmarks_on_nodes, on_nodes};
 use super::{finish, Done};
-use crate::apply::stage::StageRecord;
+use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::writer::{self, Bundle, WriteReport};
 use crate::canary::rollout::{self, EngineError, Fleet, Results};
 use crate::canary::runner::{BenchAnswer, BenchRequest, Variant};
 use crate::canary::select;
-use crate::canary::state::{self, Options, Phase, Rollout, RolloutStatus, Store, Wave, STATE_VERSION};
+use crate::canary::state::{self, Options, Phase, Rollout, RolloutStatus, StateError, Store, Wave, STATE_VERSION};
+use crate::canary::vet;
 use crate::cli::{ApplyArgs, OutputFormat, ReachArgs};
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::exit;
-use crate::node::calls::{Bench, Rollback, Stage, Unstage, Write};
+use crate::node::calls::{Bench, Rollback, Stage, State, Unstage, Write};
 use crate::node::{write_target, Call, NodeJob};
 use crate::report::apply::{render_apply, ApplyDetail, ApplyPayload};
 use crate::report::envelope::{Envelope, NodeRow};
@@ -31,7 +31,7 @@ pub fn run(args: &ApplyArgs, output: OutputFormat) -> Result<Done, Error> {
     let store = Store::open(&dir)?;
     let _lock = store.lock(&inv.path)?;
     let mut r = match &args.resume {
-        Some(id) => resume(&store, id, &inv)?,
+        Some(id) => resume(&store, id, &inv, args)?,
         None => start(&inv, args, output)?,
     };
     store.save(&r)?;
@@ -54,7 +54,7 @@ pub fn run(args: &ApplyArgs, output: OutputFormat) -> Result<Done, Error> {
     report(&r, &store, output)
 }
 
-fn resume(store: &Store, id: &str, inv: &Inventory) -> Result<Rollout, Error> {
+fn resume(store: &Store, id: &str, inv: &Inventory, args: &ApplyArgs) -> Result<Rollout, Error> {
     let r = store.load(id)?;
     let same = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     if same(&r.cluster_config) != same(&inv.path) {
@@ -64,7 +64,44 @@ fn resume(store: &Store, id: &str, inv: &Inventory) -> Result<Rollout, Error> {
             inv.path.display()
         )));
     }
+    vet::check(&r, inv).map_err(|message| StateError::Invalid {
+        path: store.show(id),
+        message: format!("{message}: the record is not obeyed (nothing was run or changed)"),
+    })?;
+    ignored_by_resume(&r, args)?;
     Ok(r)
+}
+
+/// A flag `--resume` would not use is refused, not dropped: the record decides how the
+/// rollout goes on. Given with the recorded value it changes nothing and is accepted.
+fn ignored_by_resume(r: &Rollout, args: &ApplyArgs) -> Result<(), Error> {
+    let o = &r.options;
+    let same_dir = |flag: &std::path::Path| {
+        let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        o.output_dir.as_deref().is_some_and(|d| abs(d) == abs(flag))
+    };
+    let pct = |flag: Option<f64>, recorded: f64| flag.is_some_and(|p| (p / 100.0 - recorded).abs() > 1e-12);
+    let differs = [
+        ("--output-dir", args.output_dir.as_deref().is_some_and(|d| !same_dir(d))),
+        ("--rounds", args.rounds.is_some_and(|n| n != o.rounds)),
+        ("--threshold", pct(args.threshold, o.gate.threshold)),
+        ("--p99-threshold", pct(args.p99_threshold, o.gate.p99_threshold)),
+        ("--require-gain", args.require_gain && !o.gate.require_gain),
+        ("--wave-size", args.wave_size.is_some_and(|n| Some(n) != o.wave_size)),
+        (
+            "--max-fail",
+            args.gather.reach.max_fail.is_some_and(|n| n != o.max_fail),
+        ),
+        ("--plan", args.plan.is_some()),
+        ("--from-probes", args.gather.from_probes.is_some()),
+    ];
+    match differs.iter().find(|(_, d)| *d) {
+        Some((flag, _)) => Err(Error::Usage(format!(
+            "{flag}: rollout {} goes on as it was started (its record holds its options); `--resume` takes no other value (drop the flag)",
+            r.id
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A percentage flag (0, 50] as a fraction, else cluster.yaml's value.
@@ -82,18 +119,25 @@ fn start(inv: &Inventory, args: &ApplyArgs, output: OutputFormat) -> Result<Roll
     let canary = args
         .canary
         .as_deref()
-        .map(|sel| select::select(sel, inv))
+        .map(|sel| select::select("--canary", sel, inv))
         .transpose()
         .map_err(Error::Usage)?;
-    let plan = match &args.plan {
-        Some(path) => read_plan(path, inv)?,
-        None => gather_and_plan(inv, &args.gather, output, 1 << 30, Ask::Snapshot)?.plan,
+    let (plan, facts) = match &args.plan {
+        Some(path) => {
+            let (plan, facts, _) = reviewed_plan(path, inv, &args.gather, output, Ask::Snapshot)?;
+            (plan, facts)
+        }
+        None => {
+            let planned = gather_and_plan(inv, &args.gather, output, 1 << 30, Ask::Snapshot)?;
+            let facts = Facts::of_plan(&planned.plan, &planned.reached);
+            (planned.plan, facts)
+        }
     };
     let Candidates {
         bundles,
         host_bundle,
         untouched,
-    } = candidates(inv, &plan, args.output_dir.is_some());
+    } = candidates(inv, &plan, &facts, args.output_dir.is_some());
     let planned: Vec<String> = inv
         .nodes
         .iter()
@@ -166,7 +210,19 @@ fn options(inv: &Inventory, args: &ApplyArgs) -> Result<Options, Error> {
             ..b.gate
         },
         benchmark: b.clone(),
-        output_dir: args.output_dir.clone(),
+        // Recorded absolute: a resume from another directory writes where this one did.
+        output_dir: args
+            .output_dir
+            .as_deref()
+            .map(|d| {
+                let abs = std::path::absolute(d).map_err(|source| Error::Io {
+                    what: format!("--output-dir {}", d.display()),
+                    source,
+                })?;
+                vet::output_dir(&abs).map_err(|m| Error::Usage(m.replace("options.output_dir", "--output-dir")))?;
+                Ok::<_, Error>(abs)
+            })
+            .transpose()?,
     })
 }
 
@@ -177,7 +233,7 @@ struct Candidates {
     untouched: BTreeMap<String, String>,
 }
 
-fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, has_output_dir: bool) -> Candidates {
+fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, facts: &Facts, has_output_dir: bool) -> Candidates {
     let by_host = plan.nccl_by_host();
     let mut c = Candidates {
         bundles: Vec::new(),
@@ -185,7 +241,7 @@ fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, has_output_dir: 
         untouched: BTreeMap::new(),
     };
     for n in &inv.nodes {
-        match candidate(inv, n, by_host.get(n.host.as_str()).copied(), has_output_dir) {
+        match candidate(inv, n, by_host.get(n.host.as_str()).copied(), facts, has_output_dir) {
             Ok(b) => {
                 let i = c.bundles.iter().position(|x| *x == b).unwrap_or_else(|| {
                     c.bundles.push(b);
@@ -206,13 +262,18 @@ fn candidate(
     inv: &Inventory,
     n: &NodeSpec,
     class: Option<&crate::model::plan::NcclClass>,
+    facts: &Facts,
     has_output_dir: bool,
 ) -> Result<Bundle, String> {
     if n.transport == TransportKind::Simulated && !has_output_dir {
         return Err("a simulated node exists only on paper: use --output-dir to roll out its files".into());
     }
+    if let Some(f) = facts.failed.get(&n.host) {
+        return Err(format!("not probed: {}", f.message));
+    }
     let class = class.ok_or_else(|| "the plan gives this node no NCCL settings".to_string())?;
-    guard_class(inv, n, class).map_err(|v| format!("refused by the never-slower guard: {v}"))?;
+    let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
+    admit(inv, n, class, ports)?;
     Bundle::of(class).map_err(|r| format!("refused setting: {r}"))
 }
 
@@ -295,20 +356,33 @@ impl Fleet for NodeFleet<'_> {
         })
     }
 
+    fn state(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, Error> {
+        self.call(r, hosts, |_| Some(State {}))
+    }
+
+    fn end(&mut self, r: &Rollout, marker: &str) {
+        // A run on the controller is found by its mark; one on a first node ended with its
+        // node-side process (which exits when the controller's connection goes).
+        if r.options.benchmark.runs_on == crate::config::benchmark::RunsOn::Controller {
+            let n = crate::canary::runner::end_marked(marker);
+            if n > 0 {
+                tracing::warn!(marker, groups = n, "ended a benchmark a killed run left");
+            }
+        }
+    }
+
     fn bench(
         &mut self,
         r: &Rollout,
         hosts: &[String],
         variant: Variant,
+        marker: &str,
     ) -> Result<Result<BenchAnswer, Failure>, Error> {
         let b = &r.options.benchmark;
         let Some(first) = hosts.first().and_then(|h| self.spec(h)) else {
             return Ok(Err(Failure::new(FailureKind::NotPlanned, "no node to benchmark")));
         };
-        let gpus = b
-            .gpus_per_node
-            .unwrap_or_else(|| hosts.iter().filter_map(|h| r.gpus.get(h)).copied().min().unwrap_or(1))
-            .max(1);
+        let gpus = r.gpus_per_node(hosts);
         let target = bench_target(first, b.runs_on, r.options.output_dir.as_deref())?;
         let job = NodeJob {
             node: first.clone(),
@@ -321,6 +395,7 @@ impl Fleet for NodeFleet<'_> {
                     gpus_per_node: gpus,
                     timeout_s: b.timeout_s,
                     rail: None,
+                    marker: marker.to_string(),
                 },
             },
         };
@@ -357,7 +432,9 @@ fn report(r: &Rollout, store: &Store, output: OutputFormat) -> Result<Done, Erro
     }
     let promoted = r.waves.iter().filter(|w| w.phase == Phase::Promoted).count();
     let exit_code = match r.status {
-        RolloutStatus::Completed | RolloutStatus::Running => exit::OK,
+        RolloutStatus::Completed => exit::OK,
+        // Stopped before its end (a staged copy left behind): `--resume` finishes it.
+        RolloutStatus::Running => exit::PARTIAL_FAILURE,
         RolloutStatus::Halted => exit::HALTED,
         RolloutStatus::Failed => exit::PARTIAL_FAILURE,
     };

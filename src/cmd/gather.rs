@@ -114,7 +114,41 @@ fn collect<C: Call>(
 /// Snapshots gathered by another engine: `DIR/<host>.json` or `DIR/<host>/snapshot.json`.
 fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
     probes_dir(dir)?;
-    Ok(inv.nodes.iter().map(|n| probe_file(n, dir).map(Arc::new)).collect())
+    let others = Names::of(inv);
+    Ok(inv
+        .nodes
+        .iter()
+        .map(|n| probe_file(n, dir, &others).map(Arc::new))
+        .collect())
+}
+
+/// The names of the inventory's nodes (hosts and Slurm names): a snapshot file for one node
+/// that describes another of them is someone else's file.
+pub(crate) struct Names<'a>(std::collections::HashSet<&'a str>);
+
+impl<'a> Names<'a> {
+    pub fn of(inv: &'a Inventory) -> Names<'a> {
+        Names(
+            inv.nodes
+                .iter()
+                .flat_map(|n| [n.host.as_str(), n.slurm_name.as_str()])
+                .collect(),
+        )
+    }
+
+    /// Why `snap`, filed as `n`'s, is not its: it names another node of the inventory. A
+    /// machine that calls itself something the inventory does not list (an ssh alias, an
+    /// IP address, a short name) is `n` as far as anyone can tell.
+    fn foreign(&self, n: &NodeSpec, snap: &NodeSnapshot) -> Option<String> {
+        let name = snap.hostname.as_str();
+        let own = name == n.host || name == n.slurm_name;
+        (!own && self.0.contains(name)).then(|| {
+            format!(
+                "this snapshot describes `{name}`, another node of the inventory, not `{}`: a file filed under the wrong name",
+                n.host
+            )
+        })
+    }
 }
 
 /// `--from-probes DIR` must be a directory.
@@ -129,7 +163,7 @@ pub(crate) fn probes_dir(dir: &Path) -> Result<(), Error> {
 }
 
 /// One node's snapshot file, read and parsed.
-pub(crate) fn probe_file(n: &NodeSpec, dir: &Path) -> NodeOutcome<NodeSnapshot> {
+pub(crate) fn probe_file(n: &NodeSpec, dir: &Path, names: &Names) -> NodeOutcome<NodeSnapshot> {
     let start = Instant::now();
     // `<slurm name>.json` too: what `srun --output=DIR/%N.json` writes.
     let candidates: [PathBuf; 3] = [
@@ -153,7 +187,10 @@ pub(crate) fn probe_file(n: &NodeSpec, dir: &Path) -> NodeOutcome<NodeSnapshot> 
                 )
             },
         )),
-        Some(p) => read_probe_file(p),
+        Some(p) => read_probe_file(p).and_then(|snap| match names.foreign(n, &snap) {
+            Some(why) => Err(Failure::new(FailureKind::BadAnswer, format!("{}: {why}", p.display()))),
+            None => Ok(snap),
+        }),
     };
     NodeOutcome {
         host: n.host.clone(),

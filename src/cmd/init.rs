@@ -3,19 +3,18 @@
 //! (`--plan`), or stop after collecting (`--collect-only`), or only list (`--dry-run`).
 
 use super::gather::{gather, Ask, Settlements, Snapshots};
-use super::plan::{gather_and_plan, read_plan};
+use super::plan::{admit, gather_and_plan, reviewed_plan, Facts};
 use super::reach::on_nodes;
 use super::{finish, Done};
 use crate::apply::tree::Tree;
 use crate::apply::writer::{Bundle, WriteError};
 use crate::cli::{InitArgs, OutputFormat};
-use crate::config::{Inventory, NodeSpec};
+use crate::config::Inventory;
 use crate::error::Error;
 use crate::exit;
 use crate::model::files::host_dir;
 use crate::model::plan::{NcclClass, Plan};
 use crate::model::NodeSnapshot;
-use crate::nccl::guard::{self, Violation};
 use crate::node::{calls::Write, write_target, NodeJob};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{to_json, Envelope, NodeRow, NodeStatus, Summary};
@@ -33,20 +32,21 @@ pub fn run(args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {
     if args.collect_only {
         return collect_only(&inv, args, output);
     }
-    let (plan, settled) = match &args.plan {
-        Some(path) => (read_plan(path, &inv)?, Settlements::new()),
+    // The probe also says whether each node's files are settled — unless the files go
+    // elsewhere (--output-dir), where the node's own files say nothing.
+    let ask = match args.output_dir {
+        None => Ask::SnapshotAndFiles,
+        Some(_) => Ask::Snapshot,
+    };
+    let (plan, facts, settled) = match &args.plan {
+        Some(path) => reviewed_plan(path, &inv, &args.gather, output, ask)?,
         None => {
-            // The probe also says whether each node's files are settled — unless the files
-            // go elsewhere (--output-dir), where the node's own files say nothing.
-            let ask = match args.output_dir {
-                None => Ask::SnapshotAndFiles,
-                Some(_) => Ask::Snapshot,
-            };
             let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, ask)?;
-            (planned.plan, planned.settled)
+            let facts = Facts::of_plan(&planned.plan, &planned.reached);
+            (planned.plan, facts, planned.settled)
         }
     };
-    write_plan(&inv, args, &plan, &settled, output)
+    write_plan(&inv, args, &plan, &facts, &settled, output)
 }
 
 /// Why a node gets no files from this plan.
@@ -66,6 +66,7 @@ fn write_plan(
     inv: &Inventory,
     args: &InitArgs,
     plan: &Plan,
+    facts: &Facts,
     settled: &Settlements,
     output: OutputFormat,
 ) -> Result<Done, Error> {
@@ -81,13 +82,16 @@ fn write_plan(
             ..WriteDetail::default()
         };
         let class = by_host.get(n.host.as_str());
-        // A plan may have been edited since it was made: the guard runs again on what would
-        // be written, with this inventory's stated facts.
-        if let Some(Err(v)) = class.map(|c| guard_class(inv, n, c)) {
-            let f = Failure::new(
-                FailureKind::NotPlanned,
-                format!("refused by the never-slower guard: {v}"),
-            );
+        // A node that could not say what it is gets nothing, with its own failure.
+        if let Some(f) = facts.failed.get(&n.host) {
+            rows.push(Some(NodeRow::failed(&n.host, f.clone(), detail(class))));
+            continue;
+        }
+        // What would be written passes the class checks and the guard, against the node's
+        // own ports (a plan may have been edited since it was made).
+        let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
+        if let Some(Err(why)) = class.map(|c| admit(inv, n, c, ports)) {
+            let f = Failure::new(FailureKind::NotPlanned, why);
             rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
             continue;
         }
@@ -144,17 +148,6 @@ fn write_plan(
     }
     let rows: Vec<NodeRow<WriteDetail>> = rows.into_iter().flatten().collect();
     finish_write(rows, args, output)
-}
-
-/// The never-slower guard on one node's class of the plan.
-pub(crate) fn guard_class(inv: &Inventory, node: &NodeSpec, class: &NcclClass) -> Result<(), Violation> {
-    guard::check(
-        &class.settings,
-        &class.gpu_ports,
-        &node.hints.non_gpu_nics,
-        inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
-        class.topology_xml.as_deref(),
-    )
 }
 
 fn finish_write(rows: Vec<NodeRow<WriteDetail>>, args: &InitArgs, output: OutputFormat) -> Result<Done, Error> {

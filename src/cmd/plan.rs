@@ -1,7 +1,7 @@
 //! `topo-tune plan`: gather snapshots (as `init` does), solve, print the plan, and with
 //! `--output-dir` write plan.json (what `init --plan` applies) and the launcher files.
 
-use super::gather::{gather_asking, probe_file, probes_dir, Ask, Settlements};
+use super::gather::{gather_asking, probe_file, probes_dir, Ask, Names, Settlements};
 use super::{finish, Done};
 use crate::apply::tree::Tree;
 use crate::apply::writer::WriteError;
@@ -11,7 +11,7 @@ use crate::emit;
 use crate::error::Error;
 use crate::exit;
 use crate::model::fabric::Placement;
-use crate::model::plan::{Excluded, Plan, PLAN_SCHEMA_VERSION};
+use crate::model::plan::{Excluded, GpuPort, NcclClass, Plan, PLAN_SCHEMA_VERSION};
 use crate::model::NodeSnapshot;
 use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
@@ -93,8 +93,9 @@ pub(crate) fn gather_and_plan(
     let digested: Vec<(Reached, Option<Digest>)> = match &args.from_probes {
         Some(dir) => {
             probes_dir(dir)?;
+            let names = Names::of(inv);
             par_map(&inv.nodes, |n| {
-                let (reached, snap) = strip(probe_file(n, dir));
+                let (reached, snap) = strip(probe_file(n, dir, &names));
                 (reached, snap.map(|s| digest_of(n, &s)))
             })
         }
@@ -132,6 +133,80 @@ pub(crate) fn gather_and_plan(
     })
 }
 
+/// What the nodes themselves say now, for a plan made elsewhere: per host, the ports NCCL
+/// would use there for GPU traffic (what the guard protects), or why the node could not say.
+pub(crate) struct Facts {
+    pub ports: HashMap<String, Vec<GpuPort>>,
+    pub failed: HashMap<String, crate::transport::Failure>,
+}
+
+impl Facts {
+    /// A fresh plan's own facts: its classes' ports were derived from these very snapshots.
+    pub fn of_plan(plan: &Plan, reached: &[Reached]) -> Facts {
+        let ports = plan
+            .nccl
+            .classes
+            .iter()
+            .flat_map(|c| c.hosts.iter().map(move |h| (h.clone(), c.gpu_ports.clone())))
+            .collect();
+        let failed = reached
+            .iter()
+            .filter_map(|o| o.result.as_ref().err().map(|f| (o.host.clone(), f.clone())))
+            .collect();
+        Facts { ports, failed }
+    }
+}
+
+/// A reviewed plan (`--plan`) with every guard fact re-derived from the nodes' own answers
+/// (probed now, or `--from-probes`): a plan is an artifact that travels, and its own
+/// `gpu_ports` say only what was true where and when it was made.
+pub(crate) fn reviewed_plan(
+    path: &Path,
+    inv: &Inventory,
+    args: &GatherArgs,
+    output: OutputFormat,
+    ask: Ask,
+) -> Result<(Plan, Facts, Settlements), Error> {
+    let plan = read_plan(path, inv)?;
+    let (snapshots, settled) = gather_asking(inv, args, output, ask)?;
+    let mut facts = Facts {
+        ports: HashMap::new(),
+        failed: HashMap::new(),
+    };
+    for o in snapshots {
+        match o.result {
+            Ok(snap) => {
+                facts.ports.insert(o.host, crate::nccl::guard::gpu_ports(&snap));
+            }
+            Err(f) => {
+                facts.failed.insert(o.host, f);
+            }
+        }
+    }
+    Ok((plan, facts, settled))
+}
+
+/// Whether a node may get its class's files: the settings pass what cluster.yaml's `nccl:`
+/// must (and name only topo-tune's or cluster.yaml's files and libraries), and the
+/// never-slower guard holds against `ports`, the node's own.
+pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: &[GpuPort]) -> Result<(), String> {
+    crate::nccl::review::check_settings(
+        &class.settings,
+        &inv.nccl,
+        class.topology_xml.is_some(),
+        class.nccl_version,
+    )
+    .map_err(|r| format!("refused setting: {r}"))?;
+    crate::nccl::guard::check(
+        &class.settings,
+        ports,
+        &node.hints.non_gpu_nics,
+        inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
+        class.topology_xml.as_deref(),
+    )
+    .map_err(|v| format!("refused by the never-slower guard: {v}"))
+}
+
 /// A reviewed plan.json, checked against this build and this cluster before anything runs.
 pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
     let bad = |message: String| Error::PlanFile {
@@ -145,18 +220,24 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
         },
         _ => bad(e.to_string()),
     })?;
+    plan_from_text(&text, inv).map_err(bad)
+}
+
+/// A plan.json's text as `--plan` reads it: this build's schema, only this cluster's hosts,
+/// files topo-tune can write and read back (the settings are judged per node, by [`admit`]).
+pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, String> {
     #[derive(serde::Deserialize)]
     struct VersionOnly {
         schema_version: u32,
     }
-    let v: VersionOnly = serde_json::from_str(&text).map_err(|e| bad(format!("not a topo-tune plan: {e}")))?;
+    let v: VersionOnly = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
     if v.schema_version != PLAN_SCHEMA_VERSION {
-        return Err(bad(format!(
+        return Err(format!(
             "plan schema_version {} is not the one this topo-tune writes ({PLAN_SCHEMA_VERSION})",
             v.schema_version
-        )));
+        ));
     }
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| bad(format!("not a topo-tune plan: {e}")))?;
+    let plan: Plan = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
     let known: HashSet<&str> = inv.nodes.iter().map(|n| n.host.as_str()).collect();
     let strangers: Vec<&str> = plan
         .nccl
@@ -167,13 +248,13 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
         .filter(|h| !known.contains(h))
         .collect();
     if let Some(first) = strangers.first() {
-        return Err(bad(format!(
+        return Err(format!(
             "names {} host(s) that {} does not list (e.g. `{first}`): made for another cluster?",
             strangers.len(),
             inv.path.display()
-        )));
+        ));
     }
-    check_plan_files(&plan).map_err(bad)?;
+    check_plan_files(&plan)?;
     Ok(plan)
 }
 
@@ -183,11 +264,7 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
 fn check_plan_files(plan: &Plan) -> Result<(), String> {
     for c in &plan.nccl.classes {
         if let Some(xml) = &c.topology_xml {
-            let origin = format!("nccl.classes[{}].topology_xml", c.name);
-            if crate::probe::nccl_topo::kind_of(xml) != crate::probe::nccl_topo::XmlKind::NcclTopology {
-                return Err(format!("{origin} is not an NCCL topology (<system>)"));
-            }
-            crate::probe::snapshot_from_xml_text(xml, &origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
+            crate::probe::check_topology_artifact(xml, &format!("nccl.classes[{}].topology_xml", c.name))?;
         }
         // A device name, or the PCI address of a NIC a file names only by bus id.
         for p in &c.gpu_ports {
@@ -250,25 +327,30 @@ pub fn run(args: &PlanArgs, output: OutputFormat) -> Result<Done, Error> {
 }
 
 /// The Slurm files: each inventory node's Slurm name under its place in the fabric.
-fn slurm_files(inv: &Inventory) -> (String, String) {
+fn slurm_files(inv: &Inventory) -> Result<(String, String), Error> {
     let placed: Vec<(String, Placement)> = inv
         .nodes
         .iter()
         .map(|n| (n.slurm_name.clone(), Placement::of(&n.labels, inv.fabric.as_ref())))
         .collect();
-    let switches = emit::slurm::tree(&placed);
+    let switches = emit::slurm::tree(&placed).map_err(|e| Error::PlanFile {
+        path: inv.path.display().to_string(),
+        message: format!("the fabric cannot be written for Slurm: {e}"),
+    })?;
     let header = format!(
         "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
         env!("CARGO_PKG_VERSION"),
         inv.path.display()
     );
-    (
+    Ok((
         emit::slurm::topology_conf(&switches, &header),
         emit::slurm::topology_yaml(&switches, &header),
-    )
+    ))
 }
 
 fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Error> {
+    // Everything that can be refused is made before the first file is written.
+    let (conf, yaml) = slurm_files(inv)?;
     let tree = Tree::open(dir).map_err(WriteError::from)?;
     let write = |name: &str, content: &str| -> Result<bool, Error> {
         Ok(tree.write(name, content.as_bytes(), 0o644).map_err(WriteError::from)?)
@@ -288,7 +370,6 @@ fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Erro
         .map(|n| (n.host.as_str(), n.slurm_name.as_str()))
         .collect();
     changed |= write("slurm-hostfile", &emit::launch::slurm_hostfile(p, &slurm_names))?;
-    let (conf, yaml) = slurm_files(inv);
     changed |= write("topology.conf", &conf)?;
     changed |= write("topology.yaml", &yaml)?;
     changed |= write("torchrun-node-ranks.txt", &emit::launch::torchrun_node_ranks(p))?;

@@ -46,6 +46,46 @@ pub fn sendrecv_command(command: &str) -> Option<String> {
         .then(|| command.replace("all_reduce_perf", "sendrecv_perf"))
 }
 pub const DEFAULT_ROUNDS: u32 = 6;
+/// Rounds per wave: fewer than 6 cannot reach the decision rule's confidence (docs/apply.md).
+pub const ROUNDS: std::ops::RangeInclusive<u32> = 6..=50;
+/// `benchmark.timeout`, seconds.
+pub const TIMEOUT_S: std::ops::RangeInclusive<u64> = 1..=86_400;
+/// `benchmark.gpus_per_node`.
+pub const GPUS_PER_NODE: std::ops::RangeInclusive<u32> = 1..=64;
+
+/// What a benchmark command must be, wherever it comes from (cluster.yaml, a rollout
+/// record): one non-empty line, only known placeholders, and `{json}` (topo-tune reads
+/// nccl-tests' JSON there).
+pub fn check_command(command: &str) -> Result<(), String> {
+    if command.trim().is_empty() || command.contains(['\n', '\r', '\0']) {
+        return Err("benchmark.command must be one non-empty line".into());
+    }
+    if command.len() > 1 << 16 {
+        return Err("benchmark.command is longer than 64 KiB".into());
+    }
+    let used = placeholders(command).map_err(|(_, m)| m)?;
+    if !used.contains(&"json") {
+        return Err("benchmark.command must pass `-J {json}` (topo-tune reads nccl-tests' JSON there)".into());
+    }
+    Ok(())
+}
+
+impl Benchmark {
+    /// The section's every rule, for a copy read back from a rollout record.
+    pub fn check(&self) -> Result<(), String> {
+        check_command(&self.command)?;
+        if !TIMEOUT_S.contains(&self.timeout_s) {
+            return Err(format!("benchmark.timeout {} is outside {TIMEOUT_S:?}", self.timeout_s));
+        }
+        if self.gpus_per_node.is_some_and(|g| !GPUS_PER_NODE.contains(&g)) {
+            return Err("benchmark.gpus_per_node is outside 1..=64".into());
+        }
+        if !ROUNDS.contains(&self.rounds) {
+            return Err(format!("benchmark.rounds {} is outside {ROUNDS:?}", self.rounds));
+        }
+        self.gate.check()
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -136,16 +176,7 @@ impl super::Loader<'_> {
         let d = Benchmark::default();
         let command = match &raw.command {
             Some(c) => {
-                if c.value.trim().is_empty() || c.value.contains(['\n', '\r', '\0']) {
-                    return Err(self.at(&c.referenced, "benchmark.command must be one non-empty line"));
-                }
-                let used = placeholders(&c.value).map_err(|(_, m)| self.at(&c.referenced, m))?;
-                if !used.contains(&"json") {
-                    return Err(self.at(
-                        &c.referenced,
-                        "benchmark.command must pass `-J {json}` (topo-tune reads nccl-tests' JSON there)",
-                    ));
-                }
+                check_command(&c.value).map_err(|m| self.at(&c.referenced, m))?;
                 c.value.clone()
             }
             None => d.command,
@@ -169,20 +200,28 @@ impl super::Loader<'_> {
                 defined: s.defined,
             })
         };
+        let widened = |r: &std::ops::RangeInclusive<u32>| u64::from(*r.start())..=u64::from(*r.end());
         let gpus = raw
             .gpus_per_node
             .as_ref()
-            .map(|_| int(&widen(&raw.gpus_per_node), "benchmark.gpus_per_node", 1..=64, 0))
+            .map(|_| {
+                int(
+                    &widen(&raw.gpus_per_node),
+                    "benchmark.gpus_per_node",
+                    widened(&GPUS_PER_NODE),
+                    0,
+                )
+            })
             .transpose()?;
         Ok(Benchmark {
             command,
             runs_on: raw.runs_on.unwrap_or(RunsOn::Controller),
-            timeout_s: int(&raw.timeout, "benchmark.timeout", 1..=86_400, DEFAULT_TIMEOUT_S)?,
+            timeout_s: int(&raw.timeout, "benchmark.timeout", TIMEOUT_S, DEFAULT_TIMEOUT_S)?,
             gpus_per_node: gpus.map(|g| g as u32),
             rounds: int(
                 &widen(&raw.rounds),
                 "benchmark.rounds",
-                6..=50,
+                widened(&ROUNDS),
                 u64::from(DEFAULT_ROUNDS),
             )? as u32,
             gate: Gate {

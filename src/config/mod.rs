@@ -8,7 +8,7 @@ pub mod names;
 pub use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 type Labels = HashMap<Spanned<String>, Spanned<String>>;
@@ -96,7 +96,7 @@ struct RawRack {
 #[serde(deny_unknown_fields)]
 struct RawLeaf {
     #[serde(default, deserialize_with = "present")]
-    spine: Option<String>,
+    spine: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "present")]
     uplink_gbps: Option<f64>,
 }
@@ -478,19 +478,27 @@ impl Loader<'_> {
     }
 
     fn fabric(&self, f: &RawFabric) -> Result<Fabric, ConfigError> {
-        let leaves: BTreeMap<String, Leaf> = f
-            .leaves
+        let mut leaf_list: Vec<_> = f.leaves.iter().collect();
+        leaf_list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
+        for (name, leaf) in &leaf_list {
+            names::check_label(&name.value).map_err(|m| self.at(&name.referenced, format!("leaf name: {m}")))?;
+            if let Some(spine) = &leaf.spine {
+                names::check_label(&spine.value).map_err(|m| self.at(&spine.referenced, format!("spine name: {m}")))?;
+            }
+        }
+        let leaves: BTreeMap<String, Leaf> = leaf_list
             .iter()
             .map(|(k, v)| {
                 (
                     k.value.clone(),
                     Leaf {
-                        spine: v.spine.clone(),
+                        spine: v.spine.as_ref().map(|s| s.value.clone()),
                         uplink_gbps: v.uplink_gbps,
                     },
                 )
             })
             .collect();
+        self.levels_apart(&leaf_list, f)?;
         let mut racks = BTreeMap::new();
         let mut rack_list: Vec<_> = f.racks.iter().collect();
         rack_list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
@@ -531,6 +539,41 @@ impl Loader<'_> {
         })
     }
 
+    /// A switch is on one level: a name used for a rack and a leaf, or a leaf and a spine,
+    /// would make one switch its own parent (Slurm's tree, the cluster graph).
+    fn levels_apart(&self, leaves: &[(&Spanned<String>, &RawLeaf)], f: &RawFabric) -> Result<(), ConfigError> {
+        let leaf_names: HashSet<&str> = leaves.iter().map(|(k, _)| k.value.as_str()).collect();
+        for (name, leaf) in leaves {
+            if let Some(spine) = leaf.spine.as_ref().filter(|s| leaf_names.contains(s.value.as_str())) {
+                return Err(self.at(
+                    &spine.referenced,
+                    format!(
+                        "leaf `{}` names `{}` as its spine, which is a leaf too: a switch is on one level",
+                        name.value, spine.value
+                    ),
+                ));
+            }
+        }
+        let spine_names: HashSet<&str> = leaves
+            .iter()
+            .filter_map(|(_, l)| l.spine.as_ref().map(|s| s.value.as_str()))
+            .collect();
+        let mut racks: Vec<&Spanned<String>> = f.racks.keys().collect();
+        racks.sort_by_key(|k| (k.referenced.line(), k.referenced.column()));
+        for rack in racks {
+            if leaf_names.contains(rack.value.as_str()) || spine_names.contains(rack.value.as_str()) {
+                return Err(self.at(
+                    &rack.referenced,
+                    format!(
+                        "rack `{}` is also the name of a leaf or spine: a switch is on one level",
+                        rack.value
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn cpu_list(&self, r: &Spanned<String>) -> Result<crate::model::CpuList, ConfigError> {
         crate::model::CpuList::parse(&r.value).map_err(|e| self.at(&r.referenced, e.to_string()))
     }
@@ -547,22 +590,16 @@ impl Loader<'_> {
     ) -> Result<(), ConfigError> {
         for (name, value) in nccl {
             let at = || format!("{}: nccl.{name}", self.path.display());
-            let var = crate::nccl::table::validate(name, value, version).map_err(|r| ConfigError::Invalid {
+            crate::nccl::table::check_node_wide(name, value, version).map_err(|r| ConfigError::Invalid {
                 at: at(),
                 message: r.reason,
             })?;
-            if var.class == crate::nccl::table::Class::Debug {
-                return Err(ConfigError::Invalid {
-                    at: at(),
-                    message: "a debugging variable in NCCL's docs: never written globally (a canary may try it)".into(),
-                });
-            }
         }
         Ok(())
     }
 
     fn labels(&self, raw: &Labels, fabric: Option<&Fabric>) -> Result<BTreeMap<String, String>, ConfigError> {
-        let mut labels = BTreeMap::new();
+        let mut labels: BTreeMap<String, String> = BTreeMap::new();
         let mut list: Vec<_> = raw.iter().collect();
         list.sort_by_key(|(k, _)| (k.referenced.line(), k.referenced.column()));
         for (k, v) in list {
@@ -583,6 +620,29 @@ impl Loader<'_> {
                         ),
                     ));
                 }
+                if let Some(other) = other_level(f, &k.value, &v.value) {
+                    return Err(self.at(
+                        &v.referenced,
+                        format!(
+                            "label {}: `{}` is a {other} of fabric: a switch is on one level",
+                            k.value, v.value
+                        ),
+                    ));
+                }
+            }
+            let level = ["rack", "leaf", "spine"].contains(&k.value.as_str());
+            if level
+                && labels
+                    .iter()
+                    .any(|(lk, lv)| ["rack", "leaf", "spine"].contains(&lk.as_str()) && *lv == v.value)
+            {
+                return Err(self.at(
+                    &v.referenced,
+                    format!(
+                        "label {}: `{}` names another level of this node too: a switch is on one level",
+                        k.value, v.value
+                    ),
+                ));
             }
             labels.insert(k.value.clone(), v.value.clone());
         }
@@ -749,6 +809,22 @@ impl Loader<'_> {
                     .map_err(|m| self.at(&s.referenced, format!("slurm_name: {m}")))
             })
             .collect()
+    }
+}
+
+/// The level of `fabric` that holds `name`, when it is not the level `key` names.
+fn other_level(f: &Fabric, key: &str, name: &str) -> Option<&'static str> {
+    let rack = f.racks.contains_key(name);
+    let leaf = f.leaves.contains_key(name);
+    let spine = f.leaves.values().any(|l| l.spine.as_deref() == Some(name));
+    match key {
+        "rack" if leaf => Some("leaf"),
+        "rack" if spine => Some("spine"),
+        "leaf" if rack => Some("rack"),
+        "leaf" if spine => Some("spine"),
+        "spine" if rack => Some("rack"),
+        "spine" if leaf => Some("leaf"),
+        _ => None,
     }
 }
 

@@ -25,8 +25,44 @@ pub enum Children {
     Switches(Vec<String>),
 }
 
+/// Why the fabric cannot be written as Slurm's tree (cluster.yaml refuses these first; the
+/// emitter refuses them again rather than write a file Slurm misreads).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlurmError {
+    #[error(
+        "`{0}` is not a name Slurm's topology files can hold (letters, digits, `-`, `_`, `.`; 1 to 63 characters)"
+    )]
+    BadName(String),
+    #[error("switch `{0}` would be listed twice (a name used at two levels of the fabric)")]
+    Twice(String),
+    #[error("switch `{0}` would be its own ancestor (a name used at two levels of the fabric)")]
+    Cycle(String),
+}
+
+/// A name Slurm reads as one token of `SwitchName=`/`Nodes=`/`Switches=` lines and as a YAML
+/// plain scalar: nothing that ends a line, starts a comment, separates keys or lists, or quotes.
+fn name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.starts_with(['-', '.'])
+}
+
 /// The switches for these nodes (Slurm name, place), leaves first, the root last.
-pub fn tree(nodes: &[(String, Placement)]) -> Vec<Switch> {
+pub fn tree(nodes: &[(String, Placement)]) -> Result<Vec<Switch>, SlurmError> {
+    for (name, p) in nodes {
+        for n in std::iter::once(name)
+            .chain(p.rack.iter())
+            .chain(p.leaf.iter())
+            .chain(p.spine.iter())
+        {
+            if !name_ok(n) {
+                return Err(SlurmError::BadName(n.clone()));
+            }
+        }
+    }
     // Level 0: the switch each node hangs off.
     let mut leaf_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // Each switch's parent, as far as the fabric says.
@@ -64,10 +100,10 @@ pub fn tree(nodes: &[(String, Placement)]) -> Vec<Switch> {
         }
     }
     // Leaves before spines: a switch is listed after its children.
-    let mut uppers: Vec<(usize, String, Vec<String>)> = below
-        .into_iter()
-        .map(|(name, kids)| (depth(&name, &parent), name, kids))
-        .collect();
+    let mut uppers: Vec<(usize, String, Vec<String>)> = Vec::new();
+    for (name, kids) in below {
+        uppers.push((depth(&name, &parent)?, name, kids));
+    }
     uppers.sort();
     out.extend(uppers.into_iter().map(|(_, name, kids)| Switch {
         name,
@@ -84,17 +120,33 @@ pub fn tree(nodes: &[(String, Placement)]) -> Vec<Switch> {
             children: Children::Switches(tops),
         });
     }
-    out
+    let mut seen = std::collections::HashSet::new();
+    if let Some(s) = out.iter().find(|s| !seen.insert(s.name.as_str())) {
+        return Err(SlurmError::Twice(s.name.clone()));
+    }
+    Ok(out)
 }
 
-/// How far a switch is above the nodes (1 for a leaf of racks, 2 for a spine).
-fn depth(name: &str, parent: &BTreeMap<String, Option<String>>) -> usize {
-    let below: Vec<&String> = parent
-        .iter()
-        .filter(|(_, up)| up.as_deref() == Some(name))
-        .map(|(c, _)| c)
-        .collect();
-    1 + below.iter().map(|c| depth(c, parent)).max().unwrap_or(0)
+/// How far a switch is above the nodes (1 for a leaf of racks, 2 for a spine): its longest
+/// chain of children, each switch visited once (a name at two levels makes a loop).
+fn depth(name: &str, parent: &BTreeMap<String, Option<String>>) -> Result<usize, SlurmError> {
+    let mut level = vec![name];
+    let mut visited = std::collections::HashSet::from([name]);
+    let mut d = 0;
+    while !level.is_empty() {
+        d += 1;
+        let mut next = Vec::new();
+        for (child, up) in parent {
+            if up.as_deref().is_some_and(|u| level.contains(&u)) {
+                if !visited.insert(child.as_str()) {
+                    return Err(SlurmError::Cycle(child.clone()));
+                }
+                next.push(child.as_str());
+            }
+        }
+        level = next;
+    }
+    Ok(d - 1)
 }
 
 /// `topology.conf` for `TopologyPlugin=topology/tree`.
@@ -227,7 +279,7 @@ mod tests {
                 at(Some("rack-2"), Some("leaf-2"), Some("spine-1")),
             ),
         ];
-        let conf = topology_conf(&tree(&nodes), "test");
+        let conf = topology_conf(&tree(&nodes).unwrap(), "test");
         assert_eq!(
             conf,
             "# test\nSwitchName=rack-1 Nodes=p5en-[01-02]\nSwitchName=rack-2 Nodes=ndv5-01\n\
@@ -237,13 +289,42 @@ mod tests {
     }
 
     #[test]
+    fn names_slurm_would_misread_and_loops_are_refused() {
+        for bad in [
+            "r\nSwitchName=evil",
+            "r#x",
+            "r x",
+            "r=x",
+            "a;b",
+            "$(x)",
+            "\"q\"",
+            "a/b",
+            "",
+            "r\u{2028}x",
+            "-r",
+        ] {
+            let nodes = vec![("n1".to_string(), at(Some(bad), None, None))];
+            assert_eq!(tree(&nodes), Err(SlurmError::BadName(bad.to_string())), "{bad:?}");
+        }
+        // rack-1 hangs off leaf rack-1: its own parent.
+        let nodes = vec![("n1".to_string(), at(Some("rack-1"), Some("rack-1"), None))];
+        assert!(tree(&nodes).is_err());
+        // A leaf whose spine is a rack of another node.
+        let nodes = vec![
+            ("n1".to_string(), at(Some("r1"), Some("l1"), Some("r1"))),
+            ("n2".to_string(), at(Some("r2"), Some("r1"), None)),
+        ];
+        assert!(tree(&nodes).is_err());
+    }
+
+    #[test]
     fn loose_and_unplaced_nodes_get_switches_and_a_core_joins_the_tops() {
         let nodes = vec![
             ("a1".to_string(), at(None, Some("leaf-1"), None)),
             ("b1".to_string(), at(None, None, None)),
             ("c1".to_string(), at(Some("r9"), None, None)),
         ];
-        let switches = tree(&nodes);
+        let switches = tree(&nodes).unwrap();
         let conf = topology_conf(&switches, "t");
         assert!(conf.contains("SwitchName=leaf-1-nodes Nodes=a1\n"), "{conf}");
         assert!(conf.contains("SwitchName=leaf-1 Switches=leaf-1-nodes\n"), "{conf}");

@@ -37,6 +37,28 @@ pub const IRQ_UNIT: &str = "/etc/systemd/system/topo-tune-irq-pin.service";
 pub const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
 pub const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";
 
+/// The files topo-tune writes and may remove: the only paths a manifest may name.
+pub const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
+
+/// The most one of topo-tune's files on a node may hold (a drop-in, `/etc/nccl.conf`, the
+/// topology file, a backup): what it reads back is what it may write.
+pub const FILE_LIMIT: u64 = 1 << 20;
+
+/// `20261129T110500Z-1234`, optionally with a `-N` suffix.
+pub fn run_id_ok(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() >= 18
+        && b.len() <= 40
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && id[17..]
+            .split('-')
+            .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+}
+
 /// `base/host`, the one way a per-host path is made: the host must be a single path
 /// component (no `/`, not `.` or `..`, not empty), so the result stays under `base`.
 pub fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, String> {

@@ -22,6 +22,16 @@ pub use path::PathClass;
 pub use pci::{Bdf, PcieLink};
 pub use snapshot::*;
 
+/// Characters that change how text around them is shown without being seen themselves:
+/// bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069: "Trojan Source"),
+/// zero-width characters, Unicode's line and paragraph separators, the byte-order mark. A
+/// name or message holding one can look like another on a terminal.
+pub fn is_deceptive(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
 /// Sort key for names with numbers: `gpu10` after `gpu9`, `mlx5_10` after `mlx5_9`.
 pub fn natural_key(s: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();

@@ -37,10 +37,13 @@ fn text(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
     if s.len() > max {
         return Err(err(field, format!("{} bytes, more than {max}", s.len())));
     }
-    if let Some(c) = s.chars().find(|c| c.is_control()) {
+    if let Some(c) = s.chars().find(|c| c.is_control() || super::is_deceptive(*c)) {
         return Err(err(
             field,
-            format!("holds the control character {}", c.escape_default()),
+            format!(
+                "holds the control or invisible formatting character {}",
+                c.escape_default()
+            ),
         ));
     }
     Ok(())
@@ -162,6 +165,41 @@ fn nic(i: usize, n: &Nic) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// A name that reaches an NCCL list names one device: two NICs of one name (or one RDMA
+/// device, or one interface) would be listed twice (`NCCL_IB_HCA==mlx5_0,mlx5_0`) and leave
+/// the other device out. GPU indexes are one per GPU too.
+fn unique_names(s: &NodeSnapshot) -> Result<(), FieldError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, n) in s.nics.iter().enumerate() {
+        let mut names = vec![(format!("nics[{i}].name"), n.name.as_str())];
+        if let Some(r) = &n.rdma {
+            if r.device != n.name {
+                names.push((format!("nics[{i}].rdma.device"), r.device.as_str()));
+            }
+        }
+        for (j, d) in n.netdevs.iter().enumerate() {
+            if d.name != n.name {
+                names.push((format!("nics[{i}].netdevs[{j}].name"), d.name.as_str()));
+            }
+        }
+        for (field, name) in names {
+            if !seen.insert(name) {
+                return Err(err(field, format!("{name:?} names two devices")));
+            }
+        }
+    }
+    let mut indexes = std::collections::HashSet::new();
+    for (i, g) in s.gpus.iter().enumerate() {
+        if !indexes.insert(g.index) {
+            return Err(err(
+                format!("gpus[{i}].index"),
+                format!("GPU {} appears twice", g.index),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Check a snapshot from outside (a node's answer, a file) before anything uses it.
 pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     token("hostname", &s.hostname, 253, "._-", "a host name")?;
@@ -232,6 +270,7 @@ pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     for (i, n) in s.nics.iter().enumerate() {
         nic(i, n)?;
     }
+    unique_names(s)?;
     // The ports of one multi-port NIC share a PCI function: then they share its placement.
     for (i, n) in s.nics.iter().enumerate() {
         let Some(p) = &n.pci else { continue };
@@ -289,5 +328,6 @@ mod tests {
         assert!(device_name("n", "abcdefghijklmnop", 15).is_err(), "IFNAMSIZ");
         assert!(text("gpus[0].name", "NVIDIA H200", 128).is_ok());
         assert!(text("gpus[0].name", "x\u{1b}]0;owned\u{7}", 128).is_err());
+        assert!(text("gpus[0].name", "NVIDIA A100\u{202e}lanigiro", 128).is_err());
     }
 }

@@ -3,5 +3,6 @@
 
 pub mod conf;
 pub mod guard;
+pub mod review;
 pub mod rules;
 pub mod table;

@@ -5,7 +5,7 @@
 //! Pure.
 
 use super::guard::{gpu_ports_with, is_efa};
-use super::table::{validate, Class, Rejection};
+use super::table::{check_node_wide, validate, Rejection};
 use crate::graph::paths::path_classes;
 use crate::model::files::TOPOLOGY;
 use crate::model::plan::{GpuPort, PortTransport};
@@ -402,14 +402,7 @@ fn apply_overrides(
     version: Option<NcclVersion>,
 ) -> Result<(), Rejection> {
     for (name, value) in overrides {
-        let var = validate(name, value, version)?;
-        if var.class == Class::Debug {
-            return Err(Rejection {
-                name: name.clone(),
-                value: value.clone(),
-                reason: "a debugging variable in NCCL's docs: never written globally (a canary may try it)".into(),
-            });
-        }
+        check_node_wide(name, value, version)?;
         settings.retain(|s| &s.name != name);
         settings.push(Setting {
             name: name.clone(),

@@ -489,9 +489,55 @@ pub fn validate(name: &str, value: &str, version: Option<NcclVersion>) -> Result
     Ok(var)
 }
 
+/// What every node-wide file may hold, whoever asked for the setting (a rule, cluster.yaml's
+/// `nccl:`, a reviewed plan, a rollout record): a valid value for `version`, of NCCL's
+/// "system configuration" class, and not a value that belongs in one job's environment.
+pub fn check_node_wide(name: &str, value: &str, version: Option<NcclVersion>) -> Result<&'static Var, Rejection> {
+    let var = validate(name, value, version)?;
+    let reject = |reason: &str| Rejection {
+        name: name.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    };
+    if var.class == Class::Debug {
+        return Err(reject(
+            "a debugging variable in NCCL's docs (\"should not be used in production\"): never written node-wide (a canary may try it)",
+        ));
+    }
+    if name == "NCCL_DEBUG" && matches!(value, "INFO" | "TRACE") {
+        return Err(reject(
+            "INFO and TRACE on every node floods every job's log (research: \"never set blindly\"): set it in one job's environment",
+        ));
+    }
+    Ok(var)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_wide_files_hold_no_debugging_class_and_no_log_flood() {
+        let v = Some(NcclVersion(2, 28, 9));
+        for (name, value) in [
+            ("NCCL_P2P_DISABLE", "1"),
+            ("NCCL_IB_DISABLE", "1"),
+            ("NCCL_NET_GDR_LEVEL", "LOC"),
+            ("NCCL_ALGO", "Ring"),
+            ("NCCL_DEBUG", "INFO"),
+            ("NCCL_DEBUG", "TRACE"),
+        ] {
+            assert!(check_node_wide(name, value, v).is_err(), "{name}={value}");
+            assert!(validate(name, value, v).is_ok(), "{name}={value} is valid NCCL");
+        }
+        for (name, value) in [
+            ("NCCL_DEBUG", "WARN"),
+            ("NCCL_IB_HCA", "=mlx5_0"),
+            ("NCCL_CROSS_NIC", "0"),
+        ] {
+            assert!(check_node_wide(name, value, v).is_ok(), "{name}={value}");
+        }
+    }
 
     #[test]
     fn the_traps_of_research_nccl_md_are_refused() {

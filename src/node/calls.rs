@@ -112,7 +112,7 @@ pub struct Write {
 fn write_failure(e: WriteError) -> Failure {
     let kind = match &e {
         WriteError::Tree(TreeError::Io { .. }) => FailureKind::WriteFailed,
-        WriteError::Tree(TreeError::Locked { .. }) => FailureKind::Locked,
+        WriteError::Tree(TreeError::Locked { .. }) | WriteError::Staged { .. } => FailureKind::Locked,
         WriteError::Tree(_) | WriteError::Invalid { .. } => FailureKind::InvalidInput,
         WriteError::NothingToRollBack(_) => FailureKind::NothingToRollBack,
     };

@@ -84,7 +84,7 @@ impl<T> NodeReport<T> {
         }
         match (self.ok, self.error) {
             (Some(a), None) => Ok(a),
-            (None, Some(f)) => Err(f),
+            (None, Some(f)) => Err(f.bounded()),
             _ => Err(Failure::new(
                 FailureKind::BadAnswer,
                 "the node's report has neither an answer nor an error",

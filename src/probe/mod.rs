@@ -49,6 +49,9 @@ pub enum ProbeError {
     NcclTopo(#[from] nccl_topo::NcclTopoError),
     #[error("{path}: {reason}")]
     NotATopology { path: String, reason: String },
+    /// The file is there but is not one topo-tune reads (a FIFO, too large, not UTF-8).
+    #[error("{path}: {reason}")]
+    Unreadable { path: String, reason: String },
 }
 
 pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
@@ -57,6 +60,25 @@ pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
         Target::NcclTopo(path) => probe_nccl_topo(path),
         Target::Machine { fsroot } => probe_machine(fsroot.as_deref(), req.nvml_fixture.as_deref()),
     }
+}
+
+/// A topology file from an artifact (a plan's class, a rollout record's candidate), before it
+/// is written as `NCCL_TOPO_FILE`: an NCCL topology (`<system>`) topo-tune reads back, no
+/// larger than the most it reads of one of its files.
+pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), String> {
+    let limit = crate::model::files::FILE_LIMIT;
+    if xml.len() as u64 > limit {
+        return Err(format!(
+            "{origin} is {} bytes, larger than the {} MiB topo-tune reads back of a file it writes",
+            xml.len(),
+            limit >> 20
+        ));
+    }
+    if nccl_topo::kind_of(xml) != nccl_topo::XmlKind::NcclTopology {
+        return Err(format!("{origin} is not an NCCL topology (<system>)"));
+    }
+    snapshot_from_xml_text(xml, origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
+    Ok(())
 }
 
 /// A machine described by a file: an hwloc export or an NCCL topology file, told apart by
@@ -101,11 +123,9 @@ fn read_input(path: &Path) -> Result<String, ProbeError> {
     if !path.exists() {
         return Err(ProbeError::InputMissing(path.display().to_string()));
     }
-    crate::input::read_text(path, crate::input::TOPOLOGY_LIMIT, "topology file").map_err(|e| {
-        ProbeError::Hwloc(hwloc::HwlocError::BadXml {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })
+    crate::input::read_text(path, crate::input::TOPOLOGY_LIMIT, "topology file").map_err(|e| ProbeError::Unreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
     })
 }
 

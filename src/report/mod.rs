@@ -31,7 +31,8 @@ pub fn table(headers: &[&str]) -> Table {
 /// through here, so no name or message from a node can move the cursor, rewrite a line or
 /// set a window title.
 pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
+    let hidden = |c: char| (c.is_control() && c != '\n') || crate::model::is_deceptive(c);
+    if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -41,6 +42,7 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if crate::model::is_deceptive(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -61,5 +63,7 @@ mod tests {
         assert!(!shown.chars().any(|c| c.is_control() && c != '\n'), "{shown}");
         assert_eq!(shown, "n1\\r\\x1b[2Kall nodes ok\\x1b]0;pwned\\x07\n");
         assert!(matches!(super::visible("plain\n"), std::borrow::Cow::Borrowed(_)));
+        // A right-to-left override makes `gpu-01\u{202e}10-upg` read as another name.
+        assert_eq!(super::visible("gpu-01\u{202e}x\u{2028}y"), "gpu-01\\u{202e}x\\u{2028}y");
     }
 }

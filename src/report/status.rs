@@ -4,7 +4,7 @@ use super::envelope::{Envelope, NodeRow, Summary};
 use super::{failure_text, table};
 use crate::apply::stage::{LiveState, NodeState};
 use crate::bench::stats::{Change, Decision};
-use crate::canary::state::{Phase, RolloutStatus};
+use crate::canary::state::{Phase, RolloutStatus, Unreadable};
 use serde::Serialize;
 
 /// Where a node stands in the latest rollout that touched it.
@@ -21,6 +21,9 @@ pub struct RolloutRef {
     pub large_change: Option<Change>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// What this node says against the record (its promoted run undone since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_node: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -37,6 +40,12 @@ pub struct StatusDetail {
 pub struct StatusPayload {
     pub state_dir: String,
     pub summary: Summary,
+    /// This cluster's rollouts that stopped before their end (`apply --resume ID`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<String>,
+    /// Records in the state directory that could not be read or are not believed, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_records: Vec<Unreadable>,
 }
 
 fn name<T: Serialize>(v: T) -> String {
@@ -66,8 +75,13 @@ fn rollout(r: &RolloutRef) -> String {
         .large_change
         .map(|c| format!(" {:+.1}%", c.median * 100.0))
         .unwrap_or_default();
+    let undone = if r.on_node.is_some() {
+        " (undone here since)"
+    } else {
+        ""
+    };
     format!(
-        "{} wave {} ({}): {}, {decision}{change}",
+        "{} wave {} ({}): {}, {decision}{change}{undone}",
         r.id,
         r.wave,
         r.wave_name,

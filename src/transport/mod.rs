@@ -89,12 +89,29 @@ pub struct Failure {
     pub message: String,
 }
 
+/// The most of a node's failure message that is kept (a node's text is bounded like every
+/// other answer).
+pub const MAX_FAILURE_TEXT: usize = 4096;
+
 impl Failure {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Failure {
             kind,
             message: message.into(),
         }
+    }
+
+    /// The failure with its message cut to [`MAX_FAILURE_TEXT`] bytes (at a character).
+    pub fn bounded(mut self) -> Self {
+        if self.message.len() > MAX_FAILURE_TEXT {
+            let mut end = MAX_FAILURE_TEXT;
+            while !self.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.message.truncate(end);
+            self.message.push_str(" … (cut)");
+        }
+        self
     }
 }
 

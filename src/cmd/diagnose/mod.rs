@@ -65,7 +65,7 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     let mut msg = if set_measured {
         summary(&findings, &predicted, args.ceiling_fraction, below)
     } else {
-        another_set(run.ranks, order.len(), expected_ranks)
+        another_set(run.ranks, order.len(), gpus)
     };
     if let Some(l) = &localisation {
         msg.push_str(&accused(l));
@@ -119,7 +119,7 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
 fn selected(args: &DiagnoseArgs) -> Result<(Inventory, Vec<String>), Error> {
     let full = Inventory::load(&args.gather.cluster_config)?;
     let hosts = match &args.nodes {
-        Some(sel) => crate::canary::select::select(sel, &full).map_err(Error::Usage)?,
+        Some(sel) => crate::canary::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
         None => full.nodes.iter().map(|n| n.host.clone()).collect(),
     };
     let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
@@ -138,10 +138,9 @@ fn gpus_per_node(inv: &Inventory, classes: &[NodeClass]) -> u32 {
 }
 
 /// The summary when the sweep ran another set than the one asked for.
-fn another_set(ran: u32, nodes: usize, expected: u32) -> String {
-    format!(
-        "diagnose: the benchmark ran {ran} rank(s) where the {nodes} node(s) have {expected}: benchmark.command must spread over the nodes it is given (mpirun -np {{ranks}} -H {{hosts_slots}}, or srun with {{hosts}}); its figures are not held against the prediction nor localised from"
-    )
+fn another_set(ran: u32, nodes: usize, gpus: u32) -> String {
+    let why = crate::bench::parse::off_the_set(ran, nodes, gpus).unwrap_or_default();
+    format!("diagnose: {why}; its figures are not held against the prediction nor localised from")
 }
 
 /// The summary's tail: each culprit named, else that none stands out; and a cut budget.

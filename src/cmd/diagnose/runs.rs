@@ -138,6 +138,7 @@ impl<'a> Bench<'a> {
                         gpus_per_node: r.gpus,
                         timeout_s,
                         rail: r.rail,
+                        marker: String::new(),
                     },
                 },
             });

@@ -1,0 +1,259 @@
+//! A rollout record read back (`apply --resume`, `status`) is an input like cluster.yaml: it
+//! is obeyed — its benchmark command runs as root, its candidates are installed, its phase
+//! decides what happens next — only once every field holds what topo-tune itself would have
+//! written for this cluster: the template rules, the ranges, the ids, waves that are disjoint
+//! and inside the inventory, a phase its verdict and rounds agree with, candidates that pass
+//! the same checks as a plan's. Pure, apart from parsing a candidate's topology file.
+
+use super::state::{Phase, Rollout, RolloutStatus, Wave, STATE_VERSION};
+use crate::bench::stats::{self, Round};
+use crate::config::benchmark::ROUNDS;
+use crate::config::Inventory;
+use crate::model::files::run_id_ok;
+use std::collections::HashSet;
+use std::path::{Component, Path};
+
+/// Why a record is not obeyed: the field and what is wrong with it.
+pub type Refusal = String;
+
+fn text_ok(s: &str, max: usize) -> bool {
+    s.len() <= max && !s.chars().any(|c| c.is_control() || crate::model::is_deceptive(c))
+}
+
+/// Check `r` against this build and `inv` (the cluster.yaml it names).
+pub fn check(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
+    if r.version != STATE_VERSION {
+        return Err(format!("version {} is not this build's ({STATE_VERSION})", r.version));
+    }
+    if !run_id_ok(&r.id) {
+        return Err(format!("id {:?} is not one topo-tune makes", r.id));
+    }
+    options(r)?;
+    hosts(r, inv)?;
+    bundles(r, inv)?;
+    if r.waves.is_empty() {
+        return Err("waves: a rollout has at least one wave".into());
+    }
+    for (i, w) in r.waves.iter().enumerate() {
+        wave(r, i, w).map_err(|m| format!("waves[{i}] ({}): {m}", w.name.escape_default()))?;
+    }
+    if r.status == RolloutStatus::Completed && r.waves.iter().any(|w| w.phase != Phase::Promoted) {
+        return Err("status: completed with a wave that is not promoted".into());
+    }
+    Ok(())
+}
+
+fn options(r: &Rollout) -> Result<(), Refusal> {
+    let o = &r.options;
+    o.benchmark.check().map_err(|m| format!("options: {m}"))?;
+    o.gate.check().map_err(|m| format!("options.gate: {m}"))?;
+    if !ROUNDS.contains(&o.rounds) {
+        return Err(format!(
+            "options.rounds {} is outside {ROUNDS:?}: fewer rounds promote below the rule's confidence",
+            o.rounds
+        ));
+    }
+    if o.wave_size.is_some_and(|n| !(1..=100_000).contains(&n)) {
+        return Err("options.wave_size is outside 1..=100000".into());
+    }
+    if o.canary.as_deref().is_some_and(|c| !text_ok(c, 4096)) {
+        return Err("options.canary is not plain text".into());
+    }
+    if let Some(dir) = &o.output_dir {
+        output_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Where a rollout's files go: an absolute, plain path (no `.`, `..`), never `/` itself (that
+/// would put `/<host>/etc/nccl.conf` on the controller's root).
+pub fn output_dir(dir: &Path) -> Result<(), Refusal> {
+    let plain = dir
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !dir.is_absolute() || !plain || dir.parent().is_none() {
+        return Err(format!(
+            "options.output_dir {:?} is not an absolute path below / without `.` or `..`",
+            dir.display().to_string()
+        ));
+    }
+    Ok(())
+}
+
+fn hosts(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
+    let known: HashSet<&str> = inv.nodes.iter().map(|n| n.host.as_str()).collect();
+    let stranger = r
+        .host_bundle
+        .keys()
+        .chain(r.gpus.keys())
+        .chain(r.untouched.keys())
+        .chain(r.waves.iter().flat_map(|w| w.hosts.iter()))
+        .find(|h| !known.contains(h.as_str()));
+    if let Some(h) = stranger {
+        return Err(format!("names host {h:?}, which {} does not list", inv.path.display()));
+    }
+    let mut seen = HashSet::new();
+    for w in &r.waves {
+        if w.hosts.is_empty() {
+            return Err(format!("wave {} has no hosts", w.name.escape_default()));
+        }
+        if let Some(h) = w.hosts.iter().find(|h| !seen.insert(h.as_str())) {
+            return Err(format!("host {h} is in two waves"));
+        }
+        if let Some(h) = w.hosts.iter().find(|h| !r.host_bundle.contains_key(*h)) {
+            return Err(format!("host {h} is in a wave but has no candidate"));
+        }
+    }
+    if let Some((h, _)) = r.host_bundle.iter().find(|(_, b)| **b >= r.bundles.len()) {
+        return Err(format!("host_bundle: {h} names a candidate that does not exist"));
+    }
+    if let Some((h, g)) = r.gpus.iter().find(|(_, g)| !(1..=256).contains(*g)) {
+        return Err(format!("gpus: {h} has {g}"));
+    }
+    if r.untouched.values().any(|w| !text_ok(w, 4096)) {
+        return Err("untouched: not plain text".into());
+    }
+    Ok(())
+}
+
+/// Every candidate passes what a plan's class must: the settings as cluster.yaml's `nccl:`
+/// must, only topo-tune's or cluster.yaml's files and libraries, a topology file it reads
+/// back.
+fn bundles(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
+    for (i, b) in r.bundles.iter().enumerate() {
+        let at = |m: String| format!("bundles[{i}]: {m}");
+        if b.dropin.len() as u64 > crate::model::files::FILE_LIMIT {
+            return Err(at("the drop-in is larger than 1 MiB".into()));
+        }
+        let settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(e.to_string()))?;
+        crate::nccl::review::check_settings(&settings, &inv.nccl, b.topology_xml.is_some(), b.nccl_version)
+            .map_err(|e| at(e.to_string()))?;
+        if let Some(xml) = &b.topology_xml {
+            crate::probe::check_topology_artifact(xml, "topology_xml").map_err(at)?;
+        }
+    }
+    Ok(())
+}
+
+fn wave(r: &Rollout, i: usize, w: &Wave) -> Result<(), Refusal> {
+    if !text_ok(&w.name, 256) {
+        return Err("its name is not plain text".into());
+    }
+    if w.run_id != format!("{}-{}", r.id, i + 1) {
+        return Err(format!("run_id {:?} is not {}-{}", w.run_id, r.id, i + 1));
+    }
+    let outsider = w
+        .failures
+        .keys()
+        .chain(w.staged.keys())
+        .chain(w.changed.iter())
+        .any(|h| !w.hosts.contains(h));
+    if outsider {
+        return Err("names a host that is not in the wave".into());
+    }
+    if w.failures
+        .values()
+        .chain(w.outcome.iter())
+        .any(|t| !text_ok(t, 1 << 16))
+    {
+        return Err("failures or outcome are not plain text".into());
+    }
+    if let Some((h, rec)) = w.staged.iter().find(|(_, s)| s.check().is_err() || s.rollout != r.id) {
+        return Err(format!(
+            "staged: {h} holds another rollout's stage, or not a stage ({})",
+            rec.rollout
+        ));
+    }
+    if w.in_flight
+        .as_deref()
+        .is_some_and(|m| !m.starts_with(&w.run_id) || !text_ok(m, 256))
+    {
+        return Err("in_flight is not a mark of this wave's runs".into());
+    }
+    // Waves run in order: one starts only after the one before it was promoted.
+    if i > 0 && w.phase != Phase::Pending && r.waves[i - 1].phase != Phase::Promoted {
+        return Err(format!(
+            "{:?} while the wave before it is {:?}",
+            w.phase,
+            r.waves[i - 1].phase
+        ));
+    }
+    rounds(r, w)
+}
+
+/// The rounds are real runs of this wave, and the phase is what its rounds give: a wave
+/// promotes only on the verdict the decision rule draws from exactly these figures.
+fn rounds(r: &Rollout, w: &Wave) -> Result<(), Refusal> {
+    let wanted = r.options.rounds as usize;
+    if w.rounds.len() > wanted {
+        return Err(format!("{} rounds recorded, {wanted} asked for", w.rounds.len()));
+    }
+    let gpus = r.gpus_per_node(&w.hosts);
+    let mut judged = Vec::new();
+    for (n, round) in w.rounds.iter().enumerate() {
+        for run in [&round.baseline, &round.candidate] {
+            if !(run.seconds.is_finite() && run.seconds >= 0.0 && text_ok(&run.command, 1 << 16)) {
+                return Err(format!("round {}: not a run", n + 1));
+            }
+            if let Some(f) = &run.figures {
+                f.check().map_err(|e| format!("round {}: {e}", n + 1))?;
+                if let Some(why) = crate::bench::parse::off_the_set(f.ranks, w.hosts.len(), gpus) {
+                    return Err(format!("round {}: {why}", n + 1));
+                }
+            }
+        }
+        if let (Some(b), Some(c)) = (&round.baseline.figures, &round.candidate.figures) {
+            judged.push(Round {
+                baseline: b.clone(),
+                candidate: c.clone(),
+            });
+        }
+    }
+    let promoting = matches!(w.phase, Phase::Promoting | Phase::Promoted);
+    if matches!(w.phase, Phase::Pending | Phase::Staging) && (!w.rounds.is_empty() || w.verdict.is_some()) {
+        return Err(format!("{:?} with rounds or a verdict", w.phase));
+    }
+    let Some(v) = &w.verdict else {
+        return if promoting {
+            Err(format!(
+                "{:?} without a verdict: promotion is only on a measured gain",
+                w.phase
+            ))
+        } else {
+            Ok(())
+        };
+    };
+    if judged.len() != wanted {
+        return Err(format!(
+            "a verdict over {} complete round(s) where {wanted} are asked for",
+            judged.len()
+        ));
+    }
+    let again =
+        stats::judge(&judged, &r.options.gate).map_err(|e| format!("the verdict's rounds cannot be judged: {e}"))?;
+    if again.decision != v.decision || again.reason != v.reason {
+        return Err(format!(
+            "the recorded verdict ({:?}) is not what its rounds give ({:?}: {})",
+            v.decision, again.decision, again.reason
+        ));
+    }
+    if promoting && !v.decision.promotes() {
+        return Err(format!("{:?} on a verdict that halts ({:?})", w.phase, v.decision));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_dir_is_absolute_plain_and_not_the_root() {
+        for bad in ["/", "out", "./out", "/tmp/../etc", ""] {
+            assert!(output_dir(Path::new(bad)).is_err(), "{bad}");
+        }
+        for ok in ["/tmp/out", "/srv/topo-tune/out"] {
+            assert!(output_dir(Path::new(ok)).is_ok(), "{ok}");
+        }
+    }
+}
