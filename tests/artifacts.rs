@@ -363,15 +363,28 @@ fn a_tampered_rollout_record_is_refused_before_anything_runs() {
     // Flags `--resume` would ignore are refused, not dropped.
     std::fs::write(&rec, &pristine).unwrap();
     let other = f.dir.path().join("elsewhere");
-    for (flags, says) in [
-        (vec!["--output-dir", other.to_str().unwrap()], "--output-dir"),
-        (vec!["--rounds", "8"], "--rounds"),
-        (vec!["--threshold", "5"], "--threshold"),
+    for (output_dir, flags, says) in [
+        (&other, vec![], "--output-dir"),
+        (&f.out, vec!["--rounds", "8"], "--rounds"),
+        (&f.out, vec!["--threshold", "5"], "--threshold"),
+        (&f.out, vec!["--require-gain"], "--require-gain"),
     ] {
-        // `f.cmd` passes the recorded --output-dir; a second one replaces it.
-        let o = resume(&f, &id, &flags);
-        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", json(&o));
-        assert!(message(&json(&o)).contains(says), "{flags:?}: {}", json(&o));
+        let o = topo_tune()
+            .args(["--output", "json", "apply", "--resume", &id, "--cluster-config"])
+            .arg(&f.cfg)
+            .arg("--state-dir")
+            .arg(&f.state)
+            .arg("--output-dir")
+            .arg(output_dir)
+            .args(&flags)
+            .output()
+            .unwrap();
+        let doc = json(&o);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {doc}");
+        assert!(
+            doc["error"]["message"].as_str().unwrap().starts_with(says),
+            "{flags:?}: {doc}"
+        );
     }
     assert!(!other.exists());
     // The record as the kill left it resumes and finishes.
@@ -687,6 +700,10 @@ fn a_gigabyte_of_benchmark_output_costs_no_gigabyte_of_memory() {
     let code: i32 = parts.next().unwrap().parse().unwrap();
     let max_rss_kib: u64 = parts.next().unwrap().parse().unwrap();
     assert_eq!(code, 0, "{line}");
+    eprintln!(
+        "apply with 1 GiB of benchmark output: peak RSS {} MiB",
+        max_rss_kib / 1024
+    );
     assert!(
         max_rss_kib < 200 * 1024,
         "apply peaked at {} MiB for 1 GiB of output",

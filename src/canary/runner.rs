@@ -404,6 +404,52 @@ mod tests {
     }
 
     #[test]
+    fn a_run_time_is_a_duration() {
+        for bad in [-1e308, f64::NAN, f64::INFINITY, 1e9] {
+            let a = BenchAnswer {
+                seconds: bad,
+                ..BenchAnswer::default()
+            };
+            assert!(a.check().is_err(), "{bad}");
+        }
+        assert!(BenchAnswer::default().check().is_ok());
+    }
+
+    #[test]
+    fn a_marked_benchmark_a_killed_run_left_is_ended() {
+        use std::os::unix::process::CommandExt;
+        let marker = format!("test-{}-{}", std::process::id(), line!());
+        let mut left = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 300 & sleep 300"])
+            .env("TOPO_TUNE_BENCH_ID", format!("{marker}:round-1:baseline"))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(end_marked("test-nobody-0"), 0, "unmarked processes are not touched");
+        assert_eq!(end_marked(&marker), 1, "one process group");
+        let status = left.wait().unwrap();
+        assert!(!status.success(), "killed");
+        assert_eq!(end_marked(""), 0);
+    }
+
+    #[test]
+    fn the_last_16_mib_of_output_are_kept_and_the_rest_is_not_held() {
+        let req = BenchRequest {
+            template: "head -c 50000000 /dev/zero | tr '\\0' x; echo; echo the end # {json}".into(),
+            variant: Variant::Baseline,
+            hosts: vec!["h".into()],
+            gpus_per_node: 1,
+            timeout_s: 60,
+            rail: None,
+            marker: String::new(),
+        };
+        let a = run(&req, Path::new("/")).unwrap();
+        assert_eq!(a.output.len(), OUTPUT_LIMIT);
+        assert!(a.output.ends_with("x\nthe end\n"), "the tail is kept");
+    }
+
+    #[test]
     fn a_failing_exit_is_a_failure_with_its_last_line() {
         let req = BenchRequest {
             template: "echo 'boom: no GPU'; exit 3 # {json}".into(),

@@ -334,3 +334,39 @@ impl Store {
         Ok((out, unreadable))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_state_directory_others_can_write_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        Store::open(&state).unwrap();
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "made private");
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Store::open(&state).err().unwrap().to_string();
+        assert!(e.contains("writable by group or others (mode 0777)"), "{e}");
+    }
+
+    #[test]
+    fn temps_of_dead_savers_are_cleared_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let rollouts = dir.path().join("rollouts");
+        std::fs::create_dir_all(&rollouts).unwrap();
+        // pid 0 names no process; ours is alive.
+        let dead = rollouts.join(".20261201T000000Z-1.json.topo-tune.0.1.tmp");
+        let live = rollouts.join(format!(
+            ".20261201T000000Z-1.json.topo-tune.{}.1.tmp",
+            std::process::id()
+        ));
+        std::fs::write(&dead, "{").unwrap();
+        std::fs::write(&live, "{").unwrap();
+        Store::open(dir.path()).unwrap();
+        assert!(!dead.exists(), "a dead saver's temp stays no more");
+        assert!(live.exists(), "a save in flight is not pulled from under it");
+    }
+}

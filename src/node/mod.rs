@@ -388,3 +388,26 @@ pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Ta
 pub fn machine_target(node: &NodeSpec) -> Target {
     write_target(node, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_failure_text_is_bounded() {
+        let report: NodeReport<()> = NodeReport {
+            protocol: PROTOCOL,
+            tool_version: "x".into(),
+            ok: None,
+            error: Some(Failure::new(FailureKind::ProbeFailed, "é".repeat(1 << 20))),
+        };
+        let f = report.into_result().unwrap_err();
+        assert!(
+            f.message.len() <= crate::transport::MAX_FAILURE_TEXT + 16,
+            "{}",
+            f.message.len()
+        );
+        assert!(f.message.ends_with("(cut)"));
+        assert_eq!(f.kind, FailureKind::ProbeFailed);
+    }
+}
