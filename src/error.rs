@@ -7,11 +7,11 @@ use crate::canary::state::StateError;
 use crate::config::ConfigError;
 use crate::exit;
 use crate::irq::IrqError;
+use crate::model::Failure;
 use crate::node::ServeError;
 use crate::probe::hwloc::HwlocError;
 use crate::probe::nvml::DriverError;
 use crate::probe::ProbeError;
-use crate::transport::Failure;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

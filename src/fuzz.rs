@@ -93,7 +93,7 @@ pub fn hwloc_xml(data: &[u8]) -> String {
 /// An NCCL topology file.
 pub fn nccl_topology(data: &[u8]) -> String {
     let t = text(data);
-    if crate::probe::nccl_topo::kind_of(&t) == crate::probe::nccl_topo::XmlKind::Hwloc {
+    if crate::probe::xml::kind_of(&t) == crate::probe::xml::XmlKind::Hwloc {
         return "skip:hwloc".into();
     }
     outcome(crate::probe::snapshot_from_xml_text(&t, "fuzz.xml", Some("n1")).map(|s| consume(&s)))
@@ -146,12 +146,12 @@ pub fn nccl_tests_text(data: &[u8]) -> String {
 
 /// nccl-tests' `-J` JSON, through the runner's judgement (as `apply` reads a run).
 pub fn nccl_tests_json(data: &[u8]) -> String {
-    let answer = crate::canary::runner::BenchAnswer {
+    let answer = crate::runner::BenchAnswer {
         exit_code: Some(0),
         json: Some(text(data)),
         ..Default::default()
     };
-    outcome(crate::canary::runner::judge(&answer, 1).map(|r| judge_run(&r)))
+    outcome(crate::runner::judge(&answer, 1).map(|r| judge_run(&r)))
 }
 
 /// The cluster the artifact targets are checked against (the bundled canary demo).

@@ -26,6 +26,7 @@ pub mod nccl;
 pub(crate) mod node;
 pub(crate) mod probe;
 pub(crate) mod report;
+pub(crate) mod runner;
 pub mod solve;
 pub mod transport;
 

@@ -4,12 +4,12 @@
 //! Every step is recorded before it is taken, so a killed rollout resumes from its record.
 //! Nodes are reached through [`Fleet`] (the node calls over the usual transports).
 
-use super::runner::{self, BenchAnswer, Variant};
 use super::state::{Phase, Rollout, RolloutStatus, RoundRecord, RunRecord, StateError, Store, Wave};
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::writer::WriteReport;
 use crate::bench::stats::{self, Round};
-use crate::transport::Failure;
+use crate::model::Failure;
+use crate::runner::{self, BenchAnswer, Variant};
 
 /// Per-host results of one call on many nodes.
 pub type Results<T> = Vec<(String, Result<T, Failure>)>;
@@ -446,7 +446,7 @@ mod tests {
     use super::*;
     use crate::apply::writer::Bundle;
     use crate::canary::state::{Options, Wave, STATE_VERSION};
-    use crate::transport::FailureKind;
+    use crate::model::FailureKind;
     use std::collections::BTreeMap;
 
     /// Nodes on paper: every call recorded; the candidate runs `speed` times faster; the

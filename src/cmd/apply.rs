@@ -9,19 +9,19 @@ use super::{finish, Done};
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::writer::{self, Bundle, WriteReport};
 use crate::canary::rollout::{self, EngineError, Fleet, Results};
-use crate::canary::runner::{BenchAnswer, BenchRequest, Variant};
-use crate::canary::select;
 use crate::canary::state::{self, Options, Phase, Rollout, RolloutStatus, StateError, Store, Wave, STATE_VERSION};
 use crate::canary::vet;
 use crate::cli::{ApplyArgs, OutputFormat, ReachArgs};
+use crate::config::select;
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::exit;
+use crate::model::{Failure, FailureKind};
 use crate::node::calls::{Bench, Rollback, Stage, State, Unstage, Write};
 use crate::node::{write_target, Call, NodeJob};
 use crate::report::apply::{render_apply, ApplyDetail, ApplyPayload};
 use crate::report::envelope::{Envelope, NodeRow};
-use crate::transport::{Failure, FailureKind};
+use crate::runner::{BenchAnswer, BenchRequest, Variant};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
@@ -364,7 +364,7 @@ impl Fleet for NodeFleet<'_> {
         // A run on the controller is found by its mark; one on a first node ended with its
         // node-side process (which exits when the controller's connection goes).
         if r.options.benchmark.runs_on == crate::config::benchmark::RunsOn::Controller {
-            let n = crate::canary::runner::end_marked(marker);
+            let n = crate::runner::end_marked(marker);
             if n > 0 {
                 tracing::warn!(marker, groups = n, "ended a benchmark a killed run left");
             }

@@ -10,10 +10,11 @@ use crate::exit;
 use crate::irq::pin::{PinReport, PinRequest};
 use crate::irq::system::System;
 use crate::model::CpuList;
+use crate::model::NodeOutcome;
 use crate::node::calls::IrqPin;
 use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::report::irq::{self as irq_report, PinDetail, PinPayload};
-use crate::transport::{NodeEnv, NodeOutcome};
+use crate::transport::NodeEnv;
 use std::path::Path;
 
 fn request(args: &IrqPinArgs, reserved: CpuList) -> PinRequest {

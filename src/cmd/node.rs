@@ -84,6 +84,7 @@ pub fn run(args: &NodeArgs) -> Result<Done, Error> {
         write_root: args.root.clone(),
         fsroot: args.fsroot.clone(),
         hwloc_xml: args.from_hwloc_xml.clone(),
+        ..NodeEnv::live()
     };
     let watcher = Watcher::start();
     delay_for_tests();

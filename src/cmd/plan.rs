@@ -12,11 +12,11 @@ use crate::error::Error;
 use crate::exit;
 use crate::model::fabric::Placement;
 use crate::model::plan::{Excluded, GpuPort, NcclClass, Plan, PLAN_SCHEMA_VERSION};
+use crate::model::NodeOutcome;
 use crate::model::NodeSnapshot;
 use crate::report::envelope::{to_json, Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
-use crate::transport::NodeOutcome;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -137,7 +137,7 @@ pub(crate) fn gather_and_plan(
 /// would use there for GPU traffic (what the guard protects), or why the node could not say.
 pub(crate) struct Facts {
     pub ports: HashMap<String, Vec<GpuPort>>,
-    pub failed: HashMap<String, crate::transport::Failure>,
+    pub failed: HashMap<String, crate::model::Failure>,
 }
 
 impl Facts {

@@ -4,9 +4,9 @@
 use crate::cli::{OutputFormat, ReachArgs};
 use crate::config::{Inventory, NodeSpec};
 use crate::error::Error;
+use crate::model::NodeOutcome;
 use crate::node::{self, machine_target, Call, NodeJob, Reach};
 use crate::transport::fanout::FanOutOptions;
-use crate::transport::NodeOutcome;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +56,7 @@ pub(crate) fn resolve(args: &ReachArgs, inv: &Inventory, bar: &indicatif::Progre
                 bar.set_message(format!("(last failure: {host})"));
             }
         }),
+        cancel: crate::runner::Cancel::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod benchmark;
 pub mod hostlist;
 pub mod names;
+pub mod select;
 
 pub use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
 use serde::Deserialize;

@@ -7,6 +7,7 @@ pub mod fabric;
 pub mod files;
 pub mod gpu_parts;
 pub mod nccl;
+pub mod outcome;
 pub mod path;
 pub mod pci;
 pub mod plan;
@@ -18,6 +19,7 @@ pub mod topo_h;
 
 pub use cpulist::CpuList;
 pub use nccl::{NcclVersion, Setting};
+pub use outcome::{Deploy, Failure, FailureKind, NodeOutcome};
 pub use path::PathClass;
 pub use pci::{Bdf, PcieLink};
 pub use snapshot::*;

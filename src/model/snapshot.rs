@@ -344,20 +344,6 @@ impl Note {
 }
 
 impl NodeSnapshot {
-    /// Parse a snapshot from JSON, refusing layouts this build does not understand and any
-    /// field outside its grammar (the trust boundary: `model::snapshot_check`).
-    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
-        #[derive(Deserialize)]
-        struct VersionOnly {
-            schema_version: u32,
-        }
-        let version: VersionOnly = serde_json::from_str(text).map_err(SnapshotError::Json)?;
-        Self::readable(version.schema_version)?;
-        let snap: NodeSnapshot = serde_json::from_str(text).map_err(SnapshotError::Json)?;
-        super::snapshot_check::check(&snap)?;
-        Ok(snap)
-    }
-
     /// The same machine, whatever the moment: interrupt counts and effective affinities
     /// (which move with every interrupt) cleared. Two probes of an unchanged node are equal so.
     pub fn without_volatile(&self) -> NodeSnapshot {
@@ -367,22 +353,6 @@ impl NodeSnapshot {
             irq.effective_affinity = None;
         }
         s
-    }
-
-    /// Refuse a snapshot whose layout this build does not read (it came from another build).
-    pub fn check_version(&self) -> Result<(), SnapshotError> {
-        Self::readable(self.schema_version)
-    }
-
-    fn readable(found: u32) -> Result<(), SnapshotError> {
-        if (OLDEST_READABLE..=SCHEMA_VERSION).contains(&found) {
-            Ok(())
-        } else {
-            Err(SnapshotError::Version {
-                found,
-                supported: SCHEMA_VERSION,
-            })
-        }
     }
 
     pub fn gpu_by_bdf(&self, bdf: Bdf) -> Option<&Gpu> {
@@ -395,12 +365,7 @@ impl NodeSnapshot {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    #[error("not a topo-tune snapshot: {0}")]
-    Json(serde_json::Error),
-    #[error("snapshot schema_version {found} is not supported by this topo-tune (it reads versions 1 to {supported})")]
-    Version { found: u32, supported: u32 },
-    #[error("refused: {0}")]
-    Field(#[from] super::snapshot_check::FieldError),
+/// NUMA nodes whose CPUs overlap `cpus` (how nvidia-smi fills "NUMA Affinity").
+pub fn numa_affinity(nodes: &[NumaNode], cpus: &CpuList) -> Vec<u32> {
+    nodes.iter().filter(|n| n.cpus.intersects(cpus)).map(|n| n.id).collect()
 }

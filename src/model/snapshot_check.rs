@@ -2,7 +2,8 @@
 //! command line or a terminal is checked against its grammar, and every collection against a
 //! bound, before anything uses it. A snapshot that fails names the field. Pure.
 
-use super::snapshot::{Nic, NodeSnapshot, PciPlacement};
+use super::snapshot::{Nic, NodeSnapshot, PciPlacement, OLDEST_READABLE, SCHEMA_VERSION};
+use serde::Deserialize;
 
 /// Most GPUs one node may report (an NVL72 tray shows 4; 8-GPU and 16-GPU boards are usual).
 pub const MAX_GPUS: usize = 256;
@@ -301,6 +302,50 @@ pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
         text(&format!("notes[{i}].message"), &n.message, 4096)?;
     }
     Ok(())
+}
+
+/// Reading a snapshot from outside is where the boundary starts: the layout this build
+/// understands, then every field ([`check`]).
+impl NodeSnapshot {
+    /// Parse a snapshot from JSON, refusing layouts this build does not understand and any
+    /// field outside its grammar (the trust boundary: `model::snapshot_check`).
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            schema_version: u32,
+        }
+        let version: VersionOnly = serde_json::from_str(text).map_err(SnapshotError::Json)?;
+        Self::readable(version.schema_version)?;
+        let snap: NodeSnapshot = serde_json::from_str(text).map_err(SnapshotError::Json)?;
+        check(&snap)?;
+        Ok(snap)
+    }
+
+    /// Refuse a snapshot whose layout this build does not read (it came from another build).
+    pub fn check_version(&self) -> Result<(), SnapshotError> {
+        Self::readable(self.schema_version)
+    }
+
+    fn readable(found: u32) -> Result<(), SnapshotError> {
+        if (OLDEST_READABLE..=SCHEMA_VERSION).contains(&found) {
+            Ok(())
+        } else {
+            Err(SnapshotError::Version {
+                found,
+                supported: SCHEMA_VERSION,
+            })
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("not a topo-tune snapshot: {0}")]
+    Json(serde_json::Error),
+    #[error("snapshot schema_version {found} is not supported by this topo-tune (it reads versions 1 to {supported})")]
+    Version { found: u32, supported: u32 },
+    #[error("refused: {0}")]
+    Field(#[from] FieldError),
 }
 
 #[cfg(test)]

@@ -6,16 +6,17 @@ use super::Call;
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::tree::TreeError;
 use crate::apply::writer::{self, Bundle, Settled, WriteError, WriteReport};
-use crate::canary::runner::{self, BenchAnswer, BenchRequest};
 use crate::config::NodeSpec;
 use crate::irq::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
 use crate::irq::system::System;
 use crate::irq::IrqError;
+use crate::model::{Failure, FailureKind};
 use crate::model::{NcclVersion, NodeSnapshot};
 use crate::probe::fsroot::FsRoot;
 use crate::probe::{self, ProbeRequest, Target as ProbeTarget};
-use crate::transport::{simulated, Failure, FailureKind, NodeEnv};
+use crate::runner::{self, BenchAnswer, BenchRequest};
+use crate::transport::{simulated, NodeEnv};
 use serde::{Deserialize, Serialize};
 
 /// Describe the machine: its snapshot.
@@ -327,7 +328,7 @@ impl Call for Bench {
     const KIND: &'static str = "bench";
 
     fn here(&self, env: &NodeEnv) -> Result<BenchAnswer, Failure> {
-        runner::run(&self.request, &env.write_root)
+        runner::run(&self.request, &env.write_root, &env.cancel)
             .map_err(|e| Failure::new(FailureKind::BenchmarkFailed, format!("starting the benchmark: {e}")))
     }
 

@@ -8,9 +8,10 @@
 pub mod calls;
 
 use crate::config::{Inventory, NodeSpec};
+use crate::model::{Deploy, Failure, FailureKind, NodeOutcome};
 use crate::transport::fanout::{fan_out, Attempt, FanOutOptions, Job, Progress};
 use crate::transport::ssh::{self, ControlDir, PendingBinary, SshOptions};
-use crate::transport::{transport_name, Deploy, Failure, FailureKind, NodeEnv, NodeOutcome, Target};
+use crate::transport::{transport_name, NodeEnv, Target};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -146,6 +147,8 @@ pub struct Reach {
     /// Extra delay per simulated node (benchmarks of the fan-out itself).
     pub simulated_latency: Duration,
     pub progress: Progress,
+    /// Cancelled when SIGINT/SIGTERM ends the run: work in this process (a benchmark) ends.
+    pub cancel: crate::runner::Cancel,
 }
 
 /// One node's call and where it runs.
@@ -159,6 +162,7 @@ pub struct NodeJob<C> {
 struct Shared {
     ssh: Option<(SshOptions, ControlDir)>,
     simulated_latency: Duration,
+    cancel: crate::runner::Cancel,
 }
 
 /// Why a run on the nodes gave no answers.
@@ -181,6 +185,7 @@ pub fn run<C: Call>(
     let shared = Arc::new(Shared {
         ssh: ssh_context(inv, reach, &jobs).map_err(RunError::Failed)?,
         simulated_latency: reach.simulated_latency,
+        cancel: reach.cancel.clone(),
     });
     let jobs: Vec<Job<NodeJob<C>>> = jobs
         .into_iter()
@@ -213,7 +218,7 @@ pub fn run<C: Call>(
     });
     if result.is_err() {
         // A benchmark runs in its own process group: end it rather than wait for it.
-        crate::canary::runner::stop_all();
+        reach.cancel.cancel();
     }
     // Tasks still in flight are dropped with the runtime: each drops its ssh session, which
     // shuts that node's master down (ending its remote command) before the control
@@ -309,7 +314,13 @@ async fn run_one<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer
 
 async fn answer<C: Call>(job: NodeJob<C>, shared: &Shared) -> Attempt<C::Answer> {
     match job.target {
-        Target::Here(env) => blocking(move || job.call.here(&env)).await,
+        Target::Here(env) => {
+            let env = NodeEnv {
+                cancel: shared.cancel.clone(),
+                ..env
+            };
+            blocking(move || job.call.here(&env)).await
+        }
         Target::Paper => {
             if !shared.simulated_latency.is_zero() {
                 tokio::time::sleep(shared.simulated_latency).await;
@@ -403,7 +414,7 @@ mod tests {
         };
         let f = report.into_result().unwrap_err();
         assert!(
-            f.message.len() <= crate::transport::MAX_FAILURE_TEXT + 16,
+            f.message.len() <= crate::model::outcome::MAX_FAILURE_TEXT + 16,
             "{}",
             f.message.len()
         );

@@ -320,11 +320,6 @@ fn link_of(facts: Option<&PciFacts>, hwloc_gbps: f32) -> PcieLink {
     }
 }
 
-/// NUMA nodes whose CPUs overlap `cpus` (how nvidia-smi fills "NUMA Affinity").
-pub fn numa_affinity(nodes: &[NumaNode], cpus: &CpuList) -> Vec<u32> {
-    nodes.iter().filter(|n| n.cpus.intersects(cpus)).map(|n| n.id).collect()
-}
-
 /// One-direction GB/s per NVLink that NCCL assumes for this GPU generation.
 pub fn nvlink_gbps(cc: Option<(i32, i32)>) -> Option<f64> {
     cc.and_then(|(major, minor)| crate::model::topo_h::nvlink_gbps(major, minor))

@@ -199,7 +199,7 @@ fn precheck(text: &str) -> Result<(), String> {
             return Err("an internal DTD or entity declarations: refused (hwloc exports have neither)".into());
         }
     }
-    if super::nccl_topo::nesting_exceeds(text, MAX_DEPTH) {
+    if super::xml::nesting_exceeds(text, MAX_DEPTH) {
         return Err(format!("elements nested more than {MAX_DEPTH} deep: refused"));
     }
     let opts = roxmltree::ParsingOptions {

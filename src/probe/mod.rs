@@ -7,6 +7,7 @@ pub mod hwloc;
 pub mod nvml;
 pub mod procfs;
 pub mod sysfs;
+pub mod xml;
 
 use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
 use assemble::{Gathered, SysView};
@@ -74,7 +75,7 @@ pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), String> {
             limit >> 20
         ));
     }
-    if nccl_topo::kind_of(xml) != nccl_topo::XmlKind::NcclTopology {
+    if xml::kind_of(xml) != xml::XmlKind::NcclTopology {
         return Err(format!("{origin} is not an NCCL topology (<system>)"));
     }
     snapshot_from_xml_text(xml, origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
@@ -84,7 +85,7 @@ pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), String> {
 /// A machine described by a file: an hwloc export or an NCCL topology file, told apart by
 /// the root element (`hostname`: the name to give it; the file's own, or its stem, if none).
 pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) -> Result<NodeSnapshot, ProbeError> {
-    use nccl_topo::XmlKind;
+    use xml::XmlKind;
     let stem = || {
         Path::new(origin)
             .file_stem()
@@ -92,7 +93,7 @@ pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) 
             .unwrap_or("unknown")
             .to_string()
     };
-    let snap = match nccl_topo::kind_of(text) {
+    let snap = match xml::kind_of(text) {
         XmlKind::NcclTopology | XmlKind::NcclGraph => {
             let name = hostname.map_or_else(stem, str::to_string);
             nccl_topo::snapshot_from_text(text, Path::new(origin), &name)?
@@ -132,8 +133,8 @@ fn read_input(path: &Path) -> Result<String, ProbeError> {
 fn probe_nccl_topo(path: &Path) -> Result<NodeSnapshot, ProbeError> {
     let text = read_input(path)?;
     let origin = path.display().to_string();
-    match nccl_topo::kind_of(&text) {
-        nccl_topo::XmlKind::Hwloc => Err(ProbeError::NotATopology {
+    match xml::kind_of(&text) {
+        xml::XmlKind::Hwloc => Err(ProbeError::NotATopology {
             path: origin,
             reason: "this is an hwloc export (<topology> root), not an NCCL topology file: use --from-hwloc-xml".into(),
         }),
@@ -163,7 +164,7 @@ pub fn snapshot_of_file(path: &Path) -> Result<NodeSnapshot, ProbeError> {
 
 fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let text = read_input(path)?;
-    if nccl_topo::kind_of(&text) != nccl_topo::XmlKind::Hwloc {
+    if xml::kind_of(&text) != xml::XmlKind::Hwloc {
         // An NCCL topology file (or something else): no driver answers apply to it.
         return snapshot_from_xml_text(&text, &path.display().to_string(), None);
     }

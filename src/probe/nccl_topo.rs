@@ -8,11 +8,11 @@
 //! A `<nic>` holds one `<net>` per port; a `<nic>` may also hang straight off a `<cpu>` (a NIC
 //! with no PCI path). RCCL's dialect (AMD GPUs) is refused, not guessed.
 
+use super::xml::nesting_exceeds;
 use crate::model::gpu_parts;
 use crate::model::pci::{class, gen_from_speed, Bdf};
 use crate::model::snapshot::*;
 use crate::model::{CpuList, PcieLink};
-use crate::probe::assemble::numa_affinity;
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -21,84 +21,6 @@ use std::path::Path;
 pub struct NcclTopoError {
     pub path: String,
     pub reason: String,
-}
-
-/// What an XML file holds, by its root element.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum XmlKind {
-    /// `<topology>`: an hwloc export.
-    Hwloc,
-    /// `<system>`: an NCCL topology file.
-    NcclTopology,
-    /// `<graphs>`: an NCCL graph file (rings and trees), not hardware.
-    NcclGraph,
-    Other(String),
-}
-
-/// The name of the first element, skipping the declaration, comments and doctype.
-pub fn kind_of(text: &str) -> XmlKind {
-    let mut rest = text;
-    while let Some(i) = rest.find('<') {
-        rest = &rest[i + 1..];
-        if let Some(comment) = rest.strip_prefix("!--") {
-            // A comment may hold markup-like text: skip it whole.
-            rest = comment.find("-->").map_or("", |end| &comment[end + 3..]);
-            continue;
-        }
-        if rest.starts_with('?') || rest.starts_with('!') {
-            continue;
-        }
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-            .collect();
-        return match name.as_str() {
-            "topology" => XmlKind::Hwloc,
-            "system" => XmlKind::NcclTopology,
-            "graphs" => XmlKind::NcclGraph,
-            _ => XmlKind::Other(name),
-        };
-    }
-    XmlKind::Other(String::new())
-}
-
-/// How deep elements nest, by a linear scan that stops past `limit` — before any parser
-/// recurses into the document (a few thousand levels overflow a recursive parser's stack).
-pub fn nesting_exceeds(text: &str, limit: usize) -> bool {
-    let b = text.as_bytes();
-    let (mut depth, mut i) = (0usize, 0usize);
-    while i < b.len() {
-        if b[i] != b'<' {
-            i += 1;
-            continue;
-        }
-        match b.get(i + 1) {
-            Some(b'/') => depth = depth.saturating_sub(1),
-            Some(b'?' | b'!') => {}
-            Some(_) => depth += 1,
-            None => break,
-        }
-        // To the end of the tag, skipping quoted attribute values.
-        let mut quote: Option<u8> = None;
-        i += 1;
-        while i < b.len() {
-            match (quote, b[i]) {
-                (Some(q), c) if c == q => quote = None,
-                (None, c @ (b'"' | b'\'')) => quote = Some(c),
-                (None, b'>') => break,
-                _ => {}
-            }
-            i += 1;
-        }
-        if i > 0 && b.get(i - 1) == Some(&b'/') && quote.is_none() {
-            depth = depth.saturating_sub(1);
-        }
-        if depth > limit {
-            return true;
-        }
-        i += 1;
-    }
-    false
 }
 
 /// The most NVLinks one `<nvlink>` element may claim (a GPU has 18 at most today).

@@ -3,7 +3,7 @@
 use super::envelope::Summary;
 use super::envelope::{Envelope, NodeStatus};
 use super::{failure_text, table};
-use crate::transport::Deploy;
+use crate::model::Deploy;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! same way everywhere: `error: {kind, message}`) — plus the command's own payload at the
 //! top level. Schemas: docs/schema/. Built from typed structs only.
 
-use crate::transport::{Failure, NodeOutcome};
+use crate::model::{Failure, NodeOutcome};
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
@@ -53,7 +53,7 @@ impl<N: Serialize> NodeRow<N> {
 
     /// A failed (or, for skip-kinds, skipped) node.
     pub fn failed(host: &str, error: Failure, detail: N) -> Self {
-        use crate::transport::FailureKind;
+        use crate::model::FailureKind;
         let status = match error.kind {
             FailureKind::Skipped | FailureKind::Simulated => NodeStatus::Skipped,
             _ => NodeStatus::Failed,
@@ -138,7 +138,7 @@ impl<N: Serialize> NodeRow<N> {
     pub fn on_paper(&self) -> bool {
         self.error
             .as_ref()
-            .is_some_and(|e| e.kind == crate::transport::FailureKind::Simulated)
+            .is_some_and(|e| e.kind == crate::model::FailureKind::Simulated)
     }
 }
 

@@ -80,7 +80,7 @@ pub fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> St
 mod tests {
     use super::*;
     use crate::irq::doctor::Check;
-    use crate::transport::{Failure, FailureKind};
+    use crate::model::{Failure, FailureKind};
 
     fn check(name: &str, status: Status) -> Check {
         Check {

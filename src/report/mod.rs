@@ -14,7 +14,7 @@ pub mod probe;
 pub mod status;
 pub mod write;
 
-use crate::transport::Failure;
+use crate::model::Failure;
 use comfy_table::{presets, ContentArrangement, Table};
 
 /// A table in the house style: plain aligned columns (grep- and eye-friendly, like kubectl).

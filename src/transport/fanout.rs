@@ -3,7 +3,7 @@
 //! every node's outcome returned in input order (a node whose task died reports an internal
 //! failure, never another node's answer).
 
-use super::{Deploy, Failure, FailureKind, NodeOutcome};
+use crate::model::{Deploy, Failure, FailureKind, NodeOutcome};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -3,9 +3,9 @@
 //! once per run, whatever the number of nodes made from it; an hwloc export given as a file is
 //! imported the way `probe --from-hwloc-xml` imports it (in a child process, from the CLI).
 
-use super::{Failure, FailureKind};
 use crate::config::{profile_xml, NodeSpec};
 use crate::model::NodeSnapshot;
+use crate::model::{Failure, FailureKind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

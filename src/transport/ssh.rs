@@ -3,8 +3,8 @@
 //! strictly (unknown or changed: refused). Every remote argument is shell-quoted by the
 //! openssh crate; hostnames, users and paths were validated when cluster.yaml was read.
 
-use super::{Deploy, Failure, FailureKind};
 use crate::config::{NodeSpec, SshSettings};
+use crate::model::{Deploy, Failure, FailureKind};
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::num::NonZeroUsize;
 use std::path::Path;

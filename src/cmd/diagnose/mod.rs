@@ -119,7 +119,7 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
 fn selected(args: &DiagnoseArgs) -> Result<(Inventory, Vec<String>), Error> {
     let full = Inventory::load(&args.gather.cluster_config)?;
     let hosts = match &args.nodes {
-        Some(sel) => crate::canary::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
+        Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
         None => full.nodes.iter().map(|n| n.host.clone()).collect(),
     };
     let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();

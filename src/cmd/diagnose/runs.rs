@@ -2,13 +2,13 @@
 //! bounded by cluster.yaml's `benchmark.timeout` and all of them together by `--budget`.
 
 use crate::bench::parse::BenchRun;
-use crate::canary::runner::{self, BenchRequest, Variant};
 use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::cmd::reach::{bench_target, benchmarks_on_nodes};
 use crate::config::Inventory;
 use crate::error::Error;
+use crate::model::{Failure, FailureKind};
 use crate::node::{calls, NodeJob};
-use crate::transport::{Failure, FailureKind};
+use crate::runner::{self, BenchRequest, Variant};
 use std::time::{Duration, Instant};
 
 /// One benchmark run: `template` on `hosts` with their live NCCL files.

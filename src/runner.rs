@@ -96,13 +96,27 @@ impl BenchAnswer {
     }
 }
 
-/// Set when SIGINT/SIGTERM ends a run on the nodes: a benchmark in flight is killed (its
-/// whole process group) instead of being waited for.
-static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set when SIGINT/SIGTERM ends a run on the nodes: a benchmark in flight under this token
+/// is killed (its whole process group) instead of being waited for. One per fan-out, carried
+/// in the resolved reach; cancelled once, it stays so.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-/// Kill every benchmark this process is running, now and from now on.
-pub fn stop_all() {
-    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A token says nothing about what a node environment describes.
+impl PartialEq for Cancel {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Single-quote a value for `sh`.
@@ -161,8 +175,9 @@ fn guarded(command: &str) -> String {
     format!("exec 3<&0 </dev/null; (read -r x <&3; kill -KILL 0) >/dev/null 2>&1 & exec 3<&-; {command}")
 }
 
-/// Run the benchmark under `root` (the node's `/`, or its `--output-dir` tree).
-pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
+/// Run the benchmark under `root` (the node's `/`, or its `--output-dir` tree), ended early
+/// when `cancel` is.
+pub fn run(req: &BenchRequest, root: &Path, cancel: &Cancel) -> std::io::Result<BenchAnswer> {
     let dir = tempfile::Builder::new().prefix("topo-tune-bench-").tempdir()?;
     let json = dir.path().join("nccl-tests.json");
     let hostfile = dir.path().join("hostfile");
@@ -201,7 +216,7 @@ pub fn run(req: &BenchRequest, root: &Path) -> std::io::Result<BenchAnswer> {
         if let Some(s) = child.try_wait()? {
             break (Some(s), false);
         }
-        let stopped = STOP.load(std::sync::atomic::Ordering::SeqCst);
+        let stopped = cancel.is_cancelled();
         if stopped || started.elapsed() >= limit {
             if let Some(g) = group {
                 let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
@@ -398,7 +413,7 @@ mod tests {
             marker: String::new(),
         };
         let started = Instant::now();
-        let a = run(&req, Path::new("/")).unwrap();
+        let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert!(a.timed_out && started.elapsed() < Duration::from_secs(10));
         assert!(judge(&a, 1).unwrap_err().contains("timed out"));
     }
@@ -444,7 +459,7 @@ mod tests {
             rail: None,
             marker: String::new(),
         };
-        let a = run(&req, Path::new("/")).unwrap();
+        let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(a.output.len(), OUTPUT_LIMIT);
         assert!(a.output.ends_with("x\nthe end\n"), "the tail is kept");
     }
@@ -460,14 +475,14 @@ mod tests {
             rail: None,
             marker: String::new(),
         };
-        let a = run(&req, Path::new("/")).unwrap();
+        let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");
     }
 
     #[test]
     fn a_real_launch_failure_is_named_by_nccl_tests_reason_not_mpiruns_epilogue() {
         // mpirun -np 2 on the one-GPU H200: nccl-tests refuses, mpirun adds its epilogue.
-        let output = include_str!("../../tests/data/nccl-tests/mpirun-np2-split-div1-one-gpu.txt");
+        let output = include_str!("../tests/data/nccl-tests/mpirun-np2-split-div1-one-gpu.txt");
         let a = BenchAnswer {
             command: "mpirun -np 2 all_reduce_perf".into(),
             exit_code: Some(5),
@@ -486,8 +501,8 @@ mod tests {
         let a = BenchAnswer {
             command: "sendrecv_perf".into(),
             exit_code: Some(0),
-            output: include_str!("../../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.txt").into(),
-            json: Some(include_str!("../../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.json").into()),
+            output: include_str!("../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.txt").into(),
+            json: Some(include_str!("../tests/data/nccl-tests/sendrecv_perf-b8-e256M-f4-g1-I1.json").into()),
             ..BenchAnswer::default()
         };
         let run = judge(&a, 10).unwrap();

@@ -2,7 +2,7 @@
 //! `KEY=VALUE`, `gpu[001-016]`) and the waves after it (one per rack in fabric order, or
 //! `--wave-size N`). Pure: the inventory in, host lists out.
 
-use crate::config::{hostlist, Inventory, NodeSpec};
+use super::{hostlist, Inventory, NodeSpec};
 use crate::model::fabric::Placement;
 use crate::model::natural_key;
 use serde::{Deserialize, Serialize};
