@@ -82,6 +82,7 @@ impl Error {
             Error::Reach(_) => exit::UNAVAILABLE,
             Error::Interrupted { signal } => 128 + signal,
             Error::Serialize(_) | Error::Serve(ServeError::Report(_)) => exit::FAILURE,
+            Error::Serve(ServeError::Stdin(_)) => exit::IO_ERROR,
             Error::Serve(_) => exit::USAGE,
             Error::State(StateError::Tree(TreeError::Locked { .. })) => exit::TEMP_FAILURE,
             Error::State(StateError::Tree(TreeError::Io { .. })) => exit::IO_ERROR,

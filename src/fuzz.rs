@@ -190,13 +190,13 @@ pub fn plan_json(data: &[u8]) -> String {
     let Some(inv) = demo_inventory() else {
         return "skip:inventory".into();
     };
-    let r = crate::cmd::plan::plan_from_text(&text(data), &inv).and_then(|plan| {
+    let r = crate::flow::plan::plan_from_text(&text(data), &inv).and_then(|plan| {
         for class in &plan.nccl.classes {
             for host in &class.hosts {
                 let Some(node) = inv.nodes.iter().find(|n| &n.host == host) else {
                     continue;
                 };
-                crate::cmd::plan::admit(&inv, node, class, &class.gpu_ports)?;
+                crate::flow::plan::admit(&inv, node, class, &class.gpu_ports)?;
                 crate::apply::writer::Bundle::of(class).map_err(|e| e.to_string())?;
             }
         }

@@ -15,6 +15,7 @@ pub(crate) mod digest;
 pub(crate) mod emit;
 pub mod error;
 pub mod exit;
+pub(crate) mod flow;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz;
@@ -51,19 +52,28 @@ where
         Ok(cli) => cli,
         Err(e) => return usage_error(&e, cli::wants_json(&args)),
     };
-    cmd::set_no_progress(cli.no_progress);
     logging(&cli);
+    // The output policy, decided here once (the terminal is asked once, too).
+    let format = match cli.output {
+        OutputFormat::Human => report::Format::Human,
+        OutputFormat::Json => report::Format::Json,
+    };
+    let printer = report::Printer::new(
+        format,
+        cli.no_progress,
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
     let result = match &cli.command {
-        Command::Probe(a) => cmd::probe::run(a, cli.output),
-        Command::Init(a) => cmd::init::run(a, cli.output),
-        Command::Plan(a) => cmd::plan::run(a, cli.output),
-        Command::Apply(a) => cmd::apply::run(a, cli.output),
-        Command::IrqPin(a) => cmd::irq_pin::run(a, cli.output),
-        Command::Doctor(a) => cmd::doctor::run(a, cli.output),
-        Command::Status(a) => cmd::status::run(a, cli.output),
-        Command::Rollback(a) => cmd::rollback::run(a, cli.output),
+        Command::Probe(a) => cmd::probe::run(a, &printer),
+        Command::Init(a) => cmd::init::run(a, &printer),
+        Command::Plan(a) => cmd::plan::run(a, &printer),
+        Command::Apply(a) => cmd::apply::run(a, &printer),
+        Command::IrqPin(a) => cmd::irq_pin::run(a, &printer),
+        Command::Doctor(a) => cmd::doctor::run(a, &printer),
+        Command::Status(a) => cmd::status::run(a, &printer),
+        Command::Rollback(a) => cmd::rollback::run(a, &printer),
         Command::Node(a) => cmd::node::run(a),
-        Command::Diagnose(a) => cmd::diagnose::run(a, cli.output),
+        Command::Diagnose(a) => cmd::diagnose::run(a, &printer),
         Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
         Command::Man => cmd::docs::man(),
     };
@@ -72,7 +82,7 @@ where
             exit::OK => done.exit_code,
             failed => failed,
         },
-        Err(err) => report_error(&err, cli.output, command_name(&cli.command)),
+        Err(err) => report_error(&err, &printer, command_name(&cli.command)),
     }
 }
 
@@ -151,13 +161,13 @@ fn error_envelope(
     to_json(&envelope).unwrap_or_else(|_| format!("{{\"failed\": true, \"exit_code\": {code}}}\n"))
 }
 
-fn report_error(err: &error::Error, output: OutputFormat, command: &'static str) -> i32 {
+fn report_error(err: &error::Error, printer: &report::Printer, command: &'static str) -> i32 {
     let code = err.exit_code();
     eprintln!("error: {}", report::visible(&err.to_string()));
     if let Some(hint) = err.hint() {
         eprintln!("  (hint: {})", report::visible(&hint));
     }
-    if output == OutputFormat::Json {
+    if printer.json() {
         // Programs get the same facts on stdout, in the envelope every command uses.
         let _ = write_stdout(&error_envelope(command, err.kind(), err.to_string(), err.hint(), code));
     }

@@ -5,22 +5,18 @@ pub mod apply;
 pub mod diagnose;
 pub mod docs;
 pub mod doctor;
-mod gather;
 pub mod init;
 pub mod irq_pin;
 pub mod node;
 pub mod plan;
 pub mod probe;
-mod reach;
 pub mod rollback;
 pub mod status;
 
-use crate::cli::OutputFormat;
 use crate::error::Error;
 use crate::report::envelope::{to_json, Envelope};
+use crate::report::{Format, Printer};
 use serde::Serialize;
-
-pub(crate) use reach::set_no_progress;
 
 /// What a command prints on stdout, and its exit code.
 pub struct Done {
@@ -30,14 +26,14 @@ pub struct Done {
 
 /// Render a command's result: the envelope as JSON, or the human table made from it.
 pub(crate) fn finish<P: Serialize, N: Serialize>(
-    output: OutputFormat,
+    printer: &Printer,
     envelope: Envelope<P, N>,
     human: impl FnOnce(&Envelope<P, N>) -> String,
 ) -> Result<Done, Error> {
     let exit_code = envelope.exit_code;
-    let text = match output {
-        OutputFormat::Json => to_json(&envelope)?,
-        OutputFormat::Human => without_trailing_spaces(&crate::report::visible(&human(&envelope))),
+    let text = match printer.format {
+        Format::Json => to_json(&envelope)?,
+        Format::Human => without_trailing_spaces(&crate::report::visible(&human(&envelope))),
     };
     Ok(Done { text, exit_code })
 }

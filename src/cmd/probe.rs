@@ -2,7 +2,7 @@
 //! file) and print it.
 
 use super::{finish, Done};
-use crate::cli::{OutputFormat, ProbeArgs};
+use crate::cli::ProbeArgs;
 use crate::error::Error;
 use crate::exit;
 use crate::graph::paths::{path_matrix, PathMatrix};
@@ -21,7 +21,7 @@ pub(crate) struct ProbePayload {
     matrix: Option<PathMatrix>,
 }
 
-pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<Done, Error> {
+pub fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<Done, Error> {
     let target = match (&args.from_hwloc_xml, &args.from_nccl_topo, &args.fsroot) {
         (Some(xml), _, _) => Target::HwlocXml(xml.clone()),
         (None, Some(xml), _) => Target::NcclTopo(xml.clone()),
@@ -50,7 +50,7 @@ pub fn run(args: &ProbeArgs, output: OutputFormat) -> Result<Done, Error> {
         },
     };
     let matrix = args.matrix;
-    finish(output, envelope, |e| match &e.payload.matrix {
+    finish(printer, envelope, |e| match &e.payload.matrix {
         Some(m) if matrix => report::matrix::render(
             m,
             e.payload.snapshot.notes.iter().any(|n| n.code == "nvlink-unknown") && e.payload.snapshot.gpus.len() > 1,

@@ -6,6 +6,7 @@
 //! the one fan-out in `transport::fanout`.
 
 pub mod calls;
+mod watch;
 
 use crate::config::{Inventory, NodeSpec};
 use crate::model::{Deploy, Failure, FailureKind, NodeOutcome};
@@ -97,6 +98,10 @@ impl<T> NodeReport<T> {
 /// Why `topo-tune node` could not even produce a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("reading the request on stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("the request on stdin is larger than {} MiB", ssh::MAX_ANSWER_BYTES >> 20)]
+    TooLarge,
     #[error(
         "`{0}` is not a node request (probe, survey, write, rollback, irq-pin, doctor, stage, unstage, state, bench)"
     )]
@@ -108,6 +113,27 @@ pub enum ServeError {
     },
     #[error("cannot serialise the report: {0}")]
     Report(serde_json::Error),
+}
+
+/// The node side of a command: the request read from stdin (bounded), served while a watch
+/// on stdout ends the process should the controller go away.
+pub fn serve_stdin(kind: &str, env: &NodeEnv) -> Result<String, ServeError> {
+    use std::io::Read;
+    let mut input = Vec::new();
+    std::io::stdin()
+        .take(ssh::MAX_ANSWER_BYTES + 1)
+        .read_to_end(&mut input)
+        .map_err(ServeError::Stdin)?;
+    if input.len() as u64 > ssh::MAX_ANSWER_BYTES {
+        return Err(ServeError::TooLarge);
+    }
+    let watcher = watch::Watcher::start();
+    watch::delay_for_tests();
+    if env.fsroot.is_some() {
+        // hwloc reads a `--fsroot` tree only while the process is one thread.
+        watcher.stop();
+    }
+    serve(kind, &input, env)
 }
 
 /// Serve one request on this node: parse it, run it, print the report. Only input that is

@@ -10,9 +10,12 @@ pub mod irq;
 pub mod matrix;
 pub mod metrics;
 pub mod plan;
+pub mod printer;
 pub mod probe;
 pub mod status;
 pub mod write;
+
+pub use printer::{Format, Printer};
 
 use crate::model::Failure;
 use comfy_table::{presets, ContentArrangement, Table};

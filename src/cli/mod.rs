@@ -3,6 +3,8 @@
 //! that sets policy can also come from a `TOPO_TUNE_*` environment variable (for Ansible's
 //! `environment:`).
 
+mod resolve;
+
 use crate::config::MAX_FORKS;
 use crate::irq::pin::IrqbalancePolicy;
 use crate::model::CpuList;

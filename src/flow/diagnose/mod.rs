@@ -1,42 +1,59 @@
-//! `topo-tune diagnose`: one all-reduce sweep on a set of nodes through the canary's
-//! benchmark runner, read for its α–β fit, small-message cliff, flat range and crossover,
-//! and held against what the planner predicts for the same nodes; when slower, localised
-//! (`localise`) to a node, its inside, a NIC, a link or a rail, each suspect doctored and
-//! judged (`verdict`).
+//! The diagnose engine: one all-reduce sweep on a set of nodes through the benchmark
+//! runner, read for its α–β fit, small-message cliff, flat range and crossover, and held
+//! against what the planner predicts for the same nodes; when slower, localised (`localise`,
+//! through a [`bench::Bencher`]) to a node, its inside, a NIC, a link or a rail, each suspect
+//! doctored and judged (`verdict`).
 
+pub(crate) mod bench;
 mod localise;
+#[cfg(test)]
+mod paper;
 mod runs;
 mod verdict;
 
 use super::gather::Ask;
 use super::plan::gather_and_plan;
 use super::reach::{machine_jobs, on_nodes};
-use super::{finish, Done};
+use super::settings::{DiagnoseSettings, ReachSettings};
 use crate::bench::parse::SizeFigures;
 use crate::bench::sweep::{self, Findings};
-use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::config::Inventory;
 use crate::error::Error;
-use crate::exit;
 use crate::irq::doctor::{DoctorRequest, Status};
 use crate::model::plan::NodeClass;
 use crate::node::calls::Doctor;
-use crate::report::diagnose::{
-    self as diagnose_report, BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict,
-};
-use crate::report::envelope::{Envelope, NoDetail, NodeRow};
+use crate::report::diagnose::{BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict};
+use crate::report::Printer;
+use bench::{Bench, Bencher};
 
-pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
-    let (inv, hosts) = selected(args)?;
+/// What a diagnosis found: the set in ring order, everything measured and judged, its
+/// summary line, and whether the benchmark measured the set it was given.
+pub(crate) struct Diagnosis {
+    pub order: Vec<String>,
+    pub payload: DiagnosePayload,
+    pub msg: String,
+    pub set_measured: bool,
+}
+
+/// The sweep on the selected nodes, read and held against the plan's prediction; localised
+/// when slower (or asked), each suspect doctored and judged.
+pub(crate) fn diagnose(s: &DiagnoseSettings, printer: &Printer) -> Result<Diagnosis, Error> {
+    let inv = &s.gather.inv;
     // The model's figures for exactly these nodes.
-    let planned = gather_and_plan(&inv, &args.gather, output, 1 << 30, Ask::Snapshot)?;
-    let gpus = gpus_per_node(&inv, &planned.plan.node_classes);
+    let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
+    let gpus = gpus_per_node(inv, &planned.plan.node_classes);
     let order = if planned.plan.node_order.is_empty() {
-        hosts.clone()
+        s.hosts.clone()
     } else {
         planned.plan.node_order.clone()
     };
-    let mut bench = runs::Bench::new(&inv, args, output);
+    let mut bench = Bench::new(runs::NodeBencher::new(
+        inv,
+        &s.gather.reach,
+        printer,
+        s.output_dir.as_deref(),
+        s.budget,
+    ));
     let run = bench.sweep(&order, gpus)?;
     let findings = sweep::findings(&run.rows, run.ranks);
     let predicted = Prediction {
@@ -47,23 +64,16 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     // shown, but neither held against the model nor localised from.
     let expected_ranks = order.len() as u32 * gpus;
     let set_measured = run.ranks == expected_ranks;
-    let below = set_measured
-        && predicted.busbw_gbps > 0.0
-        && findings.large_busbw < args.ceiling_fraction * predicted.busbw_gbps;
-    let localisation = if set_measured && (below || args.localise) {
-        Some(localise(
-            &mut bench,
-            args,
-            output,
-            &order,
-            gpus,
-            &planned.plan.node_classes,
-        )?)
+    let below =
+        set_measured && predicted.busbw_gbps > 0.0 && findings.large_busbw < s.ceiling_fraction * predicted.busbw_gbps;
+    let localisation = if set_measured && (below || s.localise) {
+        let found = localise::localise(&mut bench, &order, gpus)?;
+        Some(judged(&bench, found, s, printer, &planned.plan.node_classes)?)
     } else {
         None
     };
     let mut msg = if set_measured {
-        summary(&findings, &predicted, args.ceiling_fraction, below)
+        summary(&findings, &predicted, s.ceiling_fraction, below)
     } else {
         another_set(run.ranks, order.len(), gpus)
     };
@@ -72,25 +82,21 @@ pub fn run(args: &DiagnoseArgs, output: OutputFormat) -> Result<Done, Error> {
     }
     let mut rows: Vec<SizeFigures> = run.rows.clone();
     rows.sort_by_key(|r| r.size);
-    let envelope = Envelope {
-        command: "diagnose",
-        changed: false,
-        failed: !set_measured,
-        msg,
-        exit_code: if set_measured { exit::OK } else { exit::DATA_ERROR },
-        nodes: order.iter().map(|h| NodeRow::ok(h, false, NoDetail {})).collect(),
+    Ok(Diagnosis {
+        order,
         payload: DiagnosePayload {
             ranks: run.ranks,
             expected_ranks,
             sizes: rows,
             findings,
             predicted,
-            ceiling_fraction: args.ceiling_fraction,
+            ceiling_fraction: s.ceiling_fraction,
             below_ceiling: below,
             localisation,
         },
-    };
-    finish(output, envelope, diagnose_report::render)
+        msg,
+        set_measured,
+    })
 }
 
 /// One line: the verdict with its numbers.
@@ -113,19 +119,6 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
     } else {
         format!("diagnose: {large}: at or above {:.0}% of the ceiling", fraction * 100.0)
     }
-}
-
-/// The inventory cut to `--nodes` (all nodes without it), and those hosts.
-fn selected(args: &DiagnoseArgs) -> Result<(Inventory, Vec<String>), Error> {
-    let full = Inventory::load(&args.gather.cluster_config)?;
-    let hosts = match &args.nodes {
-        Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
-        None => full.nodes.iter().map(|n| n.host.clone()).collect(),
-    };
-    let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
-    let mut inv = full.clone();
-    inv.nodes.retain(|n| keep.contains(n.host.as_str()));
-    Ok((inv, hosts))
 }
 
 /// cluster.yaml's `benchmark.gpus_per_node`, else the fewest GPUs of a class that has any.
@@ -163,22 +156,21 @@ fn accused(l: &Localisation) -> String {
     out
 }
 
-/// Localise, doctor every suspect node, and judge.
-fn localise(
-    bench: &mut runs::Bench<'_>,
-    args: &DiagnoseArgs,
-    output: OutputFormat,
-    order: &[String],
-    gpus: u32,
+/// Doctor every suspect node the steps found, and judge.
+fn judged<B: Bencher>(
+    bench: &Bench<B>,
+    found: localise::Found,
+    s: &DiagnoseSettings,
+    printer: &Printer,
     classes: &[NodeClass],
 ) -> Result<Localisation, Error> {
-    let found = localise::localise(bench, order, gpus)?;
+    let (limit_s, spent_s) = bench.bencher.budget();
     let budget = BudgetUse {
-        limit_s: bench.limit_s(),
-        spent_s: bench.spent_s(),
+        limit_s,
+        spent_s,
         stopped_at: bench.stopped.clone(),
     };
-    let doctor = doctor_on(bench.inv, args, &verdict::suspect_hosts(&found), output)?;
+    let doctor = doctor_on(&s.gather.inv, &s.gather.reach, &verdict::suspect_hosts(&found), printer)?;
     let ceiling = |host: &str| {
         classes
             .iter()
@@ -203,9 +195,9 @@ fn localise(
 /// could not be checked.
 fn doctor_on(
     inv: &Inventory,
-    args: &DiagnoseArgs,
+    reach: &ReachSettings,
     hosts: &[String],
-    output: OutputFormat,
+    printer: &Printer,
 ) -> Result<Vec<DoctorOn>, Error> {
     if hosts.is_empty() {
         return Ok(Vec::new());
@@ -218,7 +210,7 @@ fn doctor_on(
             reserved: reserved.clone(),
         })
     });
-    Ok(on_nodes(&some, &args.gather.reach, output, jobs)?
+    Ok(on_nodes(&some, reach, printer, jobs)?
         .into_iter()
         .map(|o| match o.result {
             Ok(r) => DoctorOn {

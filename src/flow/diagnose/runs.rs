@@ -1,30 +1,18 @@
-//! `diagnose`'s benchmark runs: rounds of runs at once through the canary's runner, each
-//! bounded by cluster.yaml's `benchmark.timeout` and all of them together by `--budget`.
+//! The diagnose engine's runs on the nodes: rounds of runs at once through the benchmark
+//! runner, each bounded by cluster.yaml's `benchmark.timeout` and all of them together by
+//! `--budget`.
 
+use super::bench::{Bencher, Run};
 use crate::bench::parse::BenchRun;
-use crate::cli::{DiagnoseArgs, OutputFormat};
-use crate::cmd::reach::{bench_target, benchmarks_on_nodes};
 use crate::config::Inventory;
 use crate::error::Error;
-use crate::model::{Failure, FailureKind};
+use crate::flow::reach::{bench_target, benchmarks_on_nodes};
+use crate::flow::settings::ReachSettings;
 use crate::node::{calls, NodeJob};
+use crate::report::Printer;
 use crate::runner::{self, BenchRequest, Variant};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// One benchmark run: `template` on `hosts` with their live NCCL files.
-pub(super) struct Run<'a> {
-    pub template: &'a str,
-    pub hosts: &'a [String],
-    pub gpus: u32,
-    pub rail: Option<u32>,
-}
-
-/// A run's figure: its largest size's busbw; on one rank, where busbw is 0 by definition
-/// (no bus), its algbw — what the GPU did.
-fn figure(run: &BenchRun) -> f64 {
-    let largest = run.rows.iter().max_by_key(|r| r.size);
-    largest.map_or(0.0, |r| if run.ranks >= 2 { r.busbw } else { r.algbw })
-}
 
 /// The time all runs may take together (`--budget`), counted from the sweep's start.
 struct Budget {
@@ -44,80 +32,54 @@ impl Budget {
     }
 }
 
-/// Rounds of runs on one set of nodes, counted, under one budget.
-pub(super) struct Bench<'a> {
+/// Runs of the cluster's command on its nodes, under one budget.
+pub(crate) struct NodeBencher<'a> {
     pub inv: &'a Inventory,
-    args: &'a DiagnoseArgs,
-    output: OutputFormat,
+    pub reach: &'a ReachSettings,
+    pub printer: &'a Printer,
+    pub output_dir: Option<&'a Path>,
     budget: Budget,
-    /// Rounds run so far, the sweep included.
-    pub rounds: usize,
-    /// The step the budget cut short, once it is spent.
-    pub stopped: Option<String>,
+    rounds: usize,
 }
 
-impl<'a> Bench<'a> {
-    pub fn new(inv: &'a Inventory, args: &'a DiagnoseArgs, output: OutputFormat) -> Self {
-        Bench {
+impl<'a> NodeBencher<'a> {
+    pub fn new(
+        inv: &'a Inventory,
+        reach: &'a ReachSettings,
+        printer: &'a Printer,
+        output_dir: Option<&'a Path>,
+        budget: Option<Duration>,
+    ) -> Self {
+        NodeBencher {
             inv,
-            args,
-            output,
+            reach,
+            printer,
+            output_dir,
             budget: Budget {
-                limit: args.budget.map(Duration::from_secs),
+                limit: budget,
                 start: Instant::now(),
             },
             rounds: 0,
-            stopped: None,
         }
     }
+}
 
-    pub fn limit_s(&self) -> Option<u64> {
-        self.args.budget
+impl Bencher for NodeBencher<'_> {
+    fn command(&self) -> &str {
+        &self.inv.benchmark.command
     }
 
-    pub fn spent_s(&self) -> f64 {
-        self.budget.start.elapsed().as_secs_f64()
+    fn budget(&self) -> (Option<u64>, f64) {
+        (
+            self.budget.limit.map(|l| l.as_secs()),
+            self.budget.start.elapsed().as_secs_f64(),
+        )
     }
 
-    /// The sweep on the whole set; a failed run is an error, never a figure.
-    pub fn sweep(&mut self, hosts: &[String], gpus: u32) -> Result<BenchRun, Error> {
-        let run = Run {
-            template: &self.inv.benchmark.command,
-            hosts,
-            gpus,
-            rail: None,
-        };
-        let failed = |why: String| Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why));
-        let Some(mut outcomes) = self.round("the sweep", &[run])? else {
-            return Err(failed(format!(
-                "the sweep did not finish within --budget {} s",
-                self.args.budget.unwrap_or_default()
-            )));
-        };
-        outcomes
-            .pop()
-            .ok_or_else(|| failed("the benchmark gave no answer".into()))?
-            .map_err(failed)
-    }
-
-    /// One round's large-message bandwidth per run (`None`: that run failed), or `None`
-    /// when the budget is spent (the round did not run, or was cut short by it).
-    pub fn figures(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Option<f64>>>, Error> {
-        Ok(self
-            .round(step, round)?
-            .map(|runs| runs.into_iter().map(|r| r.ok().map(|run| figure(&run))).collect()))
-    }
-
-    /// The runs of one round at once (disjoint groups): each one's figures, or why it gave
-    /// none; `None` when the budget is spent.
     fn round(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error> {
         let b = &self.inv.benchmark;
-        let timeout_s = match (&self.stopped, self.budget.timeout(b.timeout_s)) {
-            (None, Some(t)) => t,
-            _ => {
-                self.stopped.get_or_insert_with(|| step.to_string());
-                return Ok(None);
-            }
+        let Some(timeout_s) = self.budget.timeout(b.timeout_s) else {
+            return Ok(None);
         };
         let mut jobs = Vec::new();
         for r in round {
@@ -129,7 +91,7 @@ impl<'a> Bench<'a> {
                 .ok_or_else(|| Error::Usage("no node selected".into()))?;
             jobs.push(NodeJob {
                 node: first.clone(),
-                target: bench_target(first, b.runs_on, self.args.output_dir.as_deref())?,
+                target: bench_target(first, b.runs_on, self.output_dir)?,
                 call: calls::Bench {
                     request: BenchRequest {
                         template: r.template.to_string(),
@@ -143,23 +105,22 @@ impl<'a> Bench<'a> {
                 },
             });
         }
+        self.rounds += 1;
         let outcomes = benchmarks_on_nodes(
             self.inv,
-            &self.args.gather.reach,
-            self.output,
+            self.reach,
+            self.printer,
             jobs,
             timeout_s,
-            Some(format!("(diagnose round {}: {step})", self.rounds + 1)),
+            Some(format!("(diagnose round {}: {step})", self.rounds)),
         )?;
         // A run stopped by the budget, not by benchmark.timeout, measured nothing about
         // the fabric: the round counts for nothing.
         let cut_by_budget =
             timeout_s < b.timeout_s && outcomes.iter().any(|o| o.result.as_ref().is_ok_and(|a| a.timed_out));
         if cut_by_budget {
-            self.stopped = Some(step.to_string());
             return Ok(None);
         }
-        self.rounds += 1;
         Ok(Some(
             outcomes
                 .into_iter()
@@ -175,7 +136,7 @@ impl<'a> Bench<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::figure;
+    use super::super::bench::figure;
     use crate::bench::parse::parse_text;
 
     #[test]

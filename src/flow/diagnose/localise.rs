@@ -3,14 +3,14 @@
 //! neighbours (a link), one run per rail and, on a slow rail, the named node checked on it
 //! or the rail's bisection (one NIC, or the rail). Each step says why when it does not run.
 
-use super::runs::{Bench, Run};
+use super::bench::{Bench, Bencher, Run};
 use crate::bench::locate::{self, Located, Round, Suspect};
 use crate::config::benchmark::sendrecv_command;
 use crate::error::Error;
 use crate::report::diagnose::{EdgeFigure, Edges, Interiors, NicSearch, Rails};
 
 /// What the steps found, before doctor and the verdicts.
-pub(super) struct Found {
+pub(crate) struct Found {
     pub interiors: Option<Interiors>,
     pub located: Located,
     /// The round in which the bisection ended.
@@ -20,7 +20,7 @@ pub(super) struct Found {
     pub skipped: Vec<String>,
 }
 
-pub(super) fn localise(b: &mut Bench<'_>, order: &[String], gpus: u32) -> Result<Found, Error> {
+pub(crate) fn localise<B: Bencher>(b: &mut Bench<B>, order: &[String], gpus: u32) -> Result<Found, Error> {
     let mut skipped = Vec::new();
     let interiors = interiors(b, order, gpus, &mut skipped)?;
     if order.len() < 4 {
@@ -46,8 +46,8 @@ pub(super) fn localise(b: &mut Bench<'_>, order: &[String], gpus: u32) -> Result
 }
 
 /// Each node alone with its GPUs, all at once: its NVLink and PCIe, no network.
-fn interiors(
-    b: &mut Bench<'_>,
+fn interiors<B: Bencher>(
+    b: &mut Bench<B>,
     order: &[String],
     gpus: u32,
     skipped: &mut Vec<String>,
@@ -60,12 +60,12 @@ fn interiors(
         skipped.push("intra-node runs: the sweep of one node was one".into());
         return Ok(None);
     }
-    let inv = b.inv;
+    let command = b.command();
     let groups: Vec<Vec<String>> = order.iter().map(|h| vec![h.clone()]).collect();
     let runs: Vec<Run<'_>> = groups
         .iter()
         .map(|g| Run {
-            template: &inv.benchmark.command,
+            template: &command,
             hosts: g,
             gpus,
             rail: None,
@@ -97,20 +97,20 @@ fn interiors(
 /// cluster's command — every GPU of each node, or (`rail`) one GPU per node on that rail —
 /// all at once. Returns what the search found and the round it ended in; a run that could
 /// not be started at all is the error.
-fn search(
-    b: &mut Bench<'_>,
+fn search<B: Bencher>(
+    b: &mut Bench<B>,
     step: &str,
     gpus: u32,
     rail: Option<u32>,
     how: impl FnOnce(&mut locate::Measure<'_>) -> Located,
 ) -> Result<(Located, usize), Error> {
-    let inv = b.inv;
+    let command = b.command();
     let mut failed = None;
     let located = how(&mut |groups| {
         let runs: Vec<Run<'_>> = groups
             .iter()
             .map(|g| Run {
-                template: &inv.benchmark.command,
+                template: &command,
                 hosts: g,
                 gpus: if rail.is_some() { 1 } else { gpus },
                 rail,
@@ -128,7 +128,12 @@ fn search(
 }
 
 /// The bisection of the set: every GPU of each node, or (`rail`) one GPU per node on it.
-fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> Result<(Located, usize), Error> {
+fn bisect<B: Bencher>(
+    b: &mut Bench<B>,
+    order: &[String],
+    gpus: u32,
+    rail: Option<u32>,
+) -> Result<(Located, usize), Error> {
     let step = match rail {
         Some(r) => format!("the bisection on rail {r}"),
         None => "the bisection".to_string(),
@@ -138,7 +143,12 @@ fn bisect(b: &mut Bench<'_>, order: &[String], gpus: u32, rail: Option<u32>) -> 
 
 /// The slow NIC on rail `rail`: the node already `named` confirmed in one round, else (not
 /// named, or not confirmed) the rail's own bisection.
-fn nic_search(b: &mut Bench<'_>, order: &[String], rail: u32, named: Option<&str>) -> Result<NicSearch, Error> {
+fn nic_search<B: Bencher>(
+    b: &mut Bench<B>,
+    order: &[String],
+    rail: u32,
+    named: Option<&str>,
+) -> Result<NicSearch, Error> {
     let mut rounds = Vec::new();
     if let Some(host) = named {
         let step = format!("the check of {host} on rail {rail}");
@@ -165,8 +175,8 @@ fn nic_search(b: &mut Bench<'_>, order: &[String], rail: u32, named: Option<&str
 
 /// sendrecv_perf between each pair of ring neighbours, edges that share no node at once:
 /// two or three rounds whatever the set's size.
-fn ring_neighbours(
-    b: &mut Bench<'_>,
+fn ring_neighbours<B: Bencher>(
+    b: &mut Bench<B>,
     order: &[String],
     gpus: u32,
     skipped: &mut Vec<String>,
@@ -176,7 +186,7 @@ fn ring_neighbours(
         skipped.push("ring-neighbour runs: fewer than three nodes make no ring to walk".into());
         return Ok(None);
     }
-    let Some(template) = sendrecv_command(&b.inv.benchmark.command) else {
+    let Some(template) = sendrecv_command(&b.command()) else {
         skipped.push(
             "ring-neighbour runs: benchmark.command does not name all_reduce_perf (diagnose runs sendrecv_perf in its place)"
                 .into(),
@@ -229,8 +239,8 @@ fn ring_neighbours(
 /// One run per rail, one GPU per node on every node, all at once; on a slow rail, the node
 /// the bisection `named` checked on that rail in one round, else the bisection of the nodes
 /// on that rail alone: one NIC, or the whole rail.
-fn rails(
-    b: &mut Bench<'_>,
+fn rails<B: Bencher>(
+    b: &mut Bench<B>,
     order: &[String],
     gpus: u32,
     named: Option<&str>,
@@ -240,7 +250,7 @@ fn rails(
         Some("per-rail runs: one GPU per node is one rail, which the sweep measured")
     } else if order.len() < 2 {
         Some("per-rail runs: one node has no network to split into rails")
-    } else if !b.inv.benchmark.command.contains("{rail}") {
+    } else if !b.command().contains("{rail}") {
         Some("per-rail runs: benchmark.command has no {rail} placeholder (e.g. CUDA_VISIBLE_DEVICES={rail})")
     } else {
         None
@@ -249,10 +259,10 @@ fn rails(
         skipped.push(why.into());
         return Ok(None);
     }
-    let inv = b.inv;
+    let command = b.command();
     let runs: Vec<Run<'_>> = (0..gpus)
         .map(|r| Run {
-            template: &inv.benchmark.command,
+            template: &command,
             hosts: order,
             gpus: 1,
             rail: Some(r),
@@ -275,4 +285,85 @@ fn rails(
         slow,
         nic,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bench::Bench;
+    use super::super::paper::{Paper, Slow};
+    use super::*;
+    use crate::bench::locate::EdgeBlame;
+
+    fn hosts(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("gpu-{i:02}")).collect()
+    }
+
+    fn found(slow: Vec<Slow>, n: usize, seed: u64) -> Found {
+        let mut b = Bench::new(Paper::new(slow, 0.03, seed));
+        localise(&mut b, &hosts(n), 8).unwrap()
+    }
+
+    #[test]
+    fn a_slow_network_is_named_by_the_bisection() {
+        let f = found(vec![Slow::Node("gpu-11".into(), 0.5)], 16, 1);
+        assert_eq!(f.located.suspect.map(|s| s.name).as_deref(), Some("gpu-11"));
+        assert!(f.interiors.unwrap().slow.is_none(), "its inside is fine");
+        assert!(f.edges.is_none(), "not needed: the bisection named it");
+    }
+
+    #[test]
+    fn a_slow_inside_is_named_by_each_node_alone() {
+        let f = found(vec![Slow::Inside("gpu-09".into(), 0.5)], 16, 2);
+        assert_eq!(f.interiors.unwrap().slow.map(|s| s.name).as_deref(), Some("gpu-09"));
+        // Every run with its GPUs is slow, the bisection's too: the verdict puts both
+        // findings on its inside (flow::diagnose::verdict).
+        assert_eq!(f.located.suspect.map(|s| s.name).as_deref(), Some("gpu-09"));
+    }
+
+    #[test]
+    fn a_slow_link_between_ring_neighbours_is_named_by_their_edge() {
+        let f = found(vec![Slow::Link("gpu-06".into(), "gpu-07".into(), 0.5)], 12, 3);
+        assert!(f.located.suspect.is_none());
+        let blame = f.edges.unwrap().blame;
+        assert_eq!(
+            blame,
+            Some(EdgeBlame::Link {
+                a: "gpu-06".into(),
+                b: "gpu-07".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_slow_nic_is_named_on_its_rail_and_a_slow_rail_names_no_node() {
+        let f = found(vec![Slow::Nic("gpu-06".into(), 3, 0.5)], 16, 4);
+        assert_eq!(f.located.suspect.map(|s| s.name).as_deref(), Some("gpu-06"));
+        let rails = f.rails.unwrap();
+        assert_eq!(rails.slow, Some(3));
+        assert_eq!(rails.nic.unwrap().suspect.map(|s| s.name).as_deref(), Some("gpu-06"));
+        let f = found(vec![Slow::Rail(5, 0.5)], 16, 5);
+        let rails = f.rails.unwrap();
+        assert_eq!(rails.slow, Some(5));
+        assert!(rails.nic.unwrap().suspect.is_none(), "the rail's switch, no one node");
+    }
+
+    #[test]
+    fn three_percent_of_noise_accuses_no_one() {
+        for seed in 0..20 {
+            let f = found(Vec::new(), 16, seed);
+            assert!(f.located.suspect.is_none(), "seed {seed}");
+            assert!(f.interiors.unwrap().slow.is_none(), "seed {seed}");
+            assert!(f.rails.unwrap().slow.is_none(), "seed {seed}");
+            assert!(f.edges.unwrap().blame.is_none(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn a_spent_budget_stops_every_step_after_it() {
+        let mut b = Bench::new(Paper::new(vec![Slow::Node("gpu-03".into(), 0.5)], 0.0, 0));
+        b.stopped = Some("the sweep".into());
+        let f = localise(&mut b, &hosts(8), 8).unwrap();
+        assert!(f.located.suspect.is_none(), "nothing ran, no one accused");
+        assert_eq!(b.rounds, 0);
+    }
 }

@@ -1,15 +1,16 @@
 //! One snapshot per inventory node: probed where each node lives (ssh, local, simulated), or
-//! read from `--from-probes` files another engine gathered. Shared by `init` and `plan`.
+//! read from `--from-probes` files another engine gathered. Shared by every flow that plans.
 
 use super::reach::{machine_jobs, on_nodes};
+use super::settings::{GatherSettings, Source};
 use crate::apply::writer::Settled;
-use crate::cli::{GatherArgs, OutputFormat};
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
 use crate::model::NodeSnapshot;
 use crate::model::{Deploy, Failure, FailureKind, NodeOutcome};
 use crate::node::calls::{Probe, Survey, Surveyed};
 use crate::node::Call;
+use crate::report::Printer;
 use crate::transport::ssh::MAX_ANSWER_BYTES;
 use crate::transport::{simulated, transport_name};
 use std::collections::HashMap;
@@ -34,25 +35,24 @@ pub(crate) enum Ask {
 }
 
 /// Every node's snapshot, in inventory order.
-pub(crate) fn gather(inv: &Inventory, args: &GatherArgs, output: OutputFormat) -> Result<Snapshots, Error> {
-    Ok(gather_asking(inv, args, output, Ask::Snapshot)?.0)
+pub(crate) fn gather(g: &GatherSettings, printer: &Printer) -> Result<Snapshots, Error> {
+    Ok(gather_asking(g, printer, Ask::Snapshot)?.0)
 }
 
 /// Every node's snapshot, in inventory order, and (asked for, from nodes reached) which nodes
 /// are settled.
 pub(crate) fn gather_asking(
-    inv: &Inventory,
-    args: &GatherArgs,
-    output: OutputFormat,
+    g: &GatherSettings,
+    printer: &Printer,
     ask: Ask,
 ) -> Result<(Snapshots, Settlements), Error> {
-    match (&args.from_probes, ask) {
-        (Some(dir), _) => Ok((from_probes(inv, dir)?, Settlements::new())),
-        (None, Ask::Snapshot) => collect(inv, args, output, |_| Probe {}, |s| (s, None)),
-        (None, Ask::SnapshotAndFiles) => collect(
-            inv,
-            args,
-            output,
+    let inv = &g.inv;
+    match (&g.source, ask) {
+        (Source::Probes(dir), _) => Ok((from_probes(inv, dir)?, Settlements::new())),
+        (Source::Nodes, Ask::Snapshot) => collect(g, printer, |_| Probe {}, |s| (s, None)),
+        (Source::Nodes, Ask::SnapshotAndFiles) => collect(
+            g,
+            printer,
             |_| Survey {
                 cluster_nccl_version: inv.nccl_version,
             },
@@ -62,21 +62,21 @@ pub(crate) fn gather_asking(
 }
 
 fn collect<C: Call>(
-    inv: &Inventory,
-    args: &GatherArgs,
-    output: OutputFormat,
+    g: &GatherSettings,
+    printer: &Printer,
     call: impl Fn(&NodeSpec) -> C,
     split: impl Fn(C::Answer) -> (NodeSnapshot, Option<Settled>),
 ) -> Result<(Snapshots, Settlements), Error> {
+    let inv = &g.inv;
     // Paper nodes answer here from their shared source; through the fan-out only when a
     // latency is simulated (benchmarks of the fan-out itself).
-    let on_paper = |n: &NodeSpec| n.transport == TransportKind::Simulated && args.reach.simulate_latency_ms == 0;
+    let on_paper = |n: &NodeSpec| n.transport == TransportKind::Simulated && g.reach.simulated_latency.is_zero();
     let jobs = machine_jobs(inv, call)
         .into_iter()
         .filter(|j| !on_paper(&j.node))
         .collect();
     let mut settlements = Settlements::new();
-    let mut reached = on_nodes(inv, &args.reach, output, jobs)?.into_iter();
+    let mut reached = on_nodes(inv, &g.reach, printer, jobs)?.into_iter();
     let mut outcomes = Vec::with_capacity(inv.nodes.len());
     for n in &inv.nodes {
         let o = if on_paper(n) {

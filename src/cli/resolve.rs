@@ -1,0 +1,250 @@
+//! From the flags as typed to the settings a flow runs with (`flow::settings`): cluster.yaml
+//! loaded, and each "flag over cluster.yaml over default" written here, once.
+
+use super::{
+    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, PlanArgs, ReachArgs, RollbackArgs,
+    StatusArgs,
+};
+use crate::config::Inventory;
+use crate::error::Error;
+use crate::flow::settings::{
+    ApplySettings, DiagnoseSettings, DoctorSettings, GatherSettings, Given, InitSettings, IrqPinSettings, NewRollout,
+    PlanSettings, ReachSettings, RollbackSettings, Scope, Source, Start, StatusSettings,
+};
+use crate::irq::pin::PinRequest;
+use crate::model::CpuList;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+impl ReachArgs {
+    pub fn resolve(&self, inv: &Inventory) -> ReachSettings {
+        ReachSettings {
+            forks: self.forks.unwrap_or(inv.ssh.forks),
+            max_fail: self.max_fail,
+            connect_timeout: Duration::from_secs(self.connect_timeout.unwrap_or(inv.ssh.connect_timeout_s)),
+            command_timeout: Duration::from_secs(self.command_timeout.unwrap_or(inv.ssh.command_timeout_s)),
+            remote_binary: self.remote_binary.clone(),
+            simulated_latency: Duration::from_millis(self.simulate_latency_ms),
+            cancel: crate::runner::Cancel::default(),
+        }
+    }
+}
+
+impl GatherArgs {
+    /// cluster.yaml loaded (every error at its line), and how its nodes are reached.
+    pub fn resolve(&self) -> Result<GatherSettings, Error> {
+        self.resolve_with(Inventory::load(&self.cluster_config)?)
+    }
+
+    fn resolve_with(&self, inv: Inventory) -> Result<GatherSettings, Error> {
+        Ok(GatherSettings {
+            reach: self.reach.resolve(&inv),
+            source: match &self.from_probes {
+                Some(dir) => Source::Probes(dir.clone()),
+                None => Source::Nodes,
+            },
+            inv,
+        })
+    }
+}
+
+impl InitArgs {
+    pub fn resolve(&self) -> Result<InitSettings, Error> {
+        Ok(InitSettings {
+            gather: self.gather.resolve()?,
+            plan: self.plan.clone(),
+            output_dir: self.output_dir.clone(),
+            check: self.checking(),
+            diff: self.diff,
+        })
+    }
+}
+
+impl PlanArgs {
+    pub fn resolve(&self) -> Result<PlanSettings, Error> {
+        Ok(PlanSettings {
+            gather: self.gather.resolve()?,
+            message_bytes: self.message_size.0,
+            output_dir: self.output_dir.clone(),
+        })
+    }
+}
+
+/// A percentage flag (0, 50] as a fraction, else cluster.yaml's value.
+fn pct(flag: Option<f64>, name: &str, dflt: f64) -> Result<f64, Error> {
+    match flag {
+        None => Ok(dflt),
+        Some(p) if p.is_finite() && p > 0.0 && p <= 50.0 => Ok(p / 100.0),
+        Some(p) => Err(Error::Usage(format!("--{name} {p}: a percentage in (0, 50]"))),
+    }
+}
+
+impl ApplyArgs {
+    pub fn resolve(&self) -> Result<ApplySettings, Error> {
+        let gather = self.gather.resolve()?;
+        let start = match &self.resume {
+            Some(id) => Start::Resume {
+                id: id.clone(),
+                given: Given {
+                    output_dir: self.output_dir.clone(),
+                    rounds: self.rounds,
+                    threshold: self.threshold,
+                    p99_threshold: self.p99_threshold,
+                    require_gain: self.require_gain,
+                    wave_size: self.wave_size,
+                    max_fail: self.gather.reach.max_fail,
+                    plan: self.plan.is_some(),
+                    from_probes: self.gather.from_probes.is_some(),
+                },
+            },
+            None => {
+                // Flags over cluster.yaml's `benchmark:` over the defaults.
+                let b = &gather.inv.benchmark;
+                Start::New(NewRollout {
+                    canary: self.canary.clone(),
+                    wave_size: self.wave_size,
+                    canary_only: self.canary_only,
+                    max_fail: self.gather.reach.max_fail.unwrap_or(0),
+                    rounds: self.rounds.unwrap_or(b.rounds),
+                    gate: crate::bench::stats::Gate {
+                        threshold: pct(self.threshold, "threshold", b.gate.threshold)?,
+                        p99_threshold: pct(self.p99_threshold, "p99-threshold", b.gate.p99_threshold)?,
+                        require_gain: self.require_gain,
+                        ..b.gate
+                    },
+                })
+            }
+        };
+        Ok(ApplySettings {
+            gather,
+            state_dir: state_dir(self.state_dir.as_deref()),
+            plan: self.plan.clone(),
+            output_dir: self.output_dir.clone(),
+            start,
+        })
+    }
+}
+
+/// `--state-dir`, else `$XDG_STATE_HOME/topo-tune`, else `~/.local/state/topo-tune`.
+fn state_dir(flag: Option<&Path>) -> PathBuf {
+    flag.map_or_else(crate::canary::state::default_dir, Path::to_path_buf)
+}
+
+impl StatusArgs {
+    pub fn resolve(&self) -> Result<StatusSettings, Error> {
+        let inv = Inventory::load(&self.cluster_config)?;
+        Ok(StatusSettings {
+            reach: self.reach.resolve(&inv),
+            inv,
+            state_dir: state_dir(self.state_dir.as_deref()),
+            output_dir: self.output_dir.clone(),
+        })
+    }
+}
+
+impl RollbackArgs {
+    pub fn resolve(&self) -> Result<RollbackSettings, Error> {
+        let inv = Inventory::load(&self.cluster_config)?;
+        Ok(RollbackSettings {
+            reach: self.reach.resolve(&inv),
+            inv,
+            output_dir: self.output_dir.clone(),
+            run: self.run.clone(),
+        })
+    }
+}
+
+/// Where `irq-pin` and `doctor` act: `--cluster-config`, or with `--cluster` the cluster
+/// `TOPO_TUNE_CLUSTER_CONFIG` names, else this machine; and the training CPUs interrupts stay
+/// off: `--reserve-cpus`, else cluster.yaml's `reserved_cpus`, else none.
+fn scope(
+    cluster_config: Option<&Path>,
+    cluster: bool,
+    fsroot: Option<&Path>,
+    reach: &ReachArgs,
+    reserve: Option<&CpuList>,
+) -> Result<(Scope, CpuList), Error> {
+    let cfg = super::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
+        .map_err(Error::Usage)?;
+    Ok(match cfg {
+        None => (
+            Scope::Here {
+                fsroot: fsroot.map(Path::to_path_buf),
+            },
+            reserve.cloned().unwrap_or_default(),
+        ),
+        Some(cfg) => {
+            let inv = Inventory::load(&cfg)?;
+            let reserved = reserve.or(inv.reserved_cpus.as_ref()).cloned().unwrap_or_default();
+            let reach = reach.resolve(&inv);
+            (
+                Scope::Cluster {
+                    inv: Box::new(inv),
+                    reach,
+                },
+                reserved,
+            )
+        }
+    })
+}
+
+impl DoctorArgs {
+    pub fn resolve(&self) -> Result<DoctorSettings, Error> {
+        let (scope, reserved) = scope(
+            self.cluster_config.as_deref(),
+            self.cluster,
+            self.fsroot.as_deref(),
+            &self.reach,
+            self.reserve_cpus.as_ref(),
+        )?;
+        Ok(DoctorSettings {
+            scope,
+            reserved,
+            textfile: self.textfile.clone(),
+        })
+    }
+}
+
+impl IrqPinArgs {
+    pub fn resolve(&self) -> Result<IrqPinSettings, Error> {
+        let (scope, reserved) = scope(
+            self.cluster_config.as_deref(),
+            self.cluster,
+            self.fsroot.as_deref(),
+            &self.reach,
+            self.reserve_cpus.as_ref(),
+        )?;
+        Ok(IrqPinSettings {
+            scope,
+            request: PinRequest {
+                reserved,
+                include_control: self.include_control,
+                dry_run: self.dry_run,
+                irqbalance: self.irqbalance.into(),
+                install: self.install,
+            },
+        })
+    }
+}
+
+impl DiagnoseArgs {
+    /// The inventory cut to `--nodes` (all nodes without it), and those hosts.
+    pub fn resolve(&self) -> Result<DiagnoseSettings, Error> {
+        let full = Inventory::load(&self.gather.cluster_config)?;
+        let hosts = match &self.nodes {
+            Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
+            None => full.nodes.iter().map(|n| n.host.clone()).collect(),
+        };
+        let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
+        let mut inv = full.clone();
+        inv.nodes.retain(|n| keep.contains(n.host.as_str()));
+        Ok(DiagnoseSettings {
+            gather: self.gather.resolve_with(inv)?,
+            hosts,
+            output_dir: self.output_dir.clone(),
+            budget: self.budget.map(Duration::from_secs),
+            ceiling_fraction: self.ceiling_fraction,
+            localise: self.localise,
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! `topo-tune diagnose`: the sweep on the selected nodes, held against the plan's prediction,
+//! localised when slower (`flow::diagnose`), and printed.
+
+use super::{finish, Done};
+use crate::cli::DiagnoseArgs;
+use crate::error::Error;
+use crate::exit;
+use crate::report::diagnose as diagnose_report;
+use crate::report::envelope::{Envelope, NoDetail, NodeRow};
+use crate::report::Printer;
+
+pub fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
+    let s = args.resolve()?;
+    let d = crate::flow::diagnose::diagnose(&s, printer)?;
+    let envelope = Envelope {
+        command: "diagnose",
+        changed: false,
+        failed: !d.set_measured,
+        msg: d.msg,
+        exit_code: if d.set_measured { exit::OK } else { exit::DATA_ERROR },
+        nodes: d.order.iter().map(|h| NodeRow::ok(h, false, NoDetail {})).collect(),
+        payload: d.payload,
+    };
+    finish(printer, envelope, diagnose_report::render)
+}

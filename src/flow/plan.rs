@@ -1,0 +1,344 @@
+//! Planning from the nodes' facts: every snapshot digested as it is read (on every core) and
+//! planned; a reviewed plan.json read as `--plan` reads it; what a node may be given
+//! (`admit`: the class checks and the never-slower guard, against the node's own facts); and
+//! `plan --output-dir`'s files.
+
+use super::gather::{gather_asking, probe_file, probes_dir, Ask, Names, Settlements};
+use super::settings::{GatherSettings, Source};
+use crate::apply::tree::Tree;
+use crate::apply::writer::WriteError;
+use crate::config::{Inventory, NodeSpec};
+use crate::emit;
+use crate::error::Error;
+use crate::model::fabric::Placement;
+use crate::model::plan::{Excluded, GpuPort, NcclClass, Plan, PLAN_SCHEMA_VERSION};
+use crate::model::{NodeOutcome, NodeSnapshot};
+use crate::report::envelope::to_json;
+use crate::report::Printer;
+use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// How many threads digest nodes: the work is per node and independent.
+fn workers(jobs: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(16)
+        .min(jobs.max(1))
+}
+
+/// `f` over `items` on every core, results in order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let chunk = items.len().div_ceil(workers(items.len())).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| s.spawn(|| part.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// A node's outcome without its answer: what the command reports per node.
+pub(crate) type Reached = NodeOutcome<()>;
+
+fn strip<T>(o: NodeOutcome<T>) -> (Reached, Option<T>) {
+    let mut answer = None;
+    let reached = o.map(|a| answer = Some(a));
+    (reached, answer)
+}
+
+/// A plan, how each node was reached, and which nodes' files are settled (when asked).
+pub(crate) struct Planned {
+    pub plan: Plan,
+    pub reached: Vec<Reached>,
+    pub settled: Settlements,
+}
+
+/// Gather every node's facts (as `init` does) and plan. Each snapshot is digested as soon as
+/// it is read, on every core, and dropped: a fleet's snapshots are never all held at once
+/// when they come from files; paper nodes share one snapshot per source.
+pub(crate) fn gather_and_plan(
+    g: &GatherSettings,
+    printer: &Printer,
+    message_bytes: u64,
+    ask: Ask,
+) -> Result<Planned, Error> {
+    let inv = &g.inv;
+    let policy = NcclPolicy {
+        cluster_version: inv.nccl_version,
+        overrides: inv.nccl.clone(),
+    };
+    let cx = Context {
+        fabric: inv.fabric.as_ref(),
+        message_bytes,
+        nccl: &policy,
+    };
+    let digest_of = |spec: &NodeSpec, snap: &NodeSnapshot| {
+        digest(
+            &PlanNode {
+                host: spec.host.clone(),
+                labels: spec.labels.clone(),
+                snapshot: snap,
+                hints: spec.hints.clone(),
+            },
+            &cx,
+        )
+    };
+    let mut settled = Settlements::new();
+    let digested: Vec<(Reached, Option<Digest>)> = match &g.source {
+        Source::Probes(dir) => {
+            probes_dir(dir)?;
+            let names = Names::of(inv);
+            par_map(&inv.nodes, |n| {
+                let (reached, snap) = strip(probe_file(n, dir, &names));
+                (reached, snap.map(|s| digest_of(n, &s)))
+            })
+        }
+        Source::Nodes => {
+            let (snapshots, settlements) = gather_asking(g, printer, ask)?;
+            settled = settlements;
+            let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
+                inv.nodes.iter().zip(snapshots).collect();
+            par_map(&pairs, |(n, o)| {
+                let (reached, snap) = strip(o.clone());
+                (reached, snap.map(|s| digest_of(n, &s)))
+            })
+        }
+    };
+    let mut failed = Vec::new();
+    let mut digests = Vec::new();
+    let mut reached = Vec::new();
+    for (r, d) in digested {
+        match (&r.result, d) {
+            (Ok(()), Some(d)) => digests.push(d),
+            (Err(f), _) => failed.push(Excluded {
+                host: r.host.clone(),
+                reason: format!("not probed: {}", f.message),
+            }),
+            (Ok(()), None) => {}
+        }
+        reached.push(r);
+    }
+    let mut p = plan_digests(digests, &cx);
+    p.excluded.extend(failed);
+    Ok(Planned {
+        plan: p,
+        reached,
+        settled,
+    })
+}
+
+/// What the nodes themselves say now, for a plan made elsewhere: per host, the ports NCCL
+/// would use there for GPU traffic (what the guard protects), or why the node could not say.
+pub(crate) struct Facts {
+    pub ports: HashMap<String, Vec<GpuPort>>,
+    pub failed: HashMap<String, crate::model::Failure>,
+}
+
+impl Facts {
+    /// A fresh plan's own facts: its classes' ports were derived from these very snapshots.
+    pub fn of_plan(plan: &Plan, reached: &[Reached]) -> Facts {
+        let ports = plan
+            .nccl
+            .classes
+            .iter()
+            .flat_map(|c| c.hosts.iter().map(move |h| (h.clone(), c.gpu_ports.clone())))
+            .collect();
+        let failed = reached
+            .iter()
+            .filter_map(|o| o.result.as_ref().err().map(|f| (o.host.clone(), f.clone())))
+            .collect();
+        Facts { ports, failed }
+    }
+}
+
+/// A reviewed plan (`--plan`) with every guard fact re-derived from the nodes' own answers
+/// (probed now, or `--from-probes`): a plan is an artifact that travels, and its own
+/// `gpu_ports` say only what was true where and when it was made.
+pub(crate) fn reviewed_plan(
+    path: &Path,
+    g: &GatherSettings,
+    printer: &Printer,
+    ask: Ask,
+) -> Result<(Plan, Facts, Settlements), Error> {
+    let plan = read_plan(path, &g.inv)?;
+    let (snapshots, settled) = gather_asking(g, printer, ask)?;
+    let mut facts = Facts {
+        ports: HashMap::new(),
+        failed: HashMap::new(),
+    };
+    for o in snapshots {
+        match o.result {
+            Ok(snap) => {
+                facts.ports.insert(o.host, crate::nccl::guard::gpu_ports(&snap));
+            }
+            Err(f) => {
+                facts.failed.insert(o.host, f);
+            }
+        }
+    }
+    Ok((plan, facts, settled))
+}
+
+/// Whether a node may get its class's files: the settings pass what cluster.yaml's `nccl:`
+/// must (and name only topo-tune's or cluster.yaml's files and libraries), and the
+/// never-slower guard holds against `ports`, the node's own.
+pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: &[GpuPort]) -> Result<(), String> {
+    crate::nccl::review::check_settings(
+        &class.settings,
+        &inv.nccl,
+        class.topology_xml.is_some(),
+        class.nccl_version,
+    )
+    .map_err(|r| format!("refused setting: {r}"))?;
+    crate::nccl::guard::check(
+        &class.settings,
+        ports,
+        &node.hints.non_gpu_nics,
+        inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
+        class.topology_xml.as_deref(),
+    )
+    .map_err(|v| format!("refused by the never-slower guard: {v}"))
+}
+
+/// A reviewed plan.json, checked against this build and this cluster before anything runs.
+pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
+    let bad = |message: String| Error::PlanFile {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = crate::input::read_text(path, crate::input::PLAN_LIMIT, "plan").map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::Io {
+            what: format!("--plan {}", path.display()),
+            source: e,
+        },
+        _ => bad(e.to_string()),
+    })?;
+    plan_from_text(&text, inv).map_err(bad)
+}
+
+/// A plan.json's text as `--plan` reads it: this build's schema, only this cluster's hosts,
+/// files topo-tune can write and read back (the settings are judged per node, by [`admit`]).
+pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, String> {
+    #[derive(serde::Deserialize)]
+    struct VersionOnly {
+        schema_version: u32,
+    }
+    let v: VersionOnly = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
+    if v.schema_version != PLAN_SCHEMA_VERSION {
+        return Err(format!(
+            "plan schema_version {} is not the one this topo-tune writes ({PLAN_SCHEMA_VERSION})",
+            v.schema_version
+        ));
+    }
+    let plan: Plan = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
+    let known: HashSet<&str> = inv.nodes.iter().map(|n| n.host.as_str()).collect();
+    let strangers: Vec<&str> = plan
+        .nccl
+        .classes
+        .iter()
+        .flat_map(|c| c.hosts.iter())
+        .map(String::as_str)
+        .filter(|h| !known.contains(h))
+        .collect();
+    if let Some(first) = strangers.first() {
+        return Err(format!(
+            "names {} host(s) that {} does not list (e.g. `{first}`): made for another cluster?",
+            strangers.len(),
+            inv.path.display()
+        ));
+    }
+    check_plan_files(&plan)?;
+    Ok(plan)
+}
+
+/// What a plan would write besides its settings (checked by the writer): a topology file must
+/// be an NCCL topology topo-tune can read back, and each GPU port a device name or a PCI
+/// address.
+fn check_plan_files(plan: &Plan) -> Result<(), String> {
+    for c in &plan.nccl.classes {
+        if let Some(xml) = &c.topology_xml {
+            crate::probe::check_topology_artifact(xml, &format!("nccl.classes[{}].topology_xml", c.name))?;
+        }
+        // A device name, or the PCI address of a NIC a file names only by bus id.
+        for p in &c.gpu_ports {
+            if p.device.parse::<crate::model::pci::Bdf>().is_err() {
+                crate::model::snapshot_check::device_name(
+                    &format!("nccl.classes[{}].gpu_ports", c.name),
+                    &p.device,
+                    63,
+                )
+                .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Slurm files: each inventory node's Slurm name under its place in the fabric.
+fn slurm_files(inv: &Inventory) -> Result<(String, String), Error> {
+    let placed: Vec<(String, Placement)> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.slurm_name.clone(), Placement::of(&n.labels, inv.fabric.as_ref())))
+        .collect();
+    let switches = emit::slurm::tree(&placed).map_err(|e| Error::PlanFile {
+        path: inv.path.display().to_string(),
+        message: format!("the fabric cannot be written for Slurm: {e}"),
+    })?;
+    let header = format!(
+        "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
+        env!("CARGO_PKG_VERSION"),
+        inv.path.display()
+    );
+    Ok((
+        emit::slurm::topology_conf(&switches, &header),
+        emit::slurm::topology_yaml(&switches, &header),
+    ))
+}
+
+/// `plan --output-dir`: plan.json (what `init --plan` applies), the graph files, hostfiles
+/// and Slurm's topology; whether any file changed.
+pub(crate) fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Error> {
+    // Everything that can be refused is made before the first file is written.
+    let (conf, yaml) = slurm_files(inv)?;
+    let tree = Tree::open(dir).map_err(WriteError::from)?;
+    let write = |name: &str, content: &str| -> Result<bool, Error> {
+        Ok(tree.write(name, content.as_bytes(), 0o644).map_err(WriteError::from)?)
+    };
+    let mut changed = false;
+    for class in p.node_classes.iter_mut() {
+        if let Some(xml) = &class.graph_xml {
+            let name = format!("nccl-graph-{}.xml", class.name);
+            changed |= write(&name, xml)?;
+            class.graph_file = Some(dir.join(&name).display().to_string());
+        }
+    }
+    changed |= write("hostfile", &emit::launch::mpi_hostfile(p))?;
+    let slurm_names: HashMap<&str, &str> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.host.as_str(), n.slurm_name.as_str()))
+        .collect();
+    changed |= write("slurm-hostfile", &emit::launch::slurm_hostfile(p, &slurm_names))?;
+    changed |= write("topology.conf", &conf)?;
+    changed |= write("topology.yaml", &yaml)?;
+    changed |= write("torchrun-node-ranks.txt", &emit::launch::torchrun_node_ranks(p))?;
+    changed |= write("plan.json", &to_json(p)?)?;
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn par_map_keeps_the_order_and_covers_every_item() {
+        let items: Vec<u32> = (0..1001).collect();
+        let out = super::par_map(&items, |x| x * 2);
+        assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        assert!(super::par_map(&[] as &[u32], |x| *x).is_empty());
+    }
+}

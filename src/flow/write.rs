@@ -1,0 +1,150 @@
+//! Writing a plan's files on the nodes (`init`), and undoing the last run (`rollback`): the
+//! node calls over each node's transport, one row per node with what changed.
+
+use super::gather::Settlements;
+use super::plan::{admit, Facts};
+use super::reach::{on_nodes, write_jobs};
+use super::settings::{InitSettings, RollbackSettings};
+use crate::apply::writer::{Bundle, WriteReport};
+use crate::error::Error;
+use crate::model::plan::{NcclClass, Plan};
+use crate::model::{Failure, FailureKind};
+use crate::node::calls::{Rollback, Write};
+use crate::node::{write_target, NodeJob};
+use crate::report::envelope::NodeRow;
+use crate::report::write::WriteDetail;
+use crate::report::Printer;
+use crate::transport::transport_name;
+
+fn unplanned_reason(plan: &Plan, host: &str) -> String {
+    plan.nccl
+        .refused
+        .iter()
+        .chain(&plan.excluded)
+        .find(|e| e.host == host && !e.reason.starts_with("no GPU"))
+        .map_or_else(
+            || "the plan gives this node no NCCL settings".to_string(),
+            |e| e.reason.clone(),
+        )
+}
+
+/// Every node's files from `plan`: each class admitted against the node's own `facts`, a
+/// node whose files are settled on the same bundle left alone (no second round trip), the
+/// rest written (or checked) where their files live. One row per inventory node, in order.
+pub(crate) fn write_plan(
+    s: &InitSettings,
+    plan: &Plan,
+    facts: &Facts,
+    settled: &Settlements,
+    printer: &Printer,
+) -> Result<Vec<NodeRow<WriteDetail>>, Error> {
+    let inv = &s.gather.inv;
+    let by_host = plan.nccl_by_host();
+    let mut rows: Vec<Option<NodeRow<WriteDetail>>> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut slots = Vec::new();
+    for n in &inv.nodes {
+        let detail = |class: Option<&&NcclClass>| WriteDetail {
+            transport: transport_name(n),
+            settings: class.map(|c| c.settings.clone()).unwrap_or_default(),
+            left_out: class.map(|c| c.left_out.clone()).unwrap_or_default(),
+            ..WriteDetail::default()
+        };
+        let class = by_host.get(n.host.as_str());
+        // A node that could not say what it is gets nothing, with its own failure.
+        if let Some(f) = facts.failed.get(&n.host) {
+            rows.push(Some(NodeRow::failed(&n.host, f.clone(), detail(class))));
+            continue;
+        }
+        // What would be written passes the class checks and the guard, against the node's
+        // own ports (a plan may have been edited since it was made).
+        let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
+        if let Some(Err(why)) = class.map(|c| admit(inv, n, c, ports)) {
+            let f = Failure::new(FailureKind::NotPlanned, why);
+            rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
+            continue;
+        }
+        let bundle = match class.map(|c| Bundle::of(c)) {
+            Some(Ok(b)) => b,
+            Some(Err(r)) => {
+                let f = Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}"));
+                rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
+                continue;
+            }
+            None => {
+                let f = Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host));
+                rows.push(Some(NodeRow::failed(&n.host, f, detail(None))));
+                continue;
+            }
+        };
+        // Its probe found these very files in place: nothing to write, no second round trip.
+        if let Some(report) = settled.get(&n.host).and_then(|s| s.report_for(&bundle)) {
+            let detail = WriteDetail {
+                files: report.files,
+                ..detail(class)
+            };
+            rows.push(Some(NodeRow::ok(&n.host, false, detail)));
+            continue;
+        }
+        slots.push((rows.len(), detail(class)));
+        rows.push(None);
+        jobs.push(NodeJob {
+            node: n.clone(),
+            target: write_target(n, s.output_dir.as_deref()),
+            call: Write {
+                bundle,
+                check: s.check,
+                diff: s.diff,
+                run_id: None,
+            },
+        });
+    }
+    let outcomes = on_nodes(inv, &s.gather.reach, printer, jobs)?;
+    for ((slot, detail), o) in slots.into_iter().zip(outcomes) {
+        // A failed node keeps what it was to be told; an answer adds what changed.
+        rows[slot] = Some(match &o.result {
+            Ok(rep) => NodeRow::ok(
+                &o.host,
+                rep.changed(),
+                WriteDetail {
+                    files: rep.files.clone(),
+                    run_id: rep.run_id.clone(),
+                    ..detail
+                },
+            ),
+            Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
+        });
+    }
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// `rollback` on every node: its last run undone (or the run named), one row per node.
+pub(crate) fn rollback(s: &RollbackSettings, printer: &Printer) -> Result<Vec<NodeRow<WriteDetail>>, Error> {
+    let jobs = write_jobs(&s.inv, s.output_dir.as_deref(), |_| Rollback { run_id: s.run.clone() });
+    let outcomes = on_nodes(&s.inv, &s.reach, printer, jobs)?;
+    Ok(outcomes
+        .iter()
+        .zip(&s.inv.nodes)
+        .map(|(o, n)| {
+            NodeRow::from_outcome(
+                o,
+                |rep: &WriteReport| {
+                    (
+                        rep.changed(),
+                        WriteDetail {
+                            transport: transport_name(n),
+                            files: rep.files.clone(),
+                            run_id: rep.run_id.clone(),
+                            note: rep.note.clone(),
+                            ..WriteDetail::default()
+                        },
+                    )
+                },
+                || WriteDetail {
+                    transport: transport_name(n),
+                    ..WriteDetail::default()
+                },
+            )
+        })
+        .collect())
+}
