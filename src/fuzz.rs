@@ -197,7 +197,7 @@ pub fn plan_json(data: &[u8]) -> String {
                     continue;
                 };
                 crate::flow::plan::admit(&inv, node, class, &class.gpu_ports)?;
-                crate::apply::writer::Bundle::of(class).map_err(|e| e.to_string())?;
+                crate::apply::writer::Bundle::of(class).map_err(|e| crate::model::Refusal(e.to_string()))?;
             }
         }
         Ok(())

@@ -33,6 +33,7 @@ pub mod transport;
 
 use clap::Parser;
 use cli::{Cli, Command, OutputFormat};
+use exit::ExitCode;
 use report::envelope::{to_json, Envelope, ErrorDetail, ErrorPayload, NoDetail};
 use std::ffi::OsString;
 use std::io::Write;
@@ -77,13 +78,14 @@ where
         Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
         Command::Man => cmd::docs::man(),
     };
-    match result {
+    let code = match result {
         Ok(done) => match write_stdout(&done.text) {
             exit::OK => done.exit_code,
             failed => failed,
         },
         Err(err) => report_error(&err, &printer, command_name(&cli.command)),
-    }
+    };
+    code.code()
 }
 
 /// Logs go to stderr, never stdout (which holds the result): `-q` errors only, default
@@ -127,7 +129,7 @@ fn command_name(c: &Command) -> &'static str {
 }
 
 /// Print to stdout; a closed pipe (`| head`) is not an error, a failed write is (74).
-fn write_stdout(text: &str) -> i32 {
+fn write_stdout(text: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => exit::OK,
@@ -145,7 +147,7 @@ fn error_envelope(
     kind: &'static str,
     message: String,
     hint: Option<String>,
-    code: i32,
+    code: ExitCode,
 ) -> String {
     let envelope = Envelope {
         command,
@@ -161,7 +163,7 @@ fn error_envelope(
     to_json(&envelope).unwrap_or_else(|_| format!("{{\"failed\": true, \"exit_code\": {code}}}\n"))
 }
 
-fn report_error(err: &error::Error, printer: &report::Printer, command: &'static str) -> i32 {
+fn report_error(err: &error::Error, printer: &report::Printer, command: &'static str) -> ExitCode {
     let code = err.exit_code();
     eprintln!("error: {}", report::visible(&err.to_string()));
     if let Some(hint) = err.hint() {
@@ -179,7 +181,7 @@ fn report_error(err: &error::Error, printer: &report::Printer, command: &'static
 fn usage_error(e: &clap::Error, json: bool) -> i32 {
     let code = e.exit_code();
     let _ = e.print();
-    if json && code == exit::USAGE {
+    if json && code == exit::USAGE.code() {
         // clap's message up to the usage line: "error: …" and what it lists after a colon
         // (the missing arguments), on one line.
         let text = e.to_string();
@@ -201,7 +203,7 @@ fn usage_error(e: &clap::Error, json: bool) -> i32 {
             "usage",
             message,
             Some("see `topo-tune --help`".into()),
-            code,
+            exit::USAGE,
         ));
     }
     code

@@ -13,6 +13,7 @@
 
 use crate::bench::parse::{parse_json, parse_text, BenchError, BenchRun, OUTPUT_LIMIT};
 use crate::model::files::{NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV};
+use crate::model::BadAnswer;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -77,20 +78,25 @@ const MAX_SECONDS: f64 = 7.0 * 86_400.0;
 
 impl BenchAnswer {
     /// A node's answer: bounded text, a run time that is a duration.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadAnswer> {
         let big = |s: &str| s.len() > OUTPUT_LIMIT;
         if big(&self.output) || self.json.as_deref().is_some_and(big) || self.command.len() > 1 << 16 {
-            return Err(format!("a benchmark answer larger than {OUTPUT_LIMIT} bytes"));
+            return Err(BadAnswer(format!(
+                "a benchmark answer larger than {OUTPUT_LIMIT} bytes"
+            )));
         }
         if !(self.seconds.is_finite() && (0.0..=MAX_SECONDS).contains(&self.seconds)) {
-            return Err(format!("seconds {} is not the duration of a run", self.seconds));
+            return Err(BadAnswer(format!(
+                "seconds {} is not the duration of a run",
+                self.seconds
+            )));
         }
         if self
             .json_error
             .as_deref()
             .is_some_and(|e| e.len() > 4096 || e.chars().any(char::is_control))
         {
-            return Err("json_error is not plain text".into());
+            return Err(BadAnswer("json_error is not plain text".into()));
         }
         Ok(())
     }
@@ -340,32 +346,38 @@ fn complaint(output: &str) -> String {
     line.trim().chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
+/// Why a run gives no figures (it timed out, exited non-zero, printed wrong values, …): a
+/// failed run is never a number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FailedRun(pub String);
+
 /// The figures of a run, or why it is a failed run: a timeout, a non-zero exit, wrong or
 /// out-of-bounds values, an NCCL `WARN` — never a number.
-pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, String> {
+pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, FailedRun> {
     if a.timed_out {
-        return Err(format!("timed out after {timeout_s} s (benchmark.timeout)"));
+        return Err(FailedRun(format!("timed out after {timeout_s} s (benchmark.timeout)")));
     }
     if let Some(e) = &a.json_error {
-        return Err(format!("-J file: {e}"));
+        return Err(FailedRun(format!("-J file: {e}")));
     }
     let last = || complaint(&a.output);
     match a.exit_code {
         Some(0) => {}
-        Some(c) => return Err(format!("exited with {c}: {}", last())),
-        None => return Err(format!("killed by a signal: {}", last())),
+        Some(c) => return Err(FailedRun(format!("exited with {c}: {}", last()))),
+        None => return Err(FailedRun(format!("killed by a signal: {}", last()))),
     }
     let text = match parse_text(&a.output) {
         Ok(run) => Some(run),
         Err(BenchError::NoRows) => None,
-        Err(e) => return Err(format!("output {e}")),
+        Err(e) => return Err(FailedRun(format!("output {e}"))),
     };
     let json = a
         .json
         .as_deref()
         .map(parse_json)
         .transpose()
-        .map_err(|e| format!("-J file: {e}"))?;
+        .map_err(|e| FailedRun(format!("-J file: {e}")))?;
     match (json, text) {
         (Some(mut j), t) => {
             if let Some(t) = t {
@@ -375,7 +387,10 @@ pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, String> {
             Ok(j)
         }
         (None, Some(t)) => Ok(t),
-        (None, None) => Err(format!("no results: neither a table nor a -J file ({})", last())),
+        (None, None) => Err(FailedRun(format!(
+            "no results: neither a table nor a -J file ({})",
+            last()
+        ))),
     }
 }
 
@@ -415,7 +430,7 @@ mod tests {
         let started = Instant::now();
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert!(a.timed_out && started.elapsed() < Duration::from_secs(10));
-        assert!(judge(&a, 1).unwrap_err().contains("timed out"));
+        assert!(judge(&a, 1).unwrap_err().0.contains("timed out"));
     }
 
     #[test]
@@ -476,7 +491,7 @@ mod tests {
             marker: String::new(),
         };
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
-        assert_eq!(judge(&a, 10).unwrap_err(), "exited with 3: boom: no GPU");
+        assert_eq!(judge(&a, 10).unwrap_err().0, "exited with 3: boom: no GPU");
     }
 
     #[test]
@@ -490,7 +505,7 @@ mod tests {
             ..BenchAnswer::default()
         };
         assert_eq!(
-            judge(&a, 10).unwrap_err(),
+            judge(&a, 10).unwrap_err().0,
             "exited with 5: Invalid number of GPUs: 2 requested but only 1 were found."
         );
     }

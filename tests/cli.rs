@@ -12,7 +12,7 @@ fn apply_and_status_answer_in_the_envelope_with_their_codes() {
             c.arg("--all");
         }
         let out = c.output().unwrap();
-        assert_eq!(out.status.code(), Some(exit::NO_INPUT), "{cmd}");
+        assert_eq!(out.status.code(), Some(exit::NO_INPUT.code()), "{cmd}");
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
             (
@@ -29,7 +29,7 @@ fn apply_and_status_answer_in_the_envelope_with_their_codes() {
         .args(["--output", "json", "apply", "--cluster-config", "x.yaml"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::USAGE));
+    assert_eq!(out.status.code(), Some(exit::USAGE.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["error"]["message"].as_str().unwrap().contains("--canary"), "{doc}");
 }
@@ -40,7 +40,7 @@ fn missing_or_bogus_fsroot() {
         .args(["probe", "--fsroot", "/nonexistent/tree"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::NO_INPUT));
+    assert_eq!(out.status.code(), Some(exit::NO_INPUT.code()));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fsroot /nonexistent/tree: no such directory"));
 
     let empty = tempfile::tempdir().unwrap();
@@ -49,7 +49,7 @@ fn missing_or_bogus_fsroot() {
         .arg(empty.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(exit::DATA_ERROR.code()));
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(
         err.contains("not a sysfs/procfs tree (sys/devices/system/cpu is missing)"),
@@ -62,7 +62,7 @@ fn missing_or_bogus_fsroot() {
         .env("TOPO_TUNE_FSROOT", "/nonexistent/tree")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::NO_INPUT));
+    assert_eq!(out.status.code(), Some(exit::NO_INPUT.code()));
 }
 
 #[test]
@@ -71,13 +71,13 @@ fn usage_errors_exit_2() {
         .args(["probe", "--fsroot", "/a", "--from-hwloc-xml", "/b"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::USAGE));
+    assert_eq!(out.status.code(), Some(exit::USAGE.code()));
     let out = topo_tune().args(["probe", "--output", "yaml"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(exit::USAGE));
+    assert_eq!(out.status.code(), Some(exit::USAGE.code()));
     let out = topo_tune().arg("frobnicate").output().unwrap();
-    assert_eq!(out.status.code(), Some(exit::USAGE));
+    assert_eq!(out.status.code(), Some(exit::USAGE.code()));
     let out = topo_tune().arg("--help").output().unwrap();
-    assert_eq!(out.status.code(), Some(exit::OK));
+    assert_eq!(out.status.code(), Some(exit::OK.code()));
     assert!(String::from_utf8_lossy(&out.stdout).contains("probe"));
 }
 
@@ -92,7 +92,7 @@ fn broken_nvml_fixture_is_a_data_error() {
         .arg(&fixture)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(exit::DATA_ERROR.code()));
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn closed_stdout_pipe_is_not_an_error() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
-        Some(exit::OK),
+        Some(exit::OK.code()),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

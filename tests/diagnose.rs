@@ -106,7 +106,7 @@ fn a_failed_benchmark_is_an_error_not_a_figure() {
         .unwrap();
     assert!(o.status.success());
     let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
-    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE.code()), "{doc:#}");
     assert!(doc["msg"].as_str().unwrap().contains("wrong"), "{doc:#}");
 }
 
@@ -117,7 +117,7 @@ fn a_command_that_ignores_its_hosts_is_not_held_against_the_set() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = cluster(dir.path(), "FAKE_NCCL_RANKS=1 FAKE_NCCL_SCALE=0.1");
     let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1", "--localise"]);
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()), "{doc:#}");
     assert_eq!(
         (doc["ranks"].as_u64(), doc["expected_ranks"].as_u64()),
         (Some(1), Some(32))
@@ -345,7 +345,7 @@ fn the_budget_bounds_every_run_together() {
     // A sweep that cannot finish within the budget is an error, not a figure.
     let cfg = sixteen(dir.path(), "FAKE_NCCL_SLEEP=3");
     let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--budget", "1"]);
-    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE.code()), "{doc:#}");
     assert!(doc["msg"].as_str().unwrap().contains("--budget 1 s"), "{doc:#}");
 }
 

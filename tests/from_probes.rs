@@ -29,7 +29,7 @@ fn snapshots_from_files_missing_and_broken_ones_reported() {
         .arg(dir.path().join("out"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE.code()));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let status: Vec<(&str, &str)> = doc["nodes"]
         .as_array()

@@ -116,7 +116,7 @@ fn cli_reports_config_errors_with_exit_65_and_missing_file_66() {
         .arg(&cfg)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(&format!("{}:3:5: unknown field `lables`", cfg.display())),
@@ -132,7 +132,7 @@ fn cli_reports_config_errors_with_exit_65_and_missing_file_66() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT.code()));
 }
 
 #[test]
@@ -162,7 +162,7 @@ fn paper_nodes_need_an_output_dir_to_be_written() {
         .args(["--output", "json", "init", "--cluster-config", &cfg])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["nodes"]
         .as_array()

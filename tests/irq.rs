@@ -43,7 +43,7 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
     let dir = tempfile::tempdir().unwrap();
     machines::irq_box(dir.path(), Mlx5Naming::Modern);
     let (code, doc, err) = json(&["doctor"], dir.path());
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED), "{err}");
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()), "{err}");
     assert_eq!(check(&doc, "mlx5-irq-placement")["status"], "fail");
     assert!(check(&doc, "mlx5-irq-placement")["detail"]
         .as_str()
@@ -58,7 +58,7 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
 
     // Dry run: the plan, nothing written; moves pending exit 3, as `init --check` does.
     let (code, plan, _) = json(&["irq-pin", "--dry-run", "--reserve-cpus", "0-3"], dir.path());
-    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING));
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING.code()));
     assert_eq!(plan["changed"], false);
     assert_eq!(affinity(dir.path(), 201), "0");
 
@@ -126,7 +126,7 @@ fn all_on_cpu0_doctor_fails_irq_pin_fixes_doctor_passes() {
     // Something (irqbalance, a script) moves one back: the pins are undone.
     std::fs::write(dir.path().join("proc/irq/201/smp_affinity_list"), "0\n").unwrap();
     let (code, doc, _) = json(&["doctor"], dir.path());
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
     assert_eq!(check(&doc, "irq-pins")["status"], "fail");
     assert!(check(&doc, "irq-pins")["detail"]
         .as_str()
@@ -139,7 +139,7 @@ fn old_kernel_names_are_classified() {
     let dir = tempfile::tempdir().unwrap();
     machines::irq_box(dir.path(), Mlx5Naming::Old);
     let (code, plan, err) = json(&["irq-pin", "--dry-run"], dir.path());
-    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING), "{err}");
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING.code()), "{err}");
     let pins = plan["nodes"][0]["plan"]["pins"].as_array().unwrap();
     assert_eq!(
         pins.iter().filter(|p| p["class"] == "control").count(),
@@ -161,7 +161,7 @@ fn reserving_a_whole_numa_node_is_a_clear_error() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("mlx5_0: every CPU local to it (0-15,32-47) is reserved for training"),
@@ -205,7 +205,7 @@ fn doctor_on_the_vm_and_the_eight_gpu_machine() {
     let dgx = tempfile::tempdir().unwrap();
     machines::dgx_like(dgx.path());
     let (code, doc, _) = json(&["doctor"], dgx.path());
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
     assert_eq!(check(&doc, "pcie-link")["status"], "fail", "GPU3 at x8");
     assert!(check(&doc, "pcie-link")["detail"].as_str().unwrap().contains("GPU3"));
     assert_eq!(check(&doc, "gpu-nic-numa")["status"], "pass");
@@ -238,7 +238,7 @@ fn across_the_cluster_over_ssh() {
     };
     let (code, doc) = run(&["doctor"]);
     crate::common::assert_schema("doctor", &doc);
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
     assert_eq!(
         check(&doc, "mlx5-irq-placement")["status"],
         "fail",
@@ -252,7 +252,7 @@ fn across_the_cluster_over_ssh() {
     crate::common::assert_schema("irq-pin", &doc);
     assert_eq!(
         code,
-        Some(topo_tune::exit::OK),
+        Some(topo_tune::exit::OK.code()),
         "the paper node has nothing to pin: skipped, not a failure"
     );
     assert_eq!(doc["nodes"][1]["status"], "skipped", "{doc:#}");
@@ -283,10 +283,10 @@ fn doctor_tells_an_unreachable_node_from_a_failing_check() {
         (o.status.code(), doc)
     };
     let one_bad = SshCluster::start(&[Node::Fsroot(tree.clone())]);
-    assert_eq!(doctor(&one_bad).0, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(doctor(&one_bad).0, Some(topo_tune::exit::CHECKS_FAILED.code()));
     let mixed = SshCluster::start(&[Node::Fsroot(tree.clone()), Node::ClosedPort]);
     let (code, doc) = doctor(&mixed);
-    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE.code()), "{doc:#}");
     assert_eq!(doc["nodes"][1]["error"]["kind"], "connect_refused");
     assert_eq!(
         check(&doc, "mlx5-irq-placement")["status"],
@@ -295,7 +295,7 @@ fn doctor_tells_an_unreachable_node_from_a_failing_check() {
     );
     let none = SshCluster::start(&[Node::ClosedPort, Node::ClosedPort]);
     let (code, doc) = doctor(&none);
-    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED.code()), "{doc:#}");
     assert_eq!(doc["failed"], true);
 }
 
@@ -351,7 +351,7 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
         let (code, doc) = run(&wide, &[], false);
         assert_eq!(
             code,
-            Some(topo_tune::exit::USAGE),
+            Some(topo_tune::exit::USAGE.code()),
             "--cluster without the variable: {doc:#}"
         );
         assert!(doc["msg"].as_str().unwrap().contains("TOPO_TUNE_CLUSTER_CONFIG"));
@@ -382,7 +382,7 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
     let (code, _) = run(&["irq-pin"], &[("TOPO_TUNE_DRY_RUN", "maybe")], true);
     assert_eq!(
         code,
-        Some(topo_tune::exit::USAGE),
+        Some(topo_tune::exit::USAGE.code()),
         "not a boolean: an error, not a guess"
     );
 }
@@ -407,7 +407,7 @@ fn doctor_writes_prometheus_textfile_metrics() {
         (o.status.code(), doc)
     };
     let (code, doc) = run();
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED));
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
     let file = metrics.path().join("topo_tune_doctor.prom");
     assert_eq!(doc["textfile"], file.display().to_string());
     let text = std::fs::read_to_string(&file).unwrap();
@@ -506,7 +506,7 @@ fn reserving_cpus_the_machine_lacks_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     machines::irq_box(dir.path(), Mlx5Naming::Modern);
     let (code, doc, _) = json(&["irq-pin", "--dry-run", "--reserve-cpus", "0-99"], dir.path());
-    assert_eq!(code, Some(topo_tune::exit::USAGE), "{doc:#}");
+    assert_eq!(code, Some(topo_tune::exit::USAGE.code()), "{doc:#}");
     let msg = doc["msg"].as_str().unwrap();
     assert!(msg.contains("64-99") && msg.contains("online: 0-63"), "{msg}");
     assert_eq!(affinity(dir.path(), 201), "0", "nothing moved");

@@ -248,7 +248,7 @@ fn a_foreign_nccl_conf_is_kept_and_rollback_restores_it() {
     std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_IB_HCA=mlx5\n").unwrap();
     // --check: nothing written, exit 3, diffs shown.
     let (code, doc, _) = init(&c, &["--check", "--diff"], &[]);
-    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING));
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING.code()));
     assert_eq!(doc["pending"], true);
     assert_eq!(
         std::fs::read_to_string(&conf).unwrap(),
@@ -317,7 +317,7 @@ fn a_broken_foreign_file_stops_that_node_and_changes_nothing() {
     std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
     std::fs::write(&conf, "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME = eth0\n").unwrap();
     let (code, doc, _) = init(&c, &[], &[]);
-    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE.code()));
     let err = doc["nodes"][0]["error"]["message"].as_str().unwrap();
     assert!(
         err.contains("/etc/nccl.conf:2") && err.contains("nothing was changed"),
@@ -380,7 +380,7 @@ fn an_unwritable_target_fails_that_node_cleanly() {
     std::fs::create_dir_all(c.out.join("gpu1")).unwrap();
     std::fs::write(c.out.join("gpu1/etc"), "not a directory").unwrap();
     let (code, doc, _) = init(&c, &[], &[]);
-    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE));
+    assert_eq!(code, Some(topo_tune::exit::PARTIAL_FAILURE.code()));
     assert_eq!(doc["nodes"][0]["status"], "failed");
     assert!(
         doc["nodes"][0]["error"]["message"].as_str().unwrap().contains("/etc"),
@@ -586,14 +586,14 @@ fn init_applies_a_reviewed_plan_exactly() {
     doc["nccl"]["classes"][0]["hosts"][0] = "stranger".into();
     std::fs::write(&plan_json, doc.to_string()).unwrap();
     let (code, err, _) = init_from_plan(&c, &plan_json, &from_plan);
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()));
     assert_eq!(err["error"]["kind"], "plan_file");
     assert!(err["msg"].as_str().unwrap().contains("`stranger`"), "{err}");
     doc["nccl"]["classes"][0]["hosts"][0] = host.as_str().into();
     doc["schema_version"] = 1.into();
     std::fs::write(&plan_json, doc.to_string()).unwrap();
     let (code, _, stderr) = init_from_plan(&c, &plan_json, &from_plan);
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(stderr.contains("schema_version 1"), "{stderr}");
     assert_eq!(tree(&from_plan), before, "nothing was written");
 }
@@ -605,7 +605,7 @@ fn init_dry_run_is_check() {
     let c = cluster("");
     let (code_check, check, _) = init(&c, &["--check"], &[]);
     let (code_dry, dry, _) = init(&c, &["--dry-run"], &[]);
-    assert_eq!(code_check, Some(topo_tune::exit::CHANGES_PENDING));
+    assert_eq!(code_check, Some(topo_tune::exit::CHANGES_PENDING.code()));
     assert_eq!(code_dry, code_check);
     assert_eq!(dry["check"], true);
     assert_eq!(dry["pending"], check["pending"]);
@@ -643,7 +643,7 @@ fn the_example_plan_applies_as_written() {
         .unwrap();
     assert_eq!(
         o.status.code(),
-        Some(topo_tune::exit::CHANGES_PENDING),
+        Some(topo_tune::exit::CHANGES_PENDING.code()),
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)

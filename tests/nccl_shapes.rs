@@ -131,7 +131,7 @@ fn refused(name: &str) -> String {
         .arg(shape(name))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(out.stdout.is_empty());
     String::from_utf8(out.stderr).unwrap()
 }
@@ -361,7 +361,7 @@ fn init_refuses_a_hand_edited_plan_that_narrows_the_gpu_ports() {
         .arg(&out_dir)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let message = doc["nodes"][0]["error"]["message"].as_str().unwrap();
     assert!(

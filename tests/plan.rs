@@ -255,7 +255,7 @@ fn degenerate_clusters_plan_or_say_why() {
     // Missing probes: the plan covers the rest, names the missing, exits 4.
     std::fs::write(&cfg, "nodes:\n  - host: vm1\n  - host: ghost\n").unwrap();
     let (code, doc) = plan_json(&cfg, &dir.path().join("probes"), &[]);
-    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE);
+    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE.code());
     assert_eq!(doc["excluded"][0]["host"], "ghost");
 
     let out = topo_tune()
@@ -263,7 +263,7 @@ fn degenerate_clusters_plan_or_say_why() {
         .arg(&cfg)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::USAGE));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::USAGE.code()));
 }
 
 /// Every real topology the project carries, one simulated node each, as docs/plan.md shows them.

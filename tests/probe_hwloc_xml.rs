@@ -225,7 +225,7 @@ fn malformed_xml_is_a_data_error() {
         .arg(&bad)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("bad.xml") && err.contains("hint:"), "{err}");
 
@@ -236,7 +236,7 @@ fn malformed_xml_is_a_data_error() {
         .arg(&not_xml)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["failed"], true);
     assert_eq!(doc["changed"], false);
@@ -246,5 +246,5 @@ fn malformed_xml_is_a_data_error() {
         .args(["probe", "--from-hwloc-xml", "/nonexistent/x.xml"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT));
+    assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT.code()));
 }

@@ -423,7 +423,7 @@ fn a_host_that_names_a_directory_is_refused_at_load() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{host}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()), "{host}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("c.yaml:2:"), "{host}: {err}");
         assert!(
@@ -498,7 +498,7 @@ fn a_crafted_snapshot_is_refused_before_it_reaches_a_file() {
     ];
     for (what, alter, field) in cases {
         let (o, dir) = init_from_snapshot(&crafted_snapshot(alter), false);
-        assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED), "{what}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED.code()), "{what}");
         let err = error_of(&o);
         assert!(err.contains("refused") && err.contains(field), "{what}: {err}");
         assert!(!dir.path().join("out/n1/etc").exists(), "{what}: something was written");
@@ -567,14 +567,14 @@ fn out_of_range_numbers_are_refused_not_panicked_on() {
             .args(["plan", "--cluster-config"])
             .arg(&cfg),
     );
-    assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE.code()));
     for flag in ["--command-timeout", "--connect-timeout"] {
         let o = quick(
             topo_tune()
                 .args(["plan", flag, "18446744073709551615", "--cluster-config"])
                 .arg(&cfg),
         );
-        assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE), "{flag}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::USAGE.code()), "{flag}");
     }
     for (key, line) in [
         ("command_timeout", "ssh:\n  command_timeout: 18446744073709551615\n"),
@@ -584,7 +584,7 @@ fn out_of_range_numbers_are_refused_not_panicked_on() {
     ] {
         std::fs::write(&cfg, format!("{line}nodes:\n  - host: n1\n    simulate: aws-p4d\n")).unwrap();
         let o = quick(topo_tune().args(["plan", "--cluster-config"]).arg(&cfg));
-        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{key}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()), "{key}");
         assert!(String::from_utf8_lossy(&o.stderr).contains(key), "{key}");
     }
 }
@@ -599,7 +599,7 @@ fn devices_fifos_and_huge_inputs_are_refused_quickly() {
         .unwrap()
         .success());
     let o = quick(topo_tune().args(["plan", "--cluster-config"]).arg(&fifo));
-    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a FIFO: refused"));
     // simulate: /dev/zero
     let cfg = dir.path().join("c.yaml");
@@ -626,7 +626,7 @@ fn devices_fifos_and_huge_inputs_are_refused_quickly() {
     let f = dir.path().join("big.xml");
     std::fs::write(&f, &big).unwrap();
     let o = quick(topo_tune().args(["probe", "--from-nccl-topo"]).arg(&f));
-    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(String::from_utf8_lossy(&o.stderr).contains("100000 GPUs, more than the 256"));
     // 5,000 nested <pci>: refused, no stack overflow.
     let deep = format!(
@@ -636,7 +636,7 @@ fn devices_fifos_and_huge_inputs_are_refused_quickly() {
     );
     std::fs::write(&f, &deep).unwrap();
     let o = quick(topo_tune().args(["probe", "--from-nccl-topo"]).arg(&f));
-    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nested"));
     // A 10 MB foreign nccl.conf of duplicate lines: refused by size, nothing changed.
     let site = Site::new();
@@ -700,7 +700,7 @@ fn an_infinite_or_truncated_or_dtd_laden_hwloc_export_is_refused() {
         let o = quick(topo_tune().args(["probe", "--from-hwloc-xml"]).arg(&f));
         assert_eq!(
             o.status.code(),
-            Some(topo_tune::exit::DATA_ERROR),
+            Some(topo_tune::exit::DATA_ERROR.code()),
             "{what}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
@@ -737,7 +737,7 @@ fn yaml_that_only_looks_right_is_refused_at_its_line() {
     ] {
         std::fs::write(&cfg, text).unwrap();
         let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
-        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR), "{what}");
+        assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()), "{what}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(at), "{what}: {err}");
     }
@@ -757,7 +757,7 @@ fn twenty_ranges_cannot_add_up_to_millions_of_nodes() {
     }
     std::fs::write(&cfg, text).unwrap();
     let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
-    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(String::from_utf8_lossy(&o.stderr).contains("more than 100000 nodes in all"));
 }
 
@@ -799,7 +799,7 @@ fn an_unwritable_stdout_is_an_error() {
         .unwrap();
     assert_eq!(
         o.status.code(),
-        Some(topo_tune::exit::IO_ERROR),
+        Some(topo_tune::exit::IO_ERROR.code()),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -890,7 +890,7 @@ fn sigterm_during_collection_leaves_nothing_behind() {
         let o = child.wait_with_output().unwrap();
         assert_eq!(
             o.status.code(),
-            Some(code),
+            Some(code.code()),
             "{signal}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
@@ -947,7 +947,7 @@ fn a_crafted_answer_over_ssh_is_refused_at_the_boundary() {
         .arg(&fake)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED));
+    assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc = json(&o);
     assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc}");
     assert!(error_of(&o).contains("machine.architecture"), "{}", error_of(&o));
@@ -1024,7 +1024,7 @@ fn a_garbage_online_list_stops_irq_pin_before_anything_moves() {
         let o = irq_pin(dir.path(), &["--reserve-cpus", "0-31"]);
         assert_eq!(
             o.status.code(),
-            Some(topo_tune::exit::DATA_ERROR),
+            Some(topo_tune::exit::DATA_ERROR.code()),
             "{online:?}: {}{}",
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)

@@ -84,7 +84,7 @@ fn every_mode_of_init_and_rollback_validates() {
         assert_schema(args[0], &doc);
     }
     let (code, doc) = run(&["rollback", "--cluster-config", &cfg]);
-    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED));
+    assert_eq!(code, Some(topo_tune::exit::ALL_FAILED.code()));
     assert_eq!(doc["nodes"][0]["status"], "skipped");
     assert_eq!(doc["nodes"][0]["error"]["kind"], "simulated");
 }
@@ -109,19 +109,23 @@ fn irq_pin_and_doctor_validate_here_and_across_a_cluster() {
 #[test]
 fn errors_and_usage_errors_print_the_error_envelope() {
     let (code, doc) = run(&["probe", "--fsroot", "/nonexistent/tree"]);
-    assert_eq!(code, Some(topo_tune::exit::NO_INPUT));
+    assert_eq!(code, Some(topo_tune::exit::NO_INPUT.code()));
     assert_schema("error", &doc);
     assert_eq!(doc["error"]["kind"], "probe");
     let (code, doc) = run(&["probe", "--no-such-flag"]);
-    assert_eq!(code, Some(topo_tune::exit::USAGE));
+    assert_eq!(code, Some(topo_tune::exit::USAGE.code()));
     assert_schema("error", &doc);
     assert_eq!(doc["error"]["kind"], "usage");
     assert_eq!(doc["exit_code"], 2);
     let (code, doc) = run(&["plan", "--cluster-config", &example(), "--forks", "0"]);
-    assert_eq!(code, Some(topo_tune::exit::USAGE));
+    assert_eq!(code, Some(topo_tune::exit::USAGE.code()));
     assert_schema("error", &doc);
     let (code, doc) = run(&["apply", "--cluster-config", &example()]);
-    assert_eq!(code, Some(topo_tune::exit::USAGE), "no --canary, --all or --resume");
+    assert_eq!(
+        code,
+        Some(topo_tune::exit::USAGE.code()),
+        "no --canary, --all or --resume"
+    );
     assert_schema("error", &doc);
     let state = tempfile::tempdir().unwrap();
     let state = state.path().display().to_string();
@@ -135,7 +139,7 @@ fn errors_and_usage_errors_print_the_error_envelope() {
         &state,
     ];
     let (code, doc) = run(&resume);
-    assert_eq!(code, Some(topo_tune::exit::NO_INPUT), "no such rollout");
+    assert_eq!(code, Some(topo_tune::exit::NO_INPUT.code()), "no such rollout");
     assert_schema("error", &doc);
     assert_eq!(doc["error"]["kind"], "state");
 }

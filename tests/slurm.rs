@@ -83,15 +83,15 @@ fn slurm_names_are_checked_at_their_line() {
         (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
     };
     let (code, out) = run("nodes:\n  - host: \"n[1-3]\"\n    slurm_name: \"s[1-2]\"\n    simulate: aws-p4d\n");
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR), "{out}");
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()), "{out}");
     assert!(out.contains("c.yaml:3:") && out.contains("names 2 node(s)"), "{out}");
     let (code, out) = run(
         "nodes:\n  - host: a\n    slurm_name: s1\n    simulate: aws-p4d\n  - host: b\n    slurm_name: s1\n    simulate: aws-p4d\n",
     );
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR), "{out}");
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()), "{out}");
     assert!(out.contains("Slurm name `s1`"), "{out}");
     let (code, out) = run("nodes:\n  - host: a\n    slurm_name: \"s 1\"\n    simulate: aws-p4d\n");
-    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR), "{out}");
+    assert_eq!(code, Some(topo_tune::exit::DATA_ERROR.code()), "{out}");
 }
 
 fn free_port() -> u16 {

@@ -171,7 +171,7 @@ fn each_failure_is_reported_per_node_while_the_others_finish() {
     let start = Instant::now();
     let (code, doc) = init_json(&cfg, out.path(), &[]);
     let took = start.elapsed();
-    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE, "{doc:#}");
+    assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE.code(), "{doc:#}");
     crate::common::assert_schema("init", &doc);
     assert_eq!(doc["failed"], true);
     assert_eq!(
@@ -220,7 +220,7 @@ fn max_fail_budget_skips_the_rest() {
     let cfg = cluster.cluster_yaml("");
     let out = tempfile::tempdir().unwrap();
     let (code, doc) = init_json(&cfg, out.path(), &["--forks", "1", "--max-fail", "1"]);
-    assert_eq!(code, topo_tune::exit::ALL_FAILED);
+    assert_eq!(code, topo_tune::exit::ALL_FAILED.code());
     let statuses: Vec<&str> = doc["nodes"]
         .as_array()
         .unwrap()
@@ -282,7 +282,7 @@ fn a_node_without_libhwloc_gets_a_precise_diagnosis() {
     let cfg = cluster.cluster_yaml("");
     let out = tempfile::tempdir().unwrap();
     let (code, doc) = init_json(&cfg, out.path(), &["--remote-binary", fake.to_str().unwrap()]);
-    assert_eq!(code, topo_tune::exit::ALL_FAILED);
+    assert_eq!(code, topo_tune::exit::ALL_FAILED.code());
     let n = node(&doc, "node1");
     assert_eq!(n["error"]["kind"], "missing_library", "{n}");
     let msg = n["error"]["message"].as_str().unwrap();

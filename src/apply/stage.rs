@@ -13,6 +13,7 @@ use crate::digest::sha256_hex;
 use crate::model::files::{
     MANIFEST, NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_DIR, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY, TOPOLOGY,
 };
+use crate::model::BadAnswer;
 use crate::nccl::conf::{env_file, parse};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -200,18 +201,18 @@ impl NodeState {
         self.files.iter().any(|f| f.live != LiveState::Matches)
     }
 
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadAnswer> {
         if self.last_run.as_deref().is_some_and(|r| !writer::run_id_ok(r)) {
-            return Err("last_run is not a run id topo-tune makes".into());
+            return Err(BadAnswer("last_run is not a run id topo-tune makes".into()));
         }
         if self.files.len() > writer::MANAGED.len() {
-            return Err("more owned files than topo-tune manages".into());
+            return Err(BadAnswer("more owned files than topo-tune manages".into()));
         }
         if let Some(f) = self.files.iter().find(|f| !writer::MANAGED.contains(&f.path.as_str())) {
-            return Err(format!("{:?} is not a file topo-tune manages", f.path));
+            return Err(BadAnswer(format!("{:?} is not a file topo-tune manages", f.path)));
         }
         if let Some(f) = self.files.iter().find(|f| !staged::is_sha256(&f.sha256)) {
-            return Err(format!("the sha256 of {} is not one", f.path));
+            return Err(BadAnswer(format!("the sha256 of {} is not one", f.path)));
         }
         let known = |p: &str| writer::MANAGED.contains(&p) || STAGED.contains(&p);
         if let Some((p, _)) = self
@@ -219,13 +220,15 @@ impl NodeState {
             .iter()
             .find(|(p, h)| !known(p) || !(h.is_empty() || staged::is_sha256(h)))
         {
-            return Err(format!("current {p:?} is not a file topo-tune reads with its sha256"));
+            return Err(BadAnswer(format!(
+                "current {p:?} is not a file topo-tune reads with its sha256"
+            )));
         }
         if self.runs.len() > writer::MAX_RUNS || self.runs.iter().any(|r| !writer::run_id_ok(r)) {
-            return Err("runs are not run ids topo-tune makes".into());
+            return Err(BadAnswer("runs are not run ids topo-tune makes".into()));
         }
         if self.undone.as_deref().is_some_and(|r| !writer::run_id_ok(r)) {
-            return Err("undone is not a run id topo-tune makes".into());
+            return Err(BadAnswer("undone is not a run id topo-tune makes".into()));
         }
         self.staged.as_ref().map_or(Ok(()), StageRecord::check)
     }

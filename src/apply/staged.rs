@@ -7,6 +7,7 @@ use super::tree::{Tree, TreeError};
 use crate::model::files::{
     run_id_ok, FILE_LIMIT, MANAGED, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY,
 };
+use crate::model::BadAnswer;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -38,23 +39,28 @@ pub fn is_sha256(h: &str) -> bool {
 
 impl StageRecord {
     /// A node's answer names only staged paths, sha256 values, and a rollout id.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadAnswer> {
         if !run_id_ok(&self.rollout) {
-            return Err(format!("rollout {:?} is not an id topo-tune makes", self.rollout));
+            return Err(BadAnswer(format!(
+                "rollout {:?} is not an id topo-tune makes",
+                self.rollout
+            )));
         }
         if let Some((p, _)) = self
             .files
             .iter()
             .find(|(p, h)| !STAGED.contains(&p.as_str()) || !is_sha256(h))
         {
-            return Err(format!("{p:?} is not a file topo-tune stages"));
+            return Err(BadAnswer(format!("{p:?} is not a file topo-tune stages")));
         }
         if let Some((p, _)) = self
             .live
             .iter()
             .find(|(p, h)| !MANAGED.contains(&p.as_str()) || !(h.is_empty() || is_sha256(h)))
         {
-            return Err(format!("live {p:?} is not a file topo-tune manages with its sha256"));
+            return Err(BadAnswer(format!(
+                "live {p:?} is not a file topo-tune manages with its sha256"
+            )));
         }
         if self.caveats.len() > 64
             || self
@@ -62,7 +68,7 @@ impl StageRecord {
                 .iter()
                 .any(|c| c.len() > 512 || c.chars().any(char::is_control))
         {
-            return Err("caveats are not plain text".into());
+            return Err(BadAnswer("caveats are not plain text".into()));
         }
         Ok(())
     }
@@ -88,7 +94,7 @@ pub fn read(tree: &Tree) -> Result<Option<StageRecord>, StagedError> {
     };
     let record: StageRecord =
         serde_json::from_str(&text).map_err(|e| invalid(format!("not a topo-tune stage record: {e}")))?;
-    record.check().map_err(invalid)?;
+    record.check().map_err(|e| invalid(e.0))?;
     Ok(Some(record))
 }
 

@@ -34,6 +34,19 @@ pub enum TreeError {
     },
 }
 
+impl crate::exit::Classify for TreeError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        let code = match self {
+            TreeError::Io { .. } => exit::IO_ERROR,
+            TreeError::Locked { .. } => exit::TEMP_FAILURE,
+            // A link, a non-file, non-text, too large, a bad path: the data is wrong.
+            _ => exit::DATA_ERROR,
+        };
+        Class::new(code, "write")
+    }
+}
+
 /// A directory tree topo-tune writes into.
 #[derive(Debug)]
 pub struct Tree {

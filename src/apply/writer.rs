@@ -23,7 +23,7 @@ use crate::model::files::{
     STATE_DIR, TOPOLOGY,
 };
 use crate::model::plan::NcclClass;
-use crate::model::NcclVersion;
+use crate::model::{BadAnswer, NcclVersion, Refusal};
 use crate::nccl::conf::{assemble, env_file, parse, render};
 use crate::nccl::table::Rejection;
 use serde::{Deserialize, Serialize};
@@ -82,16 +82,16 @@ pub struct Settled {
 }
 
 impl Settled {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadAnswer> {
         if self.fingerprint.len() != 64 || !self.fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err("settled.fingerprint is not a sha256".into());
+            return Err(BadAnswer("settled.fingerprint is not a sha256".into()));
         }
         if self
             .files
             .iter()
             .any(|f| f.action != Action::Unchanged || f.diff.is_some())
         {
-            return Err("settled.files names a change".into());
+            return Err(BadAnswer("settled.files names a change".into()));
         }
         WriteReport {
             files: self.files.clone(),
@@ -153,39 +153,39 @@ pub struct WriteReport {
 impl WriteReport {
     /// A node's report names only files topo-tune manages, a run id it makes, and text
     /// without control characters (the diff aside: shown escaped).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadAnswer> {
         if let Some(id) = self.run_id.as_deref().filter(|id| !run_id_ok(id)) {
-            return Err(format!(
+            return Err(BadAnswer(format!(
                 "run_id {:?} is not one topo-tune makes",
                 id.escape_default().to_string()
-            ));
+            )));
         }
         if self
             .note
             .as_ref()
             .is_some_and(|n| n.len() > 4096 || n.chars().any(char::is_control))
         {
-            return Err("note is not plain text".into());
+            return Err(BadAnswer("note is not plain text".into()));
         }
         if self.files.len() > MANAGED.len() * 2 {
-            return Err(format!(
+            return Err(BadAnswer(format!(
                 "{} files reported; topo-tune manages {}",
                 self.files.len(),
                 MANAGED.len()
-            ));
+            )));
         }
         for f in &self.files {
             if !MANAGED.contains(&f.path.as_str()) {
-                return Err(format!(
+                return Err(BadAnswer(format!(
                     "files[].path {:?} is not a file topo-tune manages",
                     f.path.escape_default().to_string()
-                ));
+                )));
             }
             if f.reason.len() > 4096 || f.reason.chars().any(char::is_control) {
-                return Err(format!("files[].reason of {} is not plain text", f.path));
+                return Err(BadAnswer(format!("files[].reason of {} is not plain text", f.path)));
             }
             if f.diff.as_ref().is_some_and(|d| d.len() > 16 << 20) {
-                return Err(format!("files[].diff of {} is larger than 16 MiB", f.path));
+                return Err(BadAnswer(format!("files[].diff of {} is larger than 16 MiB", f.path)));
             }
         }
         Ok(())
@@ -263,6 +263,20 @@ pub enum WriteError {
     Staged { path: String, rollout: String },
 }
 
+impl crate::exit::Classify for WriteError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        match self {
+            WriteError::Tree(t) => t.classify(),
+            WriteError::Staged { .. } => Class::new(exit::TEMP_FAILURE, "write"),
+            WriteError::Invalid { .. } => {
+                Class::new(exit::DATA_ERROR, "write").hint("fix or remove the named line, then run again")
+            }
+            WriteError::NothingToRollBack(_) => Class::new(exit::DATA_ERROR, "write"),
+        }
+    }
+}
+
 impl From<super::staged::StagedError> for WriteError {
     fn from(e: super::staged::StagedError) -> Self {
         match e {
@@ -300,7 +314,7 @@ pub(super) fn read_manifest(tree: &Tree) -> Result<Manifest, WriteError> {
             serde_json::from_str(&text).map_err(|e| invalid_manifest(tree, format!("not a topo-tune manifest: {e}")))?
         }
     };
-    check_manifest(&manifest).map_err(|m| invalid_manifest(tree, m))?;
+    check_manifest(&manifest).map_err(|m| invalid_manifest(tree, m.0))?;
     Ok(manifest)
 }
 
@@ -313,46 +327,46 @@ fn invalid_manifest(tree: &Tree, message: String) -> WriteError {
 
 /// Every path in the manifest is one topo-tune manages, and every backup is the one the run
 /// would have made: nothing read from state reaches outside the files it owns.
-fn check_manifest(m: &Manifest) -> Result<(), String> {
+fn check_manifest(m: &Manifest) -> Result<(), Refusal> {
     if m.version != MANIFEST_VERSION {
-        return Err(format!(
+        return Err(Refusal(format!(
             "manifest version {} is not the one this topo-tune reads ({MANIFEST_VERSION})",
             m.version
-        ));
+        )));
     }
     let managed = |p: &str| MANAGED.contains(&p);
     let hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
     if let Some((p, h)) = m.owned.iter().find(|(p, h)| !managed(p) || !hash(h)) {
-        return Err(format!(
+        return Err(Refusal(format!(
             "`owned` names {p:?} ({h:?}), which is not a file topo-tune manages"
-        ));
+        )));
     }
     if let Some(id) = m.undone.as_deref().filter(|id| !run_id_ok(id)) {
-        return Err(format!("`undone` {id:?} is not a run id topo-tune makes"));
+        return Err(Refusal(format!("`undone` {id:?} is not a run id topo-tune makes")));
     }
     for run in &m.runs {
         if !run_id_ok(&run.id) {
-            return Err(format!("run id {:?} is not one topo-tune makes", run.id));
+            return Err(Refusal(format!("run id {:?} is not one topo-tune makes", run.id)));
         }
         for f in &run.files {
             if !managed(&f.path) {
-                return Err(format!(
+                return Err(Refusal(format!(
                     "run {} names {:?}, which is not a file topo-tune manages",
                     run.id, f.path
-                ));
+                )));
             }
             let expected = format!("{BACKUPS}/{}{}", run.id, f.path);
             if f.backup.as_ref().is_some_and(|b| *b != expected) {
-                return Err(format!(
+                return Err(Refusal(format!(
                     "run {} keeps the backup of {} at {:?}, not {expected:?}",
                     run.id, f.path, f.backup
-                ));
+                )));
             }
             if f.mode.is_some_and(|m| m > 0o7777) {
-                return Err(format!("run {} has a malformed mode for {}", run.id, f.path));
+                return Err(Refusal(format!("run {} has a malformed mode for {}", run.id, f.path)));
             }
             if f.owned_before.as_deref().is_some_and(|h| !hash(h)) {
-                return Err(format!("run {} has a malformed hash for {}", run.id, f.path));
+                return Err(Refusal(format!("run {} has a malformed hash for {}", run.id, f.path)));
             }
         }
     }

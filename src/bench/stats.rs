@@ -7,6 +7,7 @@
 //! Pure: figures in, verdict out.
 
 use super::parse::{BenchRun, SizeFigures};
+use crate::model::Refusal;
 use serde::{Deserialize, Serialize};
 
 /// One round: the baseline run and the candidate run, made back to back.
@@ -33,13 +34,13 @@ pub struct Gate {
 
 impl Gate {
     /// The ranges cluster.yaml and the flags allow, for a gate read back from a record.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Refusal> {
         let pct = |v: f64| v.is_finite() && v > 0.0 && v <= 0.5;
         if !pct(self.threshold) || !pct(self.p99_threshold) {
-            return Err("the thresholds are fractions in (0, 0.5]".into());
+            return Err(Refusal("the thresholds are fractions in (0, 0.5]".into()));
         }
         if self.small_max > 1 << 40 || self.large_min > 1 << 40 {
-            return Err("small_max and large_min are sizes up to 1 TiB".into());
+            return Err(Refusal("small_max and large_min are sizes up to 1 TiB".into()));
         }
         Ok(())
     }

@@ -52,8 +52,10 @@ pub trait Fleet {
 
 type Step<F> = Result<(), EngineError<<F as Fleet>::Stop>>;
 
-/// What an outcome says after its reason when the wave's rollback did not finish.
-const UNFINISHED: &str = "; the rollback did not finish on: ";
+/// Why a wave's measurement stops it (a failed run, files that moved, figures that cannot be
+/// judged): the wave is rolled back with this reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Halt(String);
 
 /// Progress for a terminal (one line per step).
 pub type Progress<'a> = &'a dyn Fn(&str);
@@ -133,7 +135,7 @@ fn wave<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progr
                     .cloned()
                     .collect();
                 match measure(r, i, &bench_hosts, fleet, store, progress)? {
-                    Err(why) => return undo(r, i, fleet, store, progress, RolloutStatus::Halted, why),
+                    Err(Halt(why)) => return undo(r, i, fleet, store, progress, RolloutStatus::Halted, why),
                     Ok(()) => {
                         let verdict = r.waves[i].verdict.as_ref();
                         if !verdict.is_some_and(|v| v.decision.promotes()) {
@@ -148,7 +150,6 @@ fn wave<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, progr
             Phase::RollingBack => {
                 // The reason is kept; a rollback that did not finish before is tried again.
                 let why = r.waves[i].outcome.clone().unwrap_or_else(|| "rolled back".into());
-                let why = why.split(UNFINISHED).next().unwrap_or_default().to_string();
                 let status = if r.status == RolloutStatus::Running {
                     RolloutStatus::Halted
                 } else {
@@ -176,9 +177,9 @@ fn measure<F: Fleet>(
     fleet: &mut F,
     store: &Store,
     progress: Progress,
-) -> Result<Result<(), String>, EngineError<F::Stop>> {
+) -> Result<Result<(), Halt>, EngineError<F::Stop>> {
     if hosts.is_empty() {
-        return Ok(Err("no node of this wave is staged".into()));
+        return Ok(Err(Halt("no node of this wave is staged".into())));
     }
     let rounds = r.options.rounds as usize;
     while r.waves[i].rounds.len() < rounds {
@@ -208,7 +209,7 @@ fn measure<F: Fleet>(
                 got.push((v, record));
                 push_round(&mut r.waves[i], candidate_first, got);
                 store.save(r)?;
-                return Ok(Err(why));
+                return Ok(Err(Halt(why)));
             }
             if let Some(f) = &record.figures {
                 progress(&format!("    {}", headline(f)));
@@ -219,7 +220,7 @@ fn measure<F: Fleet>(
         store.save(r)?;
         // Figures are only comparable while the files they ran on are the ones staged.
         if let Some(why) = files_moved(r, i, hosts, fleet)? {
-            return Ok(Err(format!("after round {}: {why}", n + 1)));
+            return Ok(Err(Halt(format!("after round {}: {why}", n + 1))));
         }
     }
     let rounds: Vec<Round> = r.waves[i]
@@ -239,7 +240,7 @@ fn measure<F: Fleet>(
             store.save(r)?;
             Ok(Ok(()))
         }
-        Err(e) => Ok(Err(format!("the figures cannot be judged: {e}"))),
+        Err(e) => Ok(Err(Halt(format!("the figures cannot be judged: {e}")))),
     }
 }
 
@@ -297,7 +298,7 @@ fn one_run<F: Fleet>(
             let judged =
                 runner::judge(&a, r.options.benchmark.timeout_s).and_then(
                     |run| match crate::bench::parse::off_the_set(run.ranks, hosts.len(), r.gpus_per_node(hosts)) {
-                        Some(why) => Err(why),
+                        Some(why) => Err(runner::FailedRun(why)),
                         None => Ok(run),
                     },
                 );
@@ -305,7 +306,7 @@ fn one_run<F: Fleet>(
                 command: a.command,
                 seconds: a.seconds,
                 figures: judged.as_ref().ok().cloned(),
-                error: judged.err(),
+                error: judged.err().map(|e| e.0),
             }
         }
     })
@@ -379,18 +380,17 @@ fn promote<F: Fleet>(r: &mut Rollout, i: usize, fleet: &mut F, store: &Store, pr
         let why = format!("{failed} node(s) failed promotion (--max-fail {})", r.options.max_fail);
         return undo(r, i, fleet, store, progress, RolloutStatus::Failed, why);
     }
-    let mut left = Vec::new();
+    r.waves[i].unfinished.clear();
     for (host, res) in fleet.unstage(r, &hosts).map_err(EngineError::Stopped)? {
         if let Err(f) = res {
-            left.push(format!("{host}: {}", f.message));
+            r.waves[i].unfinished.insert(host, f.message);
         }
     }
-    if !left.is_empty() {
+    if !r.waves[i].unfinished.is_empty() {
         // Promoted, but a candidate stays staged: the wave is not done (a resume promotes
         // again — nothing changes — and removes the staged copies).
         r.waves[i].outcome = Some(format!(
-            "promoted, but the staged copy could not be removed on {}: `topo-tune apply --resume {}` removes it",
-            left.join("; "),
+            "promoted, but the staged copy could not be removed: `topo-tune apply --resume {}` removes it",
             r.id
         ));
         store.save(r)?;
@@ -421,20 +421,20 @@ fn undo<F: Fleet>(
     progress(&format!("wave {} ({}): rolling back: {why}", i + 1, r.waves[i].name));
     let hosts = r.waves[i].hosts.clone();
     let run_id = r.waves[i].run_id.clone();
-    let mut unfinished = Vec::new();
+    let mut unfinished = std::collections::BTreeMap::new();
     for (host, res) in fleet.rollback(r, &hosts, &run_id).map_err(EngineError::Stopped)? {
         if let Err(f) = res {
-            unfinished.push(format!("{host}: {}", f.message));
+            unfinished.insert(host, f.message);
         }
     }
     for (host, res) in fleet.unstage(r, &hosts).map_err(EngineError::Stopped)? {
         if let Err(f) = res {
-            unfinished.push(format!("{host}: {}", f.message));
+            unfinished.entry(host).or_insert(f.message);
         }
     }
-    if !unfinished.is_empty() {
+    r.waves[i].unfinished = unfinished;
+    if !r.waves[i].unfinished.is_empty() {
         r.status = RolloutStatus::Failed;
-        r.waves[i].outcome = Some(format!("{why}{UNFINISHED}{}", unfinished.join("; ")));
         store.save(r)?;
         return Ok(());
     }
@@ -502,8 +502,8 @@ mod tests {
     }
 
     impl Fleet for PaperFleet {
-        type Stop = String;
-        fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
+        type Stop = std::convert::Infallible;
+        fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, std::convert::Infallible> {
             let rollout = self.stage_as.clone().unwrap_or_else(|| r.id.clone());
             let live = [("/etc/nccl.conf".to_string(), "a".repeat(64))].into();
             Ok(self.each("stage", hosts, || StageRecord {
@@ -512,7 +512,7 @@ mod tests {
                 ..StageRecord::default()
             }))
         }
-        fn state(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, String> {
+        fn state(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, std::convert::Infallible> {
             self.states += 1;
             let sha = if self.moved.is_some_and(|n| self.states > n) {
                 "b"
@@ -528,13 +528,23 @@ mod tests {
         fn end(&mut self, _: &Rollout, marker: &str) {
             self.calls.push(format!("end {marker}"));
         }
-        fn unstage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, String> {
+        fn unstage(&mut self, _: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, std::convert::Infallible> {
             Ok(self.each("unstage", hosts, StageRecord::default))
         }
-        fn promote(&mut self, _: &Rollout, hosts: &[String], _: &str) -> Result<Results<WriteReport>, String> {
+        fn promote(
+            &mut self,
+            _: &Rollout,
+            hosts: &[String],
+            _: &str,
+        ) -> Result<Results<WriteReport>, std::convert::Infallible> {
             Ok(self.each("promote", hosts, WriteReport::default))
         }
-        fn rollback(&mut self, _: &Rollout, hosts: &[String], _: &str) -> Result<Results<WriteReport>, String> {
+        fn rollback(
+            &mut self,
+            _: &Rollout,
+            hosts: &[String],
+            _: &str,
+        ) -> Result<Results<WriteReport>, std::convert::Infallible> {
             Ok(self.each("rollback", hosts, WriteReport::default))
         }
         fn bench(
@@ -543,7 +553,7 @@ mod tests {
             hosts: &[String],
             v: Variant,
             _marker: &str,
-        ) -> Result<Result<BenchAnswer, Failure>, String> {
+        ) -> Result<Result<BenchAnswer, Failure>, std::convert::Infallible> {
             self.calls.push(format!("bench {}", v.name()));
             let speed = if v == Variant::Candidate { self.speed } else { 1.0 };
             Ok(Ok(BenchAnswer {
@@ -629,7 +639,8 @@ mod tests {
         assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
         assert_eq!(r.status, RolloutStatus::Running, "not completed");
         assert_eq!(r.waves[0].phase, Phase::Promoting, "not promoted for good");
-        assert!(r.waves[0].outcome.as_deref().unwrap().contains("b: down"));
+        assert_eq!(r.waves[0].unfinished["b"], "down", "the staged copy left on b");
+        assert!(r.waves[0].outcome.as_deref().unwrap().contains("could not be removed"));
         assert!(!fleet.calls.iter().any(|c| c.ends_with(" c")), "the next wave waits");
         let mut r = store.load(&r.id).unwrap();
         let mut fleet = PaperFleet {
@@ -724,11 +735,8 @@ mod tests {
         assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
         assert_eq!(r.status, RolloutStatus::Failed);
         assert_eq!(r.waves[0].phase, Phase::RollingBack);
-        assert!(r.waves[0]
-            .outcome
-            .as_deref()
-            .unwrap()
-            .contains("did not finish on: b: down"));
+        assert_eq!(r.waves[0].unfinished["b"], "down", "the rollback did not finish on b");
+        assert_eq!(r.waves[0].unfinished.len(), 1);
         assert!(
             !fleet.calls.iter().any(|c| c.ends_with(" c")),
             "the next wave is never touched"
@@ -739,7 +747,7 @@ mod tests {
         assert!(drive(&mut r, &mut fleet, &store, &|_| {}).is_ok());
         assert_eq!(r.waves[0].phase, Phase::RolledBack);
         assert_eq!(fleet.calls, ["rollback a", "rollback b", "unstage a", "unstage b"]);
-        assert!(!r.waves[0].outcome.as_deref().unwrap().contains("did not finish"));
+        assert!(r.waves[0].unfinished.is_empty(), "finished everywhere now");
         assert_eq!(
             r.waves[0].verdict.as_ref().map(|v| v.decision),
             Some(crate::bench::stats::Decision::Regression)

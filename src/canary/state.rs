@@ -103,6 +103,10 @@ pub struct Wave {
     /// Why the wave ended as it did, in one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// Hosts where this wave's cleanup (its rollback, or removing a staged copy) did not
+    /// finish, with why: a resume tries them again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unfinished: BTreeMap<String, String>,
     /// The benchmark run in flight (its `TOPO_TUNE_BENCH_ID`), saved before it starts and
     /// cleared after: a resume ends what a killed run left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,6 +127,7 @@ impl Wave {
             staged: BTreeMap::new(),
             changed: Vec::new(),
             outcome: None,
+            unfinished: BTreeMap::new(),
             in_flight: None,
         }
     }
@@ -174,6 +179,18 @@ pub enum StateError {
     Invalid { path: String, message: String },
     #[error("no rollout {id} in {dir}")]
     Unknown { id: String, dir: String },
+}
+
+impl crate::exit::Classify for StateError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        let code = match self {
+            StateError::Tree(t) => t.classify().code,
+            StateError::Unknown { .. } => exit::NO_INPUT,
+            StateError::Invalid { .. } => exit::DATA_ERROR,
+        };
+        Class::new(code, "state")
+    }
 }
 
 /// The state directory: `--state-dir`, else `$XDG_STATE_HOME/topo-tune`, else

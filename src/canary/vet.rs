@@ -10,11 +10,9 @@ use crate::bench::stats::{self, Round};
 use crate::config::benchmark::ROUNDS;
 use crate::config::Inventory;
 use crate::model::files::run_id_ok;
+use crate::model::Refusal;
 use std::collections::HashSet;
 use std::path::{Component, Path};
-
-/// Why a record is not obeyed: the field and what is wrong with it.
-pub type Refusal = String;
 
 fn text_ok(s: &str, max: usize) -> bool {
     s.len() <= max && !s.chars().any(|c| c.is_control() || crate::model::is_deceptive(c))
@@ -23,41 +21,44 @@ fn text_ok(s: &str, max: usize) -> bool {
 /// Check `r` against this build and `inv` (the cluster.yaml it names).
 pub fn check(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
     if r.version != STATE_VERSION {
-        return Err(format!("version {} is not this build's ({STATE_VERSION})", r.version));
+        return Err(Refusal(format!(
+            "version {} is not this build's ({STATE_VERSION})",
+            r.version
+        )));
     }
     if !run_id_ok(&r.id) {
-        return Err(format!("id {:?} is not one topo-tune makes", r.id));
+        return Err(Refusal(format!("id {:?} is not one topo-tune makes", r.id)));
     }
     options(r)?;
     hosts(r, inv)?;
     bundles(r, inv)?;
     if r.waves.is_empty() {
-        return Err("waves: a rollout has at least one wave".into());
+        return Err(Refusal("waves: a rollout has at least one wave".into()));
     }
     for (i, w) in r.waves.iter().enumerate() {
-        wave(r, i, w).map_err(|m| format!("waves[{i}] ({}): {m}", w.name.escape_default()))?;
+        wave(r, i, w).map_err(|m| Refusal(format!("waves[{i}] ({}): {m}", w.name.escape_default())))?;
     }
     if r.status == RolloutStatus::Completed && r.waves.iter().any(|w| w.phase != Phase::Promoted) {
-        return Err("status: completed with a wave that is not promoted".into());
+        return Err(Refusal("status: completed with a wave that is not promoted".into()));
     }
     Ok(())
 }
 
 fn options(r: &Rollout) -> Result<(), Refusal> {
     let o = &r.options;
-    o.benchmark.check().map_err(|m| format!("options: {m}"))?;
-    o.gate.check().map_err(|m| format!("options.gate: {m}"))?;
+    o.benchmark.check().map_err(|m| Refusal(format!("options: {m}")))?;
+    o.gate.check().map_err(|m| Refusal(format!("options.gate: {m}")))?;
     if !ROUNDS.contains(&o.rounds) {
-        return Err(format!(
+        return Err(Refusal(format!(
             "options.rounds {} is outside {ROUNDS:?}: fewer rounds promote below the rule's confidence",
             o.rounds
-        ));
+        )));
     }
     if o.wave_size.is_some_and(|n| !(1..=100_000).contains(&n)) {
-        return Err("options.wave_size is outside 1..=100000".into());
+        return Err(Refusal("options.wave_size is outside 1..=100000".into()));
     }
     if o.canary.as_deref().is_some_and(|c| !text_ok(c, 4096)) {
-        return Err("options.canary is not plain text".into());
+        return Err(Refusal("options.canary is not plain text".into()));
     }
     if let Some(dir) = &o.output_dir {
         output_dir(dir)?;
@@ -72,10 +73,10 @@ pub fn output_dir(dir: &Path) -> Result<(), Refusal> {
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     if !dir.is_absolute() || !plain || dir.parent().is_none() {
-        return Err(format!(
+        return Err(Refusal(format!(
             "options.output_dir {:?} is not an absolute path below / without `.` or `..`",
             dir.display().to_string()
-        ));
+        )));
     }
     Ok(())
 }
@@ -90,28 +91,33 @@ fn hosts(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
         .chain(r.waves.iter().flat_map(|w| w.hosts.iter()))
         .find(|h| !known.contains(h.as_str()));
     if let Some(h) = stranger {
-        return Err(format!("names host {h:?}, which {} does not list", inv.path.display()));
+        return Err(Refusal(format!(
+            "names host {h:?}, which {} does not list",
+            inv.path.display()
+        )));
     }
     let mut seen = HashSet::new();
     for w in &r.waves {
         if w.hosts.is_empty() {
-            return Err(format!("wave {} has no hosts", w.name.escape_default()));
+            return Err(Refusal(format!("wave {} has no hosts", w.name.escape_default())));
         }
         if let Some(h) = w.hosts.iter().find(|h| !seen.insert(h.as_str())) {
-            return Err(format!("host {h} is in two waves"));
+            return Err(Refusal(format!("host {h} is in two waves")));
         }
         if let Some(h) = w.hosts.iter().find(|h| !r.host_bundle.contains_key(*h)) {
-            return Err(format!("host {h} is in a wave but has no candidate"));
+            return Err(Refusal(format!("host {h} is in a wave but has no candidate")));
         }
     }
     if let Some((h, _)) = r.host_bundle.iter().find(|(_, b)| **b >= r.bundles.len()) {
-        return Err(format!("host_bundle: {h} names a candidate that does not exist"));
+        return Err(Refusal(format!(
+            "host_bundle: {h} names a candidate that does not exist"
+        )));
     }
     if let Some((h, g)) = r.gpus.iter().find(|(_, g)| !(1..=256).contains(*g)) {
-        return Err(format!("gpus: {h} has {g}"));
+        return Err(Refusal(format!("gpus: {h} has {g}")));
     }
     if r.untouched.values().any(|w| !text_ok(w, 4096)) {
-        return Err("untouched: not plain text".into());
+        return Err(Refusal("untouched: not plain text".into()));
     }
     Ok(())
 }
@@ -121,15 +127,15 @@ fn hosts(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
 /// back.
 fn bundles(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
     for (i, b) in r.bundles.iter().enumerate() {
-        let at = |m: String| format!("bundles[{i}]: {m}");
+        let at = |m: &dyn std::fmt::Display| Refusal(format!("bundles[{i}]: {m}"));
         if b.dropin.len() as u64 > crate::model::files::FILE_LIMIT {
-            return Err(at("the drop-in is larger than 1 MiB".into()));
+            return Err(at(&"the drop-in is larger than 1 MiB"));
         }
-        let settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(e.to_string()))?;
+        let settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(&e))?;
         crate::nccl::review::check_settings(&settings, &inv.nccl, b.topology_xml.is_some(), b.nccl_version)
-            .map_err(|e| at(e.to_string()))?;
+            .map_err(|e| at(&e))?;
         if let Some(xml) = &b.topology_xml {
-            crate::probe::check_topology_artifact(xml, "topology_xml").map_err(at)?;
+            crate::probe::check_topology_artifact(xml, "topology_xml").map_err(|e| at(&e))?;
         }
     }
     Ok(())
@@ -137,46 +143,47 @@ fn bundles(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
 
 fn wave(r: &Rollout, i: usize, w: &Wave) -> Result<(), Refusal> {
     if !text_ok(&w.name, 256) {
-        return Err("its name is not plain text".into());
+        return Err(Refusal("its name is not plain text".into()));
     }
     if w.run_id != format!("{}-{}", r.id, i + 1) {
-        return Err(format!("run_id {:?} is not {}-{}", w.run_id, r.id, i + 1));
+        return Err(Refusal(format!("run_id {:?} is not {}-{}", w.run_id, r.id, i + 1)));
     }
     let outsider = w
         .failures
         .keys()
         .chain(w.staged.keys())
+        .chain(w.unfinished.keys())
         .chain(w.changed.iter())
         .any(|h| !w.hosts.contains(h));
     if outsider {
-        return Err("names a host that is not in the wave".into());
+        return Err(Refusal("names a host that is not in the wave".into()));
     }
     if w.failures
         .values()
         .chain(w.outcome.iter())
         .any(|t| !text_ok(t, 1 << 16))
     {
-        return Err("failures or outcome are not plain text".into());
+        return Err(Refusal("failures or outcome are not plain text".into()));
     }
     if let Some((h, rec)) = w.staged.iter().find(|(_, s)| s.check().is_err() || s.rollout != r.id) {
-        return Err(format!(
+        return Err(Refusal(format!(
             "staged: {h} holds another rollout's stage, or not a stage ({})",
             rec.rollout
-        ));
+        )));
     }
     if w.in_flight
         .as_deref()
         .is_some_and(|m| !m.starts_with(&w.run_id) || !text_ok(m, 256))
     {
-        return Err("in_flight is not a mark of this wave's runs".into());
+        return Err(Refusal("in_flight is not a mark of this wave's runs".into()));
     }
     // Waves run in order: one starts only after the one before it was promoted.
     if i > 0 && w.phase != Phase::Pending && r.waves[i - 1].phase != Phase::Promoted {
-        return Err(format!(
+        return Err(Refusal(format!(
             "{:?} while the wave before it is {:?}",
             w.phase,
             r.waves[i - 1].phase
-        ));
+        )));
     }
     rounds(r, w)
 }
@@ -186,19 +193,22 @@ fn wave(r: &Rollout, i: usize, w: &Wave) -> Result<(), Refusal> {
 fn rounds(r: &Rollout, w: &Wave) -> Result<(), Refusal> {
     let wanted = r.options.rounds as usize;
     if w.rounds.len() > wanted {
-        return Err(format!("{} rounds recorded, {wanted} asked for", w.rounds.len()));
+        return Err(Refusal(format!(
+            "{} rounds recorded, {wanted} asked for",
+            w.rounds.len()
+        )));
     }
     let gpus = r.gpus_per_node(&w.hosts);
     let mut judged = Vec::new();
     for (n, round) in w.rounds.iter().enumerate() {
         for run in [&round.baseline, &round.candidate] {
             if !(run.seconds.is_finite() && run.seconds >= 0.0 && text_ok(&run.command, 1 << 16)) {
-                return Err(format!("round {}: not a run", n + 1));
+                return Err(Refusal(format!("round {}: not a run", n + 1)));
             }
             if let Some(f) = &run.figures {
-                f.check().map_err(|e| format!("round {}: {e}", n + 1))?;
+                f.check().map_err(|e| Refusal(format!("round {}: {e}", n + 1)))?;
                 if let Some(why) = crate::bench::parse::off_the_set(f.ranks, w.hosts.len(), gpus) {
-                    return Err(format!("round {}: {why}", n + 1));
+                    return Err(Refusal(format!("round {}: {why}", n + 1)));
                 }
             }
         }
@@ -211,34 +221,37 @@ fn rounds(r: &Rollout, w: &Wave) -> Result<(), Refusal> {
     }
     let promoting = matches!(w.phase, Phase::Promoting | Phase::Promoted);
     if matches!(w.phase, Phase::Pending | Phase::Staging) && (!w.rounds.is_empty() || w.verdict.is_some()) {
-        return Err(format!("{:?} with rounds or a verdict", w.phase));
+        return Err(Refusal(format!("{:?} with rounds or a verdict", w.phase)));
     }
     let Some(v) = &w.verdict else {
         return if promoting {
-            Err(format!(
+            Err(Refusal(format!(
                 "{:?} without a verdict: promotion is only on a measured gain",
                 w.phase
-            ))
+            )))
         } else {
             Ok(())
         };
     };
     if judged.len() != wanted {
-        return Err(format!(
+        return Err(Refusal(format!(
             "a verdict over {} complete round(s) where {wanted} are asked for",
             judged.len()
-        ));
+        )));
     }
-    let again =
-        stats::judge(&judged, &r.options.gate).map_err(|e| format!("the verdict's rounds cannot be judged: {e}"))?;
+    let again = stats::judge(&judged, &r.options.gate)
+        .map_err(|e| Refusal(format!("the verdict's rounds cannot be judged: {e}")))?;
     if again.decision != v.decision || again.reason != v.reason {
-        return Err(format!(
+        return Err(Refusal(format!(
             "the recorded verdict ({:?}) is not what its rounds give ({:?}: {})",
             v.decision, again.decision, again.reason
-        ));
+        )));
     }
     if promoting && !v.decision.promotes() {
-        return Err(format!("{:?} on a verdict that halts ({:?})", w.phase, v.decision));
+        return Err(Refusal(format!(
+            "{:?} on a verdict that halts ({:?})",
+            w.phase, v.decision
+        )));
     }
     Ok(())
 }

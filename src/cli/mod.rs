@@ -405,10 +405,15 @@ pub struct DiagnoseArgs {
     pub localise: bool,
 }
 
-fn fraction(value: &str) -> Result<f64, String> {
+/// Why a flag's value is not one it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ValueError(pub String);
+
+fn fraction(value: &str) -> Result<f64, ValueError> {
     match value.parse::<f64>() {
         Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
-        _ => Err(format!("{value:?} is not a fraction in (0, 1]")),
+        _ => Err(ValueError(format!("{value:?} is not a fraction in (0, 1]"))),
     }
 }
 
@@ -513,7 +518,7 @@ pub fn local_command_scope(
     cluster_config: Option<&std::path::Path>,
     cluster: bool,
     env_value: Option<std::ffi::OsString>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, ValueError> {
     match (cluster_config, cluster) {
         (Some(p), _) => Ok(Some(p.to_path_buf())),
         (None, false) => Ok(None),
@@ -521,7 +526,10 @@ pub fn local_command_scope(
             .filter(|v| !v.is_empty())
             .map(|v| Some(PathBuf::from(v)))
             .ok_or_else(|| {
-                "--cluster needs TOPO_TUNE_CLUSTER_CONFIG set to a cluster.yaml (or give --cluster-config FILE)".into()
+                ValueError(
+                    "--cluster needs TOPO_TUNE_CLUSTER_CONFIG set to a cluster.yaml (or give --cluster-config FILE)"
+                        .into(),
+                )
             }),
     }
 }
@@ -529,11 +537,13 @@ pub fn local_command_scope(
 /// A boolean flag's environment variable as Ansible and shells write it: `1/0`, `yes/no`,
 /// `true/false`, `on/off` in any case; empty is unset (false). Anything else is an error,
 /// never a guess.
-fn env_bool(value: &str) -> Result<bool, String> {
+fn env_bool(value: &str) -> Result<bool, ValueError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "" | "0" | "no" | "n" | "false" | "f" | "off" => Ok(false),
         "1" | "yes" | "y" | "true" | "t" | "on" => Ok(true),
-        other => Err(format!("{other:?} is not a boolean (1/0, yes/no, true/false, on/off)")),
+        other => Err(ValueError(format!(
+            "{other:?} is not a boolean (1/0, yes/no, true/false, on/off)"
+        ))),
     }
 }
 

@@ -165,7 +165,7 @@ fn scope(
     reserve: Option<&CpuList>,
 ) -> Result<(Scope, CpuList), Error> {
     let cfg = super::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.0))?;
     Ok(match cfg {
         None => (
             Scope::Here {
@@ -232,7 +232,7 @@ impl DiagnoseArgs {
     pub fn resolve(&self) -> Result<DiagnoseSettings, Error> {
         let full = Inventory::load(&self.gather.cluster_config)?;
         let hosts = match &self.nodes {
-            Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(Error::Usage)?,
+            Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(|e| Error::Usage(e.0))?,
             None => full.nodes.iter().map(|n| n.host.clone()).collect(),
         };
         let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();

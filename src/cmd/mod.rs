@@ -21,7 +21,7 @@ use serde::Serialize;
 /// What a command prints on stdout, and its exit code.
 pub struct Done {
     pub text: String,
-    pub exit_code: i32,
+    pub exit_code: crate::exit::ExitCode,
 }
 
 /// Render a command's result: the envelope as JSON, or the human table made from it.

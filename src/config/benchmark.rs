@@ -3,6 +3,7 @@
 //! rule. Validated at load: an unknown placeholder or an out-of-range figure names its line.
 
 use crate::bench::stats::Gate;
+use crate::model::Refusal;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -56,32 +57,40 @@ pub const GPUS_PER_NODE: std::ops::RangeInclusive<u32> = 1..=64;
 /// What a benchmark command must be, wherever it comes from (cluster.yaml, a rollout
 /// record): one non-empty line, only known placeholders, and `{json}` (topo-tune reads
 /// nccl-tests' JSON there).
-pub fn check_command(command: &str) -> Result<(), String> {
+pub fn check_command(command: &str) -> Result<(), Refusal> {
     if command.trim().is_empty() || command.contains(['\n', '\r', '\0']) {
-        return Err("benchmark.command must be one non-empty line".into());
+        return Err(Refusal("benchmark.command must be one non-empty line".into()));
     }
     if command.len() > 1 << 16 {
-        return Err("benchmark.command is longer than 64 KiB".into());
+        return Err(Refusal("benchmark.command is longer than 64 KiB".into()));
     }
-    let used = placeholders(command).map_err(|(_, m)| m)?;
+    let used = placeholders(command).map_err(|(_, m)| Refusal(m))?;
     if !used.contains(&"json") {
-        return Err("benchmark.command must pass `-J {json}` (topo-tune reads nccl-tests' JSON there)".into());
+        return Err(Refusal(
+            "benchmark.command must pass `-J {json}` (topo-tune reads nccl-tests' JSON there)".into(),
+        ));
     }
     Ok(())
 }
 
 impl Benchmark {
     /// The section's every rule, for a copy read back from a rollout record.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Refusal> {
         check_command(&self.command)?;
         if !TIMEOUT_S.contains(&self.timeout_s) {
-            return Err(format!("benchmark.timeout {} is outside {TIMEOUT_S:?}", self.timeout_s));
+            return Err(Refusal(format!(
+                "benchmark.timeout {} is outside {TIMEOUT_S:?}",
+                self.timeout_s
+            )));
         }
         if self.gpus_per_node.is_some_and(|g| !GPUS_PER_NODE.contains(&g)) {
-            return Err("benchmark.gpus_per_node is outside 1..=64".into());
+            return Err(Refusal("benchmark.gpus_per_node is outside 1..=64".into()));
         }
         if !ROUNDS.contains(&self.rounds) {
-            return Err(format!("benchmark.rounds {} is outside {ROUNDS:?}", self.rounds));
+            return Err(Refusal(format!(
+                "benchmark.rounds {} is outside {ROUNDS:?}",
+                self.rounds
+            )));
         }
         self.gate.check()
     }
@@ -176,7 +185,7 @@ impl super::Loader<'_> {
         let d = Benchmark::default();
         let command = match &raw.command {
             Some(c) => {
-                check_command(&c.value).map_err(|m| self.at(&c.referenced, m))?;
+                check_command(&c.value).map_err(|m| self.at(&c.referenced, m.0))?;
                 c.value.clone()
             }
             None => d.command,

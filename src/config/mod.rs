@@ -213,6 +213,24 @@ pub enum ConfigError {
     Invalid { at: String, message: String },
 }
 
+impl crate::exit::Classify for ConfigError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        use std::io::ErrorKind;
+        let code = match self {
+            ConfigError::Read { source, .. } if source.kind() == ErrorKind::NotFound => exit::NO_INPUT,
+            ConfigError::Read { source, .. }
+                if matches!(source.kind(), ErrorKind::InvalidInput | ErrorKind::InvalidData) =>
+            {
+                exit::DATA_ERROR
+            }
+            ConfigError::Read { .. } => exit::IO_ERROR,
+            ConfigError::Invalid { .. } => exit::DATA_ERROR,
+        };
+        Class::new(code, "config")
+    }
+}
+
 impl ConfigError {
     fn at(path: &Path, loc: &serde_saphyr::Location, message: impl Into<String>) -> Self {
         ConfigError::Invalid {
@@ -829,7 +847,7 @@ fn other_level(f: &Fabric, key: &str, name: &str) -> Option<&'static str> {
     }
 }
 
-fn check_remote_dir(dir: &str) -> Result<(), String> {
+fn check_remote_dir(dir: &str) -> Result<(), names::NameError> {
     let ok = !dir.is_empty()
         && !dir.starts_with('-')
         && !dir.split('/').any(|c| c == "..")
@@ -839,9 +857,9 @@ fn check_remote_dir(dir: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(names::NameError(format!(
             "ssh.remote_dir `{dir}`: use a plain path (letters, digits, `/`, `.`, `-`, `_`; no `..`)"
-        ))
+        )))
     }
 }
 

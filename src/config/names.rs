@@ -1,51 +1,66 @@
 //! What a hostname, user, label or path may contain. Everything that reaches an `ssh` command
 //! line is checked here first, so no value can smuggle shell syntax or an ssh option.
 
+/// Why a name cannot be one: what it holds that the grammar does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
+
+impl From<NameError> for String {
+    fn from(e: NameError) -> String {
+        e.0
+    }
+}
+
 /// A hostname or ssh alias (dot-separated labels of letters, digits, `-`, `_`, each 1 to 63
 /// characters, none starting with `-`), an IPv4 address, or a bracket-less IPv6 literal. So
 /// no host can be read as an ssh option, carry shell syntax, or name a directory (`.`, `..`)
 /// when it becomes a path under `--output-dir`.
-pub fn check_host(host: &str) -> Result<(), String> {
+pub fn check_host(host: &str) -> Result<(), NameError> {
     if host.is_empty() || host.len() > 253 {
-        return Err("a host must be 1 to 253 characters".into());
+        return Err(NameError("a host must be 1 to 253 characters".into()));
     }
     if host.starts_with('-') {
-        return Err("a host must not start with `-` (ssh would read it as an option)".into());
+        return Err(NameError(
+            "a host must not start with `-` (ssh would read it as an option)".into(),
+        ));
     }
     if let Some(c) = host
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':')))
     {
-        return Err(format!(
+        return Err(NameError(format!(
             "`{}` is not allowed in a host name (letters, digits, `.`, `-`, `_`, `:` only)",
             c.escape_default()
-        ));
+        )));
     }
     if host.contains(':') {
         // An IPv6 literal: hex digits, `:` and (IPv4-mapped) `.` only.
         return if host.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
             Ok(())
         } else {
-            Err("a host with `:` must be an IPv6 address (hex digits, `:`, `.`)".into())
+            Err(NameError(
+                "a host with `:` must be an IPv6 address (hex digits, `:`, `.`)".into(),
+            ))
         };
     }
     for label in host.split('.') {
         if label.is_empty() {
-            return Err(
+            return Err(NameError(
                 "a host name is dot-separated labels: none may be empty (`.`, `..`, `a..b`, a trailing `.`)".into(),
-            );
+            ));
         }
         if label.len() > 63 || label.starts_with('-') {
-            return Err(format!(
+            return Err(NameError(format!(
                 "`{label}`: a host name label is 1 to 63 characters and does not start with `-`"
-            ));
+            )));
         }
     }
     Ok(())
 }
 
 /// Letters, digits, `.`, `-`, `_`; 1 to `max` characters; no leading `-`.
-fn plain_name(text: &str, max: usize, what: &str) -> Result<(), String> {
+fn plain_name(text: &str, max: usize, what: &str) -> Result<(), NameError> {
     let ok = !text.is_empty()
         && text.len() <= max
         && !text.starts_with('-')
@@ -55,19 +70,19 @@ fn plain_name(text: &str, max: usize, what: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(NameError(format!(
             "`{}` is not a valid {what} (letters, digits, `.`, `-`, `_`; 1 to {max} characters)",
             text.escape_default()
-        ))
+        )))
     }
 }
 
-pub fn check_user(user: &str) -> Result<(), String> {
+pub fn check_user(user: &str) -> Result<(), NameError> {
     plain_name(user, 32, "user name")
 }
 
 /// Label keys and values: `rack-1`, `leaf_3`, `rail.0`.
-pub fn check_label(text: &str) -> Result<(), String> {
+pub fn check_label(text: &str) -> Result<(), NameError> {
     plain_name(text, 63, "label")
 }
 

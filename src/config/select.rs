@@ -15,10 +15,21 @@ pub struct WavePlan {
     pub hosts: Vec<String>,
 }
 
+/// Why a selector (`--canary`, `--nodes`) selects nothing it may.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectError(pub String);
+
+impl From<SelectError> for String {
+    fn from(e: SelectError) -> String {
+        e.0
+    }
+}
+
 /// The hosts `sel` names: a rack (`rack: NAME` label), a `KEY=VALUE` label, or a host list
 /// or range. Nothing selected is an error, as is a host not in the inventory; `flag` is the
 /// option the selector came from (`--canary`, `--nodes`), named in the message.
-pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, String> {
+pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, SelectError> {
     let sel = sel.trim();
     let picked: Vec<&NodeSpec> = if let Some((k, v)) = sel.split_once('=') {
         inv.nodes
@@ -33,7 +44,7 @@ pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, Str
     } else {
         let mut hosts = Vec::new();
         for part in split_top_level(sel) {
-            hosts.extend(hostlist::expand(part).map_err(|e| format!("{flag} {sel}: {e}"))?);
+            hosts.extend(hostlist::expand(part).map_err(|e| SelectError(format!("{flag} {sel}: {e}")))?);
         }
         let wanted: BTreeSet<&str> = hosts.iter().map(String::as_str).collect();
         if let Some(missing) = hosts.iter().find(|h| !inv.nodes.iter().any(|n| &n.host == *h)) {
@@ -43,7 +54,7 @@ pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, Str
                 .filter_map(|n| n.labels.get("rack"))
                 .map(String::as_str)
                 .collect();
-            return Err(format!(
+            return Err(SelectError(format!(
                 "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
                 if racks.is_empty() {
                     "none labelled".to_string()
@@ -51,12 +62,15 @@ pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, Str
                     racks.into_iter().collect::<Vec<_>>().join(", ")
                 },
                 inv.path.display()
-            ));
+            )));
         }
         inv.nodes.iter().filter(|n| wanted.contains(n.host.as_str())).collect()
     };
     if picked.is_empty() {
-        return Err(format!("{flag} {sel}: no node of {} matches", inv.path.display()));
+        return Err(SelectError(format!(
+            "{flag} {sel}: no node of {} matches",
+            inv.path.display()
+        )));
     }
     Ok(picked.into_iter().map(|n| n.host.clone()).collect())
 }
@@ -163,8 +177,9 @@ mod tests {
         );
         assert!(select("--canary", "rack-9", &inv)
             .unwrap_err()
+            .0
             .contains("racks: rack-1, rack-10, rack-2"));
-        assert!(select("--canary", "pool=b", &inv).unwrap_err().contains("no node"));
+        assert!(select("--canary", "pool=b", &inv).unwrap_err().0.contains("no node"));
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub(crate) fn collect_only(g: &GatherSettings, out_dir: &Path, printer: &Printer
         };
         let row = match &o.result {
             Ok(snap) => {
-                let dir = host_dir(out_dir, &o.host).map_err(Error::Usage)?;
+                let dir = host_dir(out_dir, &o.host).map_err(|e| Error::Usage(e.0))?;
                 let rel = format!("{}/snapshot.json", o.host);
                 // A shared paper snapshot carries no host name of its own: this node's. A
                 // machine's snapshot keeps the name the machine reported.

@@ -12,6 +12,7 @@ use crate::emit;
 use crate::error::Error;
 use crate::model::fabric::Placement;
 use crate::model::plan::{Excluded, GpuPort, NcclClass, Plan, PLAN_SCHEMA_VERSION};
+use crate::model::Refusal;
 use crate::model::{NodeOutcome, NodeSnapshot};
 use crate::report::envelope::to_json;
 use crate::report::Printer;
@@ -187,14 +188,14 @@ pub(crate) fn reviewed_plan(
 /// Whether a node may get its class's files: the settings pass what cluster.yaml's `nccl:`
 /// must (and name only topo-tune's or cluster.yaml's files and libraries), and the
 /// never-slower guard holds against `ports`, the node's own.
-pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: &[GpuPort]) -> Result<(), String> {
+pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: &[GpuPort]) -> Result<(), Refusal> {
     crate::nccl::review::check_settings(
         &class.settings,
         &inv.nccl,
         class.topology_xml.is_some(),
         class.nccl_version,
     )
-    .map_err(|r| format!("refused setting: {r}"))?;
+    .map_err(|r| Refusal(format!("refused setting: {r}")))?;
     crate::nccl::guard::check(
         &class.settings,
         ports,
@@ -202,7 +203,7 @@ pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: 
         inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
         class.topology_xml.as_deref(),
     )
-    .map_err(|v| format!("refused by the never-slower guard: {v}"))
+    .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))
 }
 
 /// A reviewed plan.json, checked against this build and this cluster before anything runs.
@@ -218,24 +219,24 @@ pub(crate) fn read_plan(path: &Path, inv: &Inventory) -> Result<Plan, Error> {
         },
         _ => bad(e.to_string()),
     })?;
-    plan_from_text(&text, inv).map_err(bad)
+    plan_from_text(&text, inv).map_err(|r| bad(r.0))
 }
 
 /// A plan.json's text as `--plan` reads it: this build's schema, only this cluster's hosts,
 /// files topo-tune can write and read back (the settings are judged per node, by [`admit`]).
-pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, String> {
+pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, Refusal> {
     #[derive(serde::Deserialize)]
     struct VersionOnly {
         schema_version: u32,
     }
-    let v: VersionOnly = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
+    let v: VersionOnly = serde_json::from_str(text).map_err(|e| Refusal(format!("not a topo-tune plan: {e}")))?;
     if v.schema_version != PLAN_SCHEMA_VERSION {
-        return Err(format!(
+        return Err(Refusal(format!(
             "plan schema_version {} is not the one this topo-tune writes ({PLAN_SCHEMA_VERSION})",
             v.schema_version
-        ));
+        )));
     }
-    let plan: Plan = serde_json::from_str(text).map_err(|e| format!("not a topo-tune plan: {e}"))?;
+    let plan: Plan = serde_json::from_str(text).map_err(|e| Refusal(format!("not a topo-tune plan: {e}")))?;
     let known: HashSet<&str> = inv.nodes.iter().map(|n| n.host.as_str()).collect();
     let strangers: Vec<&str> = plan
         .nccl
@@ -246,11 +247,11 @@ pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, String
         .filter(|h| !known.contains(h))
         .collect();
     if let Some(first) = strangers.first() {
-        return Err(format!(
+        return Err(Refusal(format!(
             "names {} host(s) that {} does not list (e.g. `{first}`): made for another cluster?",
             strangers.len(),
             inv.path.display()
-        ));
+        )));
     }
     check_plan_files(&plan)?;
     Ok(plan)
@@ -259,7 +260,7 @@ pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, String
 /// What a plan would write besides its settings (checked by the writer): a topology file must
 /// be an NCCL topology topo-tune can read back, and each GPU port a device name or a PCI
 /// address.
-fn check_plan_files(plan: &Plan) -> Result<(), String> {
+fn check_plan_files(plan: &Plan) -> Result<(), Refusal> {
     for c in &plan.nccl.classes {
         if let Some(xml) = &c.topology_xml {
             crate::probe::check_topology_artifact(xml, &format!("nccl.classes[{}].topology_xml", c.name))?;
@@ -272,7 +273,7 @@ fn check_plan_files(plan: &Plan) -> Result<(), String> {
                     &p.device,
                     63,
                 )
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Refusal(e.to_string()))?;
             }
         }
     }

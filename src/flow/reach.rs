@@ -122,7 +122,7 @@ pub fn bench_target(
         RunsOn::FirstNode => node::write_target(first, output_dir),
         RunsOn::Controller => Target::Here(NodeEnv {
             write_root: match output_dir {
-                Some(d) => crate::model::files::host_dir(d, &first.host).map_err(Error::Usage)?,
+                Some(d) => crate::model::files::host_dir(d, &first.host).map_err(|e| Error::Usage(e.0))?,
                 None => std::path::PathBuf::from("/"),
             },
             ..NodeEnv::live()

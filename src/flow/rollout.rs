@@ -13,6 +13,7 @@ use crate::canary::vet;
 use crate::config::select;
 use crate::config::{Inventory, NodeSpec, TransportKind};
 use crate::error::Error;
+use crate::model::Refusal;
 use crate::report::Printer;
 use std::collections::BTreeMap;
 
@@ -99,7 +100,7 @@ fn start(s: &ApplySettings, new: &NewRollout, printer: &Printer) -> Result<Rollo
         .as_deref()
         .map(|sel| select::select("--canary", sel, inv))
         .transpose()
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.0))?;
     let (plan, facts) = match &s.plan {
         Some(path) => {
             let (plan, facts, _) = reviewed_plan(path, &s.gather, printer, Ask::Snapshot)?;
@@ -191,7 +192,7 @@ fn options(s: &ApplySettings, new: &NewRollout) -> Result<Options, Error> {
                     what: format!("--output-dir {}", d.display()),
                     source,
                 })?;
-                vet::output_dir(&abs).map_err(|m| Error::Usage(m.replace("options.output_dir", "--output-dir")))?;
+                vet::output_dir(&abs).map_err(|m| Error::Usage(m.0.replace("options.output_dir", "--output-dir")))?;
                 Ok::<_, Error>(abs)
             })
             .transpose()?,
@@ -222,7 +223,7 @@ fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, facts: &Facts, h
                 c.host_bundle.insert(n.host.clone(), i);
             }
             Err(why) => {
-                c.untouched.insert(n.host.clone(), why);
+                c.untouched.insert(n.host.clone(), why.0);
             }
         }
     }
@@ -236,15 +237,17 @@ fn candidate(
     class: Option<&crate::model::plan::NcclClass>,
     facts: &Facts,
     has_output_dir: bool,
-) -> Result<Bundle, String> {
+) -> Result<Bundle, Refusal> {
     if n.transport == TransportKind::Simulated && !has_output_dir {
-        return Err("a simulated node exists only on paper: use --output-dir to roll out its files".into());
+        return Err(Refusal(
+            "a simulated node exists only on paper: use --output-dir to roll out its files".into(),
+        ));
     }
     if let Some(f) = facts.failed.get(&n.host) {
-        return Err(format!("not probed: {}", f.message));
+        return Err(Refusal(format!("not probed: {}", f.message)));
     }
-    let class = class.ok_or_else(|| "the plan gives this node no NCCL settings".to_string())?;
+    let class = class.ok_or_else(|| Refusal("the plan gives this node no NCCL settings".into()))?;
     let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
     admit(inv, n, class, ports)?;
-    Bundle::of(class).map_err(|r| format!("refused setting: {r}"))
+    Bundle::of(class).map_err(|r| Refusal(format!("refused setting: {r}")))
 }

@@ -82,7 +82,7 @@ fn records(inv: &Inventory, dir: &std::path::Path) -> Result<(Vec<Rollout>, Vec<
                     .join(format!("{}.json", r.id))
                     .display()
                     .to_string(),
-                reason: why,
+                reason: why.0,
             }),
         }
     }

@@ -60,7 +60,7 @@ pub(crate) fn write_plan(
         // own ports (a plan may have been edited since it was made).
         let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
         if let Some(Err(why)) = class.map(|c| admit(inv, n, c, ports)) {
-            let f = Failure::new(FailureKind::NotPlanned, why);
+            let f = Failure::new(FailureKind::NotPlanned, why.0);
             rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
             continue;
         }

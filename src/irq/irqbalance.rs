@@ -41,12 +41,18 @@ pub fn status(fs: &FsRoot) -> Status {
     }
 }
 
+/// Why irqbalance's config cannot be edited safely (its assignment is not one topo-tune can
+/// rewrite without changing something else).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct IrqbalanceError(pub String);
+
 /// The config with `--banmod=mlx5` added to the (last, as the shell reads it) assignment of
 /// `IRQBALANCE_ARGS` (or the older `OPTIONS`), everything else byte for byte: other lines,
 /// comments, line ends, the value's own quoting and continuation lines. Without an
 /// assignment one is appended. A value topo-tune cannot read safely (an unterminated quote)
 /// is refused with its line rather than rewritten.
-pub fn with_ban(text: &str) -> Result<String, String> {
+pub fn with_ban(text: &str) -> Result<String, IrqbalanceError> {
     let Some((start, end, line)) = last_assignment(text) else {
         let mut out = text.to_string();
         if !out.is_empty() && !out.ends_with('\n') {
@@ -59,8 +65,11 @@ pub fn with_ban(text: &str) -> Result<String, String> {
     let value = &text[start..end];
     let edited = match value.chars().next() {
         Some(q @ ('"' | '\'')) => {
-            let close = closing_quote(value, q)
-                .ok_or_else(|| format!("line {line}: the value's {q} quote is never closed: not edited"))?;
+            let close = closing_quote(value, q).ok_or_else(|| {
+                IrqbalanceError(format!(
+                    "line {line}: the value's {q} quote is never closed: not edited"
+                ))
+            })?;
             let inner = &value[1..close];
             let sep = if inner.trim().is_empty() { "" } else { " " };
             format!("{q}{}{sep}{BAN}{q}{}", inner.trim_end(), &value[close + 1..])

@@ -125,6 +125,25 @@ pub enum IrqError {
     },
 }
 
+impl crate::exit::Classify for IrqError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        match self {
+            IrqError::NotRoot => {
+                Class::new(exit::NO_PERMISSION, "not_root").hint("run as root (sudo), or add --dry-run to see the plan")
+            }
+            IrqError::Probe(p) => p.classify(),
+            IrqError::Io { .. } => Class::new(exit::IO_ERROR, "irq"),
+            IrqError::Write(t) => Class::new(t.classify().code, "irq"),
+            IrqError::BadCpus { .. } => Class::new(exit::DATA_ERROR, "irq"),
+            IrqError::Unsafe { .. } => Class::new(exit::FAILURE, "irq"),
+            IrqError::NoLocalCpus { .. } => Class::new(exit::DATA_ERROR, "irq")
+                .hint("reserve fewer CPUs (--reserve-cpus or cluster.yaml reserved_cpus)"),
+            IrqError::ReservedOutside { .. } => Class::new(exit::USAGE, "irq"),
+        }
+    }
+}
+
 /// The reserved CPUs must exist: a list meant for another machine type is an error, not a
 /// reservation of nothing.
 pub fn check_reserved(topo: &CpuTopology, reserved: &CpuList) -> Result<(), IrqError> {

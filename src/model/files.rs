@@ -59,11 +59,25 @@ pub fn run_id_ok(id: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
 }
 
+/// Why a host cannot name a directory under another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HostDirError(pub String);
+
+impl From<HostDirError> for String {
+    fn from(e: HostDirError) -> String {
+        e.0
+    }
+}
+
 /// `base/host`, the one way a per-host path is made: the host must be a single path
 /// component (no `/`, not `.` or `..`, not empty), so the result stays under `base`.
-pub fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, String> {
+pub fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, HostDirError> {
     if host.is_empty() || host == "." || host == ".." || host.contains('/') || host.contains('\0') {
-        return Err(format!("{host:?} cannot name a directory under {}", base.display()));
+        return Err(HostDirError(format!(
+            "{host:?} cannot name a directory under {}",
+            base.display()
+        )));
     }
     Ok(base.join(host))
 }

@@ -19,7 +19,7 @@ pub mod topo_h;
 
 pub use cpulist::CpuList;
 pub use nccl::{NcclVersion, Setting};
-pub use outcome::{Deploy, Failure, FailureKind, NodeOutcome};
+pub use outcome::{BadAnswer, Deploy, Failure, FailureKind, NodeOutcome, Refusal};
 pub use path::PathClass;
 pub use pci::{Bdf, PcieLink};
 pub use snapshot::*;

@@ -146,3 +146,15 @@ impl<T> NodeOutcome<T> {
         }
     }
 }
+
+/// Why an answer from a node (or a file read on its behalf) is refused at the trust
+/// boundary: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadAnswer(pub String);
+
+/// Why an input topo-tune reads back — a plan, a rollout record, a benchmark section — is not
+/// obeyed: what it holds that topo-tune would not have written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);

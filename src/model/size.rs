@@ -1,17 +1,28 @@
 //! A message size as operators write it (`256M`, `4G`): binary units, as nccl-tests reads them.
 
+/// Why text is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SizeError(pub String);
+
+impl From<SizeError> for String {
+    fn from(e: SizeError) -> String {
+        e.0
+    }
+}
+
 /// A message size: bytes, or with K/M/G/T (binary units, as nccl-tests reads them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
 impl std::str::FromStr for ByteSize {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = SizeError;
+    fn from_str(text: &str) -> Result<Self, SizeError> {
         let t = text.trim();
         let (num, unit) = t.find(|c: char| !c.is_ascii_digit()).map_or((t, ""), |i| t.split_at(i));
         let n: u64 = num
             .parse()
-            .map_err(|_| format!("`{text}` is not a size (e.g. 4096, 256M, 1G)"))?;
+            .map_err(|_| SizeError(format!("`{text}` is not a size (e.g. 4096, 256M, 1G)")))?;
         let mult: u64 = match unit
             .trim_end_matches("iB")
             .trim_end_matches('B')
@@ -23,11 +34,11 @@ impl std::str::FromStr for ByteSize {
             "M" => 1 << 20,
             "G" => 1 << 30,
             "T" => 1 << 40,
-            _ => return Err(format!("`{text}`: unknown unit `{unit}` (K, M, G, T)")),
+            _ => return Err(SizeError(format!("`{text}`: unknown unit `{unit}` (K, M, G, T)"))),
         };
         n.checked_mul(mult)
             .filter(|&b| b > 0)
             .map(ByteSize)
-            .ok_or_else(|| format!("`{text}` is out of range"))
+            .ok_or_else(|| SizeError(format!("`{text}` is out of range")))
     }
 }

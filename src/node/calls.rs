@@ -11,7 +11,7 @@ use crate::irq::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
 use crate::irq::system::System;
 use crate::irq::IrqError;
-use crate::model::{Failure, FailureKind};
+use crate::model::{BadAnswer, Failure, FailureKind};
 use crate::model::{NcclVersion, NodeSnapshot};
 use crate::probe::fsroot::FsRoot;
 use crate::probe::{self, ProbeRequest, Target as ProbeTarget};
@@ -31,9 +31,9 @@ impl Call for Probe {
         snapshot(env).map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
     }
 
-    fn check_answer(snap: &NodeSnapshot) -> Result<(), String> {
-        snap.check_version().map_err(|e| e.to_string())?;
-        crate::model::snapshot_check::check(snap).map_err(|e| e.to_string())
+    fn check_answer(snap: &NodeSnapshot) -> Result<(), BadAnswer> {
+        snap.check_version().map_err(|e| BadAnswer(e.to_string()))?;
+        crate::model::snapshot_check::check(snap).map_err(|e| BadAnswer(e.to_string()))
     }
 
     fn on_paper(&self, node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
@@ -72,7 +72,7 @@ impl Call for Survey {
         })
     }
 
-    fn check_answer(answer: &Surveyed) -> Result<(), String> {
+    fn check_answer(answer: &Surveyed) -> Result<(), BadAnswer> {
         Probe::check_answer(&answer.snapshot)?;
         answer.settled.as_ref().map_or(Ok(()), Settled::check)
     }
@@ -139,7 +139,7 @@ impl Call for Write {
         .map_err(write_failure)
     }
 
-    fn check_answer(report: &WriteReport) -> Result<(), String> {
+    fn check_answer(report: &WriteReport) -> Result<(), BadAnswer> {
         report.check()
     }
 
@@ -165,7 +165,7 @@ impl Call for Rollback {
         writer::rollback(&env.write_root, self.run_id.as_deref()).map_err(write_failure)
     }
 
-    fn check_answer(report: &WriteReport) -> Result<(), String> {
+    fn check_answer(report: &WriteReport) -> Result<(), BadAnswer> {
         report.check()
     }
 
@@ -276,7 +276,7 @@ impl Call for Stage {
         crate::apply::stage::stage(&env.write_root, &self.bundle, &self.rollout).map_err(write_failure)
     }
 
-    fn check_answer(record: &StageRecord) -> Result<(), String> {
+    fn check_answer(record: &StageRecord) -> Result<(), BadAnswer> {
         record.check()
     }
 }
@@ -295,7 +295,7 @@ impl Call for Unstage {
         crate::apply::stage::unstage(&env.write_root, &self.rollout).map_err(write_failure)
     }
 
-    fn check_answer(record: &StageRecord) -> Result<(), String> {
+    fn check_answer(record: &StageRecord) -> Result<(), BadAnswer> {
         record.check()
     }
 }
@@ -312,7 +312,7 @@ impl Call for State {
         crate::apply::stage::state(&env.write_root).map_err(write_failure)
     }
 
-    fn check_answer(state: &NodeState) -> Result<(), String> {
+    fn check_answer(state: &NodeState) -> Result<(), BadAnswer> {
         state.check()
     }
 }
@@ -332,7 +332,7 @@ impl Call for Bench {
             .map_err(|e| Failure::new(FailureKind::BenchmarkFailed, format!("starting the benchmark: {e}")))
     }
 
-    fn check_answer(answer: &BenchAnswer) -> Result<(), String> {
+    fn check_answer(answer: &BenchAnswer) -> Result<(), BadAnswer> {
         answer.check()
     }
 }

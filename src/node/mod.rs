@@ -32,7 +32,7 @@ pub trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     /// The trust boundary: an answer from a node (or from a file read on its behalf) is
     /// checked before anything uses it. By default every answer passes; answers whose
     /// fields reach files or command lines check them.
-    fn check_answer(_answer: &Self::Answer) -> Result<(), String> {
+    fn check_answer(_answer: &Self::Answer) -> Result<(), crate::model::BadAnswer> {
         Ok(())
     }
     /// A simulated node's answer: by default, there is nothing on paper to act on.
@@ -113,6 +113,19 @@ pub enum ServeError {
     },
     #[error("cannot serialise the report: {0}")]
     Report(serde_json::Error),
+}
+
+impl crate::exit::Classify for ServeError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        match self {
+            ServeError::Report(_) => Class::new(exit::FAILURE, "internal"),
+            ServeError::Stdin(_) => Class::new(exit::IO_ERROR, "io"),
+            ServeError::UnknownKind(_) | ServeError::BadRequest { .. } | ServeError::TooLarge => {
+                Class::new(exit::USAGE, "usage")
+            }
+        }
+    }
 }
 
 /// The node side of a command: the request read from stdin (bounded), served while a watch
@@ -413,7 +426,7 @@ pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Ta
                 write_root,
                 ..NodeEnv::live()
             }),
-            Err(why) => Target::Refused(why),
+            Err(why) => Target::Refused(why.0),
         },
         (None, TransportKind::Local) => Target::Here(NodeEnv::live()),
         (None, TransportKind::Ssh) => Target::Ssh,

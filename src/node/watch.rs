@@ -30,7 +30,7 @@ impl Watcher {
                         .revents()
                         .intersects(rustix::event::PollFlags::HUP | rustix::event::PollFlags::ERR)
                 {
-                    std::process::exit(crate::exit::IO_ERROR);
+                    std::process::exit(crate::exit::IO_ERROR.code());
                 }
             }
         });

@@ -18,7 +18,7 @@ pub struct SysView {
     pub pci: HashMap<Bdf, PciFacts>,
     pub rdma: Vec<RdmaFacts>,
     pub netdevs: Vec<NetdevFacts>,
-    pub interrupts: Option<Result<Interrupts, String>>,
+    pub interrupts: Option<Result<Interrupts, crate::model::Refusal>>,
     pub irq_affinity: HashMap<u32, super::sysfs::IrqFacts>,
 }
 

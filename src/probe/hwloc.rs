@@ -162,7 +162,7 @@ pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> 
     if !text.contains("<topology") {
         return Err(bad("no <topology> element: not an hwloc XML export".into()));
     }
-    precheck(text).map_err(bad)?;
+    precheck(text).map_err(|r| bad(r.0))?;
     let _guard = HWLOC_IMPORT.lock().unwrap_or_else(|e| e.into_inner());
     let topology = builder()?
         .from_xml(text)
@@ -192,31 +192,38 @@ pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> 
 /// What hwloc's importer must never see: a document that is not well-formed (a truncated
 /// export would otherwise read as a smaller machine), an internal DTD or entities (libxml2
 /// has crashed on them), or nesting deeper than any machine has.
-fn precheck(text: &str) -> Result<(), String> {
+fn precheck(text: &str) -> Result<(), crate::model::Refusal> {
     if let Some(i) = text.find("<!DOCTYPE") {
         let decl = &text[i..text[i..].find('>').map_or(text.len(), |e| i + e)];
         if decl.contains('[') || text.contains("<!ENTITY") {
-            return Err("an internal DTD or entity declarations: refused (hwloc exports have neither)".into());
+            return Err(crate::model::Refusal(
+                "an internal DTD or entity declarations: refused (hwloc exports have neither)".into(),
+            ));
         }
     }
     if super::xml::nesting_exceeds(text, MAX_DEPTH) {
-        return Err(format!("elements nested more than {MAX_DEPTH} deep: refused"));
+        return Err(crate::model::Refusal(format!(
+            "elements nested more than {MAX_DEPTH} deep: refused"
+        )));
     }
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
         nodes_limit: 10_000_000,
     };
-    let doc = roxmltree::Document::parse_with_options(text, opts)
-        .map_err(|e| format!("not well-formed XML ({e}): a truncated or damaged export is not read as a machine"))?;
+    let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|e| {
+        crate::model::Refusal(format!(
+            "not well-formed XML ({e}): a truncated or damaged export is not read as a machine"
+        ))
+    })?;
     // Every set hwloc writes comes with its `complete_` twin; its importer crashes on an
     // object that has one without the other (found by the fuzz harness).
     for n in doc.descendants().filter(|n| n.has_tag_name("object")) {
         for set in ["cpuset", "nodeset"] {
             if n.attribute(set).is_some() && n.attribute(format!("complete_{set}").as_str()).is_none() {
-                return Err(format!(
+                return Err(crate::model::Refusal(format!(
                     "an object with a {set} but no complete_{set} (line {}): not what hwloc exports; refused",
                     doc.text_pos_at(n.range().start).row
-                ));
+                )));
             }
         }
     }
@@ -226,11 +233,11 @@ fn precheck(text: &str) -> Result<(), String> {
         .flat_map(|n| n.attributes())
         .find(|a| a.name().ends_with("set") && a.value().contains("..."));
     if let Some(a) = infinite {
-        return Err(format!(
+        return Err(crate::model::Refusal(format!(
             "an infinite CPU or NUMA set ({}=\"{}\"): refused",
             a.name(),
             a.value()
-        ));
+        )));
     }
     Ok(())
 }

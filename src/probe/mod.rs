@@ -10,6 +10,7 @@ pub mod sysfs;
 pub mod xml;
 
 use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
+use crate::model::Refusal;
 use assemble::{Gathered, SysView};
 use fsroot::FsRoot;
 use nvml::GpuDriver;
@@ -55,6 +56,46 @@ pub enum ProbeError {
     Unreadable { path: String, reason: String },
 }
 
+impl crate::exit::Classify for ProbeError {
+    fn classify(&self) -> crate::exit::Class {
+        use crate::exit::{self, Class};
+        use hwloc::HwlocError;
+        use nvml::DriverError;
+        let code = match self {
+            ProbeError::FsrootMissing(_) | ProbeError::InputMissing(_) => exit::NO_INPUT,
+            ProbeError::Hwloc(HwlocError::Discovery(_)) => exit::UNAVAILABLE,
+            ProbeError::Driver(DriverError::Fixture { .. }) => exit::DATA_ERROR,
+            ProbeError::Driver(_) => exit::UNAVAILABLE,
+            ProbeError::FsrootNotSysfs { .. }
+            | ProbeError::Hwloc(HwlocError::BadXml { .. })
+            | ProbeError::NcclTopo(_)
+            | ProbeError::NotATopology { .. }
+            | ProbeError::Unreadable { .. } => exit::DATA_ERROR,
+        };
+        let hint = match self {
+            ProbeError::FsrootNotSysfs { .. } => {
+                Some("--fsroot takes a directory holding sys/ and proc/ laid out like / (see docs/probe.md)")
+            }
+            ProbeError::Hwloc(HwlocError::BadXml { .. }) => {
+                Some("make the file with hwloc 2.x: `lstopo --whole-io --of xml node.xml`")
+            }
+            ProbeError::Hwloc(HwlocError::Discovery(_)) => {
+                Some("topo-tune needs libhwloc 2.x (Debian/Ubuntu: libhwloc15; RHEL: hwloc-libs)")
+            }
+            ProbeError::NotATopology { .. } => Some(
+                "give an hwloc export (`lstopo --whole-io --of xml node.xml`) or an NCCL topology file (`NCCL_TOPO_DUMP_FILE=node.xml`)",
+            ),
+            ProbeError::NcclTopo(_) => Some("see docs/probe.md for what topo-tune reads from an NCCL topology file"),
+            _ => None,
+        };
+        Class {
+            code,
+            kind: "probe",
+            hint: hint.map(str::to_string),
+        }
+    }
+}
+
 pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
     match &req.target {
         Target::HwlocXml(path) => probe_xml(path, req.nvml_fixture.as_deref()),
@@ -66,19 +107,19 @@ pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
 /// A topology file from an artifact (a plan's class, a rollout record's candidate), before it
 /// is written as `NCCL_TOPO_FILE`: an NCCL topology (`<system>`) topo-tune reads back, no
 /// larger than the most it reads of one of its files.
-pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), String> {
+pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), Refusal> {
     let limit = crate::model::files::FILE_LIMIT;
     if xml.len() as u64 > limit {
-        return Err(format!(
+        return Err(Refusal(format!(
             "{origin} is {} bytes, larger than the {} MiB topo-tune reads back of a file it writes",
             xml.len(),
             limit >> 20
-        ));
+        )));
     }
     if xml::kind_of(xml) != xml::XmlKind::NcclTopology {
-        return Err(format!("{origin} is not an NCCL topology (<system>)"));
+        return Err(Refusal(format!("{origin} is not an NCCL topology (<system>)")));
     }
-    snapshot_from_xml_text(xml, origin, Some("plan")).map_err(|e| format!("{origin}: {e}"))?;
+    snapshot_from_xml_text(xml, origin, Some("plan")).map_err(|e| Refusal(format!("{origin}: {e}")))?;
     Ok(())
 }
 
@@ -344,8 +385,10 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
     }
     let interrupts = fs
         .read_required("/proc/interrupts")
-        .map_err(|e| format!("/proc/interrupts: {e}"))
-        .and_then(|text| procfs::Interrupts::parse(&text).map_err(|e| format!("/proc/interrupts:{e}")));
+        .map_err(|e| crate::model::Refusal(format!("/proc/interrupts: {e}")))
+        .and_then(|text| {
+            procfs::Interrupts::parse(&text).map_err(|e| crate::model::Refusal(format!("/proc/interrupts:{e}")))
+        });
     let mut irq_affinity = HashMap::new();
     for facts in pci.values() {
         for &irq in &facts.msi_irqs {

@@ -16,6 +16,22 @@ use crate::model::{CpuList, PcieLink};
 use std::collections::HashSet;
 use std::path::Path;
 
+/// What makes a part of the file unreadable (its path is added where the file is named).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Malformed(String);
+
+impl From<String> for Malformed {
+    fn from(m: String) -> Self {
+        Malformed(m)
+    }
+}
+
+impl From<&str> for Malformed {
+    fn from(m: &str) -> Self {
+        Malformed(m.to_string())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: not a usable NCCL topology file: {reason}")]
 pub struct NcclTopoError {
@@ -65,10 +81,10 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
     if system.attribute("version") != Some("1") {
         return Err(bad("<system> must carry version=\"1\" (NCCL refuses any other)".into()));
     }
-    refuse_rccl(&doc).map_err(bad)?;
+    refuse_rccl(&doc).map_err(|m| bad(m.0))?;
     let mut b = Builder::default();
     for cpu in system.children().filter(|n| n.has_tag_name("cpu")) {
-        b.cpu(&cpu).map_err(bad)?;
+        b.cpu(&cpu).map_err(|m| bad(m.0))?;
     }
     Ok(b.finish(origin, hostname))
 }
@@ -76,7 +92,7 @@ pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<N
 /// RCCL writes the same dialect for AMD GPUs (`gcn=` on `<gpu>`, `<xgmi>` links, display or
 /// accelerator classes with AMD's vendor id): topo-tune plans NCCL on NVIDIA GPUs only, and a
 /// guess would be worse than a refusal.
-fn refuse_rccl(doc: &roxmltree::Document) -> Result<(), String> {
+fn refuse_rccl(doc: &roxmltree::Document) -> Result<(), Malformed> {
     for n in doc.descendants().filter(|n| n.is_element()) {
         let amd_class = n.has_tag_name("pci")
             && n.attribute("vendor").is_some_and(|v| v.eq_ignore_ascii_case("0x1002"))
@@ -91,9 +107,9 @@ fn refuse_rccl(doc: &roxmltree::Document) -> Result<(), String> {
         } else {
             continue;
         };
-        return Err(format!(
+        return Err(Malformed(format!(
             "an RCCL topology file ({seen}): topo-tune plans NCCL on NVIDIA GPUs and does not read AMD GPUs or their xGMI fabric; nothing was guessed"
-        ));
+        )));
     }
     Ok(())
 }
@@ -123,11 +139,11 @@ struct Builder {
 impl Builder {
     /// One `<cpu>`: its NUMA node, each top-level `<pci>` as its own root complex, and any NIC
     /// hanging straight off it.
-    fn cpu(&mut self, cpu: &roxmltree::Node) -> Result<(), String> {
+    fn cpu(&mut self, cpu: &roxmltree::Node) -> Result<(), Malformed> {
         let numaid: i64 = cpu
             .attribute("numaid")
             .and_then(|v| v.parse().ok())
-            .ok_or_else(|| "<cpu> without a numeric numaid".to_string())?;
+            .ok_or_else(|| Malformed("<cpu> without a numeric numaid".to_string()))?;
         let numa = u32::try_from(numaid).ok();
         let cpus = match cpu.attribute("affinity") {
             Some(a) => {
@@ -165,7 +181,7 @@ impl Builder {
         numaid: i64,
         numa: Option<u32>,
         cpus: &CpuList,
-    ) -> Result<(), String> {
+    ) -> Result<(), Malformed> {
         let bdf = busid(top)?;
         // Bus ids like Azure's `ffff:ff:01.0` repeat across CPUs, so the CPU is in the name.
         let hb = format!("root-{bdf}@cpu{numaid}");
@@ -184,7 +200,7 @@ impl Builder {
         while let Some((node, parent)) = stack.pop() {
             let bdf = busid(&node)?;
             if !self.seen.insert(bdf) {
-                return Err(format!("bus id {bdf} appears twice"));
+                return Err(Malformed(format!("bus id {bdf} appears twice")));
             }
             let class_id = hex_attr(&node, "class").unwrap_or(0);
             let children: Vec<roxmltree::Node> = node.children().filter(|c| c.has_tag_name("pci")).collect();
@@ -213,7 +229,7 @@ impl Builder {
         Ok(())
     }
 
-    fn endpoint(&mut self, e: Endpoint) -> Result<(), String> {
+    fn endpoint(&mut self, e: Endpoint) -> Result<(), Malformed> {
         let is_nic = e.node.children().any(|c| c.has_tag_name("nic"));
         match e.class >> 16 {
             _ if e.class >> 8 == 0x0680 => self.nvswitches.push(e.placement.bdf),
@@ -225,7 +241,7 @@ impl Builder {
         Ok(())
     }
 
-    fn gpu(&mut self, e: &Endpoint) -> Result<(), String> {
+    fn gpu(&mut self, e: &Endpoint) -> Result<(), Malformed> {
         let gpu = e.node.children().find(|c| c.has_tag_name("gpu"));
         let sm: Option<u32> = gpu.and_then(|g| g.attribute("sm")).and_then(|s| s.parse().ok());
         let bdf = e.placement.bdf;
@@ -243,7 +259,7 @@ impl Builder {
                 .attribute("count")
                 .and_then(|c| c.parse().ok())
                 .filter(|c| (1..=MAX_LINK_COUNT).contains(c))
-                .ok_or_else(|| format!("<nvlink> of GPU {bdf}: count must be 1 to {MAX_LINK_COUNT}"))?;
+                .ok_or_else(|| Malformed(format!("<nvlink> of GPU {bdf}: count must be 1 to {MAX_LINK_COUNT}")))?;
             if target == bdf {
                 self.notes.push(Note::info(
                     "self-nvlink-ignored",
@@ -271,7 +287,7 @@ impl Builder {
     }
 
     /// The NICs of one PCI function: one per distinct `<net name>`, each with its ports.
-    fn pci_nics(&mut self, e: &Endpoint) -> Result<(), String> {
+    fn pci_nics(&mut self, e: &Endpoint) -> Result<(), Malformed> {
         let nets = nets_of(&e.node)?;
         if nets.is_empty() {
             self.nics.push(unnamed_nic(&e.placement, e.class));
@@ -284,7 +300,7 @@ impl Builder {
     }
 
     /// A `<nic>` straight under a `<cpu>`: no PCI path, so no distance to the GPUs either.
-    fn cpu_nic(&mut self, nic: &roxmltree::Node, numaid: i64) -> Result<(), String> {
+    fn cpu_nic(&mut self, nic: &roxmltree::Node, numaid: i64) -> Result<(), Malformed> {
         let nets = nets_in(nic)?;
         for n in group_by_name(nets, &mut self.notes) {
             self.notes.push(Note::info(
@@ -425,7 +441,7 @@ struct Net {
     speed_mbps: i64,
 }
 
-fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, String> {
+fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, Malformed> {
     let mut out = Vec::new();
     for nic in pci.children().filter(|c| c.has_tag_name("nic")) {
         out.extend(nets_in(&nic)?);
@@ -433,7 +449,7 @@ fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, String> {
     Ok(out)
 }
 
-fn nets_in(nic: &roxmltree::Node) -> Result<Vec<Net>, String> {
+fn nets_in(nic: &roxmltree::Node) -> Result<Vec<Net>, Malformed> {
     nic.children()
         .filter(|c| c.has_tag_name("net"))
         .map(|n| {
@@ -606,9 +622,9 @@ fn host_of(parent: &PciParent, bridges: &[(Bdf, PciParent, Option<String>, PcieL
     String::new()
 }
 
-fn busid(n: &roxmltree::Node) -> Result<Bdf, String> {
+fn busid(n: &roxmltree::Node) -> Result<Bdf, Malformed> {
     let id = n.attribute("busid").ok_or("<pci> without busid")?;
-    id.parse::<Bdf>().map_err(|e| e.to_string())
+    id.parse::<Bdf>().map_err(|e| Malformed(e.to_string()))
 }
 
 fn link_of(n: &roxmltree::Node) -> PcieLink {

@@ -116,6 +116,10 @@ pub fn render_apply<N: Serialize>(e: &Envelope<ApplyPayload, N>) -> String {
         if let Some(o) = &w.outcome {
             out.push_str(&format!("outcome: {o}\n"));
         }
+        if !w.unfinished.is_empty() {
+            let left: Vec<String> = w.unfinished.iter().map(|(h, why)| format!("{h}: {why}")).collect();
+            out.push_str(&format!("not finished on: {}\n", left.join("; ")));
+        }
         for (h, f) in &w.failures {
             out.push_str(&format!("FAILED {h}: {f}\n"));
         }

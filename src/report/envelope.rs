@@ -12,7 +12,7 @@ pub struct Envelope<P: Serialize, N: Serialize> {
     pub changed: bool,
     pub failed: bool,
     pub msg: String,
-    pub exit_code: i32,
+    pub exit_code: crate::exit::ExitCode,
     pub nodes: Vec<NodeRow<N>>,
     #[serde(flatten)]
     pub payload: P,
@@ -121,13 +121,13 @@ impl Summary {
     }
 
     /// 8 when no node succeeded, 4 when some did not, `None` when all did.
-    pub fn failure_exit(&self) -> Option<i32> {
+    pub fn failure_exit(&self) -> Option<crate::exit::ExitCode> {
         crate::exit::for_nodes(self.nodes, self.ok)
     }
 
     /// The same, where a node that exists only on paper is not one to act on (`doctor`,
     /// `irq-pin`: nothing to check or pin there, so it is neither a success nor a failure).
-    pub fn failure_exit_beside_paper<N: Serialize>(&self, rows: &[NodeRow<N>]) -> Option<i32> {
+    pub fn failure_exit_beside_paper<N: Serialize>(&self, rows: &[NodeRow<N>]) -> Option<crate::exit::ExitCode> {
         let paper = rows.iter().filter(|r| r.on_paper()).count();
         crate::exit::for_nodes(self.nodes - paper, self.ok)
     }

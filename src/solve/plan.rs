@@ -13,7 +13,7 @@ use crate::model::plan::*;
 use crate::model::ring::LinkMatrix;
 use crate::model::snapshot::{NicKind, NodeSnapshot, Note};
 use crate::model::topo_h::{NcclPath, LAT_NVLINK_US, LAT_PCI_US};
-use crate::model::{NcclVersion, PathClass, Setting};
+use crate::model::{NcclVersion, PathClass, Refusal, Setting};
 use crate::nccl::guard;
 use crate::nccl::rules::{derive_from, Facts};
 use std::collections::{BTreeMap, HashMap};
@@ -64,7 +64,7 @@ pub struct Digest {
     matrix: Option<LinkMatrix>,
     basis: NvlinkBasis,
     /// The files NCCL reads there, or why there are none.
-    nccl: Result<NcclKey, String>,
+    nccl: Result<NcclKey, Refusal>,
 }
 
 /// Everything the planner decides for one node from its own facts.
@@ -89,12 +89,12 @@ pub fn digest(n: &PlanNode, cx: &Context) -> Digest {
 
 /// Derive the node's NCCL settings, render its topology file, and hold the result to the
 /// never-slower guard.
-fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<NcclKey, String> {
+fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<NcclKey, Refusal> {
     // The node's own NCCL when the probe found one, else cluster.yaml's.
     let version = n.snapshot.nccl_version.or(cx.nccl.cluster_version);
     let rails = cx.fabric.and_then(|f| f.rails);
     let facts = Facts::new(n.snapshot, classes, rails, version);
-    let derived = derive_from(&facts, &cx.nccl.overrides).map_err(|r| format!("refused setting: {r}"))?;
+    let derived = derive_from(&facts, &cx.nccl.overrides).map_err(|r| Refusal(format!("refused setting: {r}")))?;
     let topology_xml = derived
         .wants_topology_file
         .then(|| emit::topo_xml::topology_xml(n.snapshot));
@@ -106,7 +106,7 @@ fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<N
         rails.is_some(),
         topology_xml.as_deref(),
     )
-    .map_err(|v| format!("refused by the never-slower guard: {v}"))?;
+    .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))?;
     Ok(NcclKey {
         version,
         settings: derived.settings,
@@ -313,7 +313,7 @@ fn nccl_plan(nodes: Vec<Digest>) -> NcclPlan {
     for n in nodes {
         let key = match n.nccl {
             Ok(k) => k,
-            Err(reason) => {
+            Err(Refusal(reason)) => {
                 out.refused.push(Excluded {
                     host: n.host.clone(),
                     reason,

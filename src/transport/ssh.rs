@@ -74,14 +74,15 @@ impl LocalBinary {
 /// ssh set-ups (key exchange, authentication) run meanwhile instead of after it, and a node
 /// waits for it only once its session is up.
 #[derive(Debug, Clone)]
-pub struct PendingBinary(tokio::sync::watch::Receiver<Option<Result<Arc<LocalBinary>, String>>>);
+pub struct PendingBinary(tokio::sync::watch::Receiver<Option<Result<Arc<LocalBinary>, Failure>>>);
 
 impl PendingBinary {
     /// Start reading `path` ([`LocalBinary::load_cached`]).
     pub fn start(path: std::path::PathBuf) -> PendingBinary {
         let (tx, rx) = tokio::sync::watch::channel(None);
         std::thread::spawn(move || {
-            let loaded = LocalBinary::load_cached(&path).map_err(|e| format!("reading {}: {e}", path.display()));
+            let loaded = LocalBinary::load_cached(&path)
+                .map_err(|e| Failure::new(FailureKind::DeployFailed, format!("reading {}: {e}", path.display())));
             let _ = tx.send(Some(loaded));
         });
         PendingBinary(rx)
@@ -96,7 +97,7 @@ impl PendingBinary {
             .map_err(|_| Failure::new(FailureKind::Internal, "the thread reading the binary ended early"))?;
         match &*ready {
             Some(Ok(b)) => Ok(Arc::clone(b)),
-            Some(Err(why)) => Err(Failure::new(FailureKind::DeployFailed, why.clone())),
+            Some(Err(f)) => Err(f.clone()),
             None => Err(Failure::new(FailureKind::Internal, "the binary was not read")),
         }
     }

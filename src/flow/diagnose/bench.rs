@@ -5,6 +5,7 @@
 use crate::bench::parse::BenchRun;
 use crate::error::Error;
 use crate::model::{Failure, FailureKind};
+use crate::runner::FailedRun;
 
 /// One benchmark run: `template` on `hosts` with their live NCCL files.
 pub(crate) struct Run<'a> {
@@ -20,7 +21,7 @@ pub(crate) trait Bencher {
     fn command(&self) -> &str;
     /// The runs of one round at once (disjoint groups): each one's figures, or why it gave
     /// none; `None` when the budget is spent (the round did not run, or was cut short by it).
-    fn round(&mut self, step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error>;
+    fn round(&mut self, step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error>;
     /// `--budget` in seconds, and the seconds spent so far.
     fn budget(&self) -> (Option<u64>, f64);
 }
@@ -54,7 +55,7 @@ impl<B: Bencher> Bench<B> {
         self.bencher.command().to_string()
     }
 
-    fn round(&mut self, step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error> {
+    fn round(&mut self, step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
         if self.stopped.is_some() {
             return Ok(None);
         }
@@ -89,7 +90,7 @@ impl<B: Bencher> Bench<B> {
         outcomes
             .pop()
             .ok_or_else(|| failed("the benchmark gave no answer".into()))?
-            .map_err(failed)
+            .map_err(|e| failed(e.0))
     }
 
     /// One round's large-message bandwidth per run (`None`: that run failed), or `None`

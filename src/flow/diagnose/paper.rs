@@ -5,6 +5,7 @@
 use super::bench::{Bencher, Run};
 use crate::bench::parse::{BenchRun, SizeFigures};
 use crate::error::Error;
+use crate::runner::FailedRun;
 
 /// One slow element of the fabric and how much slower it makes a run through it.
 #[derive(Debug, Clone)]
@@ -84,7 +85,7 @@ impl Bencher for Paper {
         (None, 0.0)
     }
 
-    fn round(&mut self, _step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error> {
+    fn round(&mut self, _step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
         let mut out = Vec::new();
         for run in runs {
             self.runs += 1;

@@ -10,6 +10,7 @@ use crate::flow::reach::{bench_target, benchmarks_on_nodes};
 use crate::flow::settings::ReachSettings;
 use crate::node::{calls, NodeJob};
 use crate::report::Printer;
+use crate::runner::FailedRun;
 use crate::runner::{self, BenchRequest, Variant};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -76,7 +77,7 @@ impl Bencher for NodeBencher<'_> {
         )
     }
 
-    fn round(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, String>>>, Error> {
+    fn round(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
         let b = &self.inv.benchmark;
         let Some(timeout_s) = self.budget.timeout(b.timeout_s) else {
             return Ok(None);
@@ -126,8 +127,8 @@ impl Bencher for NodeBencher<'_> {
                 .into_iter()
                 .map(|o| match o.result {
                     Ok(answer) => runner::judge(&answer, timeout_s)
-                        .map_err(|why| format!("the benchmark ({}) {why}", answer.command)),
-                    Err(f) => Err(f.message),
+                        .map_err(|why| FailedRun(format!("the benchmark ({}) {why}", answer.command))),
+                    Err(f) => Err(FailedRun(f.message)),
                 })
                 .collect(),
         ))
