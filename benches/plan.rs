@@ -5,10 +5,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::collections::BTreeMap;
-use topo_tune::config::{Fabric, Leaf};
-use topo_tune::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
-use topo_tune::solve::ring::{solve, LinkMatrix};
-use topo_tune::transport::simulated::from_source;
+use topo_tune::api::from_source;
+use topo_tune::api::{plan, NcclPolicy, PlanInput, PlanNode};
+use topo_tune::api::{solve, LinkMatrix};
+use topo_tune::api::{Fabric, Leaf};
 
 /// A mixed node: NVLink pairs (i, i+n/2), PCIe within a socket, SYS across (deterministic).
 fn mixed(n: usize) -> LinkMatrix {

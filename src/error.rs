@@ -12,7 +12,7 @@ use crate::node::ServeError;
 use crate::probe::ProbeError;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error(transparent)]
@@ -67,17 +67,17 @@ impl Classify for Error {
 }
 
 impl Error {
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         self.classify().code
     }
 
     /// A stable name for JSON (`error.kind`).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         self.classify().kind
     }
 
     /// A next step for the operator, where there is an obvious one.
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         self.classify().hint
     }
 }

@@ -8,16 +8,16 @@ use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
 
 /// cluster.yaml.
-pub const CONFIG_LIMIT: u64 = 4 << 20;
+pub(crate) const CONFIG_LIMIT: u64 = 4 << 20;
 /// An hwloc export or NCCL topology file (a 1,000-device machine is a few MB).
-pub const TOPOLOGY_LIMIT: u64 = 32 << 20;
+pub(crate) const TOPOLOGY_LIMIT: u64 = 32 << 20;
 /// A plan.json (4,096 nodes are a few MB).
-pub const PLAN_LIMIT: u64 = 256 << 20;
+pub(crate) const PLAN_LIMIT: u64 = 256 << 20;
 /// Recorded NVML answers.
-pub const FIXTURE_LIMIT: u64 = 4 << 20;
+pub(crate) const FIXTURE_LIMIT: u64 = 4 << 20;
 
 /// `1 MiB`, `64 KiB`, `512 bytes`.
-pub fn show_size(bytes: u64) -> String {
+pub(crate) fn show_size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
@@ -26,7 +26,7 @@ pub fn show_size(bytes: u64) -> String {
 }
 
 /// Read a regular file of at most `limit` bytes as bytes. `what` names it in the message.
-pub fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result<Vec<u8>> {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below anyway.
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
         .map_err(Error::from)?;
@@ -63,7 +63,7 @@ pub fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result<Vec<u8
 }
 
 /// [`read_bytes`] as UTF-8 text.
-pub fn read_text(path: &Path, limit: u64, what: &str) -> std::io::Result<String> {
+pub(crate) fn read_text(path: &Path, limit: u64, what: &str) -> std::io::Result<String> {
     String::from_utf8(read_bytes(path, limit, what)?).map_err(|e| {
         Error::new(
             ErrorKind::InvalidData,

@@ -3,33 +3,36 @@
 //! Layers, one way (docs/architecture.md; a test keeps it so): `model` is plain data and
 //! imports nothing else of the crate; `graph`, `nccl`, `solve` and `emit` are pure (no
 //! filesystem, network, clock or environment); `config`, `probe`, `apply`, `irq`,
-//! `transport` and `node` do the I/O; `report` renders; `cmd` is thin; `cli` parses.
+//! `transport` and `node` do the I/O; `flow` composes them; `report` renders; `cmd` is thin;
+//! `cli` parses. Outside the crate: [`run`] (the binary), [`exit`] (the codes), and [`api`]
+//! (what the tests and benchmarks use).
 
+pub mod api;
 pub(crate) mod apply;
-pub mod bench;
+pub(crate) mod bench;
 pub(crate) mod canary;
 pub(crate) mod cli;
 pub(crate) mod cmd;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod digest;
 pub(crate) mod emit;
-pub mod error;
+pub(crate) mod error;
 pub mod exit;
 pub(crate) mod flow;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz;
-pub mod graph;
+pub(crate) mod graph;
 pub(crate) mod input;
 pub(crate) mod irq;
-pub mod model;
-pub mod nccl;
+pub(crate) mod model;
+pub(crate) mod nccl;
 pub(crate) mod node;
 pub(crate) mod probe;
 pub(crate) mod report;
 pub(crate) mod runner;
-pub mod solve;
-pub mod transport;
+pub(crate) mod solve;
+pub(crate) mod transport;
 
 use clap::Parser;
 use cli::{Cli, Command, OutputFormat};

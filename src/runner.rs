@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Variant {
+pub(crate) enum Variant {
     /// The live files (`/etc/nccl.conf`).
     Baseline,
     /// The staged candidate (`/etc/nccl/topo-tune/candidate/nccl.conf`).
@@ -29,7 +29,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Variant::Baseline => "baseline",
             Variant::Candidate => "candidate",
@@ -39,38 +39,38 @@ impl Variant {
 
 /// One benchmark run to make.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchRequest {
-    pub template: String,
-    pub variant: Variant,
-    pub hosts: Vec<String>,
-    pub gpus_per_node: u32,
-    pub timeout_s: u64,
+pub(crate) struct BenchRequest {
+    pub(crate) template: String,
+    pub(crate) variant: Variant,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) gpus_per_node: u32,
+    pub(crate) timeout_s: u64,
     /// `diagnose`'s per-rail runs: the GPU/NIC index the `{rail}` placeholder names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rail: Option<u32>,
+    pub(crate) rail: Option<u32>,
     /// Set as `TOPO_TUNE_BENCH_ID` in the benchmark's environment: what finds its processes
     /// again (a resumed rollout ends a run its killed predecessor left, [`end_marked`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub marker: String,
+    pub(crate) marker: String,
 }
 
 /// What the run did: the raw material for [`judge`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct BenchAnswer {
+pub(crate) struct BenchAnswer {
     /// The command as run (placeholders filled).
-    pub command: String,
+    pub(crate) command: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    pub timed_out: bool,
-    pub seconds: f64,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) timed_out: bool,
+    pub(crate) seconds: f64,
     /// stdout and stderr together (the last 16 MiB).
-    pub output: String,
+    pub(crate) output: String,
     /// The `-J` file, when the run wrote one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub json: Option<String>,
+    pub(crate) json: Option<String>,
     /// Why the `-J` path could not be read (a FIFO, a directory, too large…): a failed run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub json_error: Option<String>,
+    pub(crate) json_error: Option<String>,
 }
 
 /// The longest a run may report to have taken (a week): beyond it, a figure is made up.
@@ -78,7 +78,7 @@ const MAX_SECONDS: f64 = 7.0 * 86_400.0;
 
 impl BenchAnswer {
     /// A node's answer: bounded text, a run time that is a duration.
-    pub fn check(&self) -> Result<(), BadAnswer> {
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
         let big = |s: &str| s.len() > OUTPUT_LIMIT;
         if big(&self.output) || self.json.as_deref().is_some_and(big) || self.command.len() > 1 << 16 {
             return Err(BadAnswer(format!(
@@ -106,14 +106,14 @@ impl BenchAnswer {
 /// is killed (its whole process group) instead of being waited for. One per fan-out, carried
 /// in the resolved reach; cancelled once, it stays so.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+pub(crate) struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
 impl Cancel {
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -135,7 +135,7 @@ fn under(root: &Path, path: &str) -> PathBuf {
 }
 
 /// The template with every placeholder filled for this run.
-pub fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> String {
+pub(crate) fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> String {
     let (conf, env) = match req.variant {
         Variant::Baseline => (NCCL_CONF, STAGE_BASELINE_ENV),
         Variant::Candidate => (STAGE_CONF, STAGE_ENV),
@@ -183,7 +183,7 @@ fn guarded(command: &str) -> String {
 
 /// Run the benchmark under `root` (the node's `/`, or its `--output-dir` tree), ended early
 /// when `cancel` is.
-pub fn run(req: &BenchRequest, root: &Path, cancel: &Cancel) -> std::io::Result<BenchAnswer> {
+pub(crate) fn run(req: &BenchRequest, root: &Path, cancel: &Cancel) -> std::io::Result<BenchAnswer> {
     let dir = tempfile::Builder::new().prefix("topo-tune-bench-").tempdir()?;
     let json = dir.path().join("nccl-tests.json");
     let hostfile = dir.path().join("hostfile");
@@ -292,7 +292,7 @@ impl Tail {
 /// End every benchmark still running with this marker prefix (its process groups), as a
 /// killed rollout's resume does; how many processes were found. Only processes whose
 /// environment carries `TOPO_TUNE_BENCH_ID` with that prefix are touched.
-pub fn end_marked(prefix: &str) -> usize {
+pub(crate) fn end_marked(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
     }
@@ -350,11 +350,11 @@ fn complaint(output: &str) -> String {
 /// failed run is never a number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct FailedRun(pub String);
+pub(crate) struct FailedRun(pub(crate) String);
 
 /// The figures of a run, or why it is a failed run: a timeout, a non-zero exit, wrong or
 /// out-of-bounds values, an NCCL `WARN` — never a number.
-pub fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, FailedRun> {
+pub(crate) fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, FailedRun> {
     if a.timed_out {
         return Err(FailedRun(format!("timed out after {timeout_s} s (benchmark.timeout)")));
     }

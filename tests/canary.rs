@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-use topo_tune::bench::parse::{parse_json, parse_text, BenchError};
+use topo_tune::api::{parse_json, parse_text, BenchError};
 
 pub(crate) fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

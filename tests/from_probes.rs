@@ -57,8 +57,5 @@ fn snapshots_from_files_missing_and_broken_ones_reported() {
         .iter()
         .all(|n| n["transport"] == "files"));
     let written = std::fs::read_to_string(dir.path().join("out/gpu001/snapshot.json")).unwrap();
-    assert_eq!(
-        topo_tune::model::NodeSnapshot::from_json(&written).unwrap().gpus.len(),
-        8
-    );
+    assert_eq!(topo_tune::api::NodeSnapshot::from_json(&written).unwrap().gpus.len(), 8);
 }

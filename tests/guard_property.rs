@@ -7,10 +7,10 @@
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
-use topo_tune::model::snapshot::LinkLayer;
-use topo_tune::model::NodeSnapshot;
-use topo_tune::nccl::guard;
-use topo_tune::nccl::rules::derive;
+use topo_tune::api::derive;
+use topo_tune::api::guard;
+use topo_tune::api::snapshot::LinkLayer;
+use topo_tune::api::NodeSnapshot;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
@@ -239,8 +239,8 @@ fn snapshot(b: &Built) -> NodeSnapshot {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("node.xml");
     std::fs::write(&file, &b.xml).unwrap();
-    let mut s = topo_tune::transport::simulated::from_source(file.to_str().unwrap(), "n1")
-        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.xml));
+    let mut s =
+        topo_tune::api::from_source(file.to_str().unwrap(), "n1").unwrap_or_else(|e| panic!("{e:?}\n{}", b.xml));
     // Port states and link layers: what a live probe would have read.
     for (p, _, active, roce) in &b.ports {
         let nic = s.nics.iter_mut().find(|n| n.name == p.device).unwrap();
@@ -307,7 +307,7 @@ proptest! {
         }
         let value = format!("{}{}{}", if exclude { "^" } else { "" }, if exact { "=" } else { "" }, chosen.join(","));
         let narrows = used.iter().filter(|p| is_verbs(p)).any(|p| !nccl_allows(&value, &p.device, p.port));
-        let settings = vec![topo_tune::model::Setting { name: "NCCL_IB_HCA".into(), value: value.clone(), reason: String::new() }];
+        let settings = vec![topo_tune::api::Setting { name: "NCCL_IB_HCA".into(), value: value.clone(), reason: String::new() }];
         let verdict = guard::check(&settings, &guard::gpu_ports(&s), &[], false, None);
         prop_assert_eq!(verdict.is_err(), narrows, "{} on {:?}: {:?}", value, used, verdict);
     }

@@ -2,7 +2,7 @@
 
 use crate::common::topo_tune;
 use std::path::Path;
-use topo_tune::config::{ConfigError, Inventory, TransportKind};
+use topo_tune::api::{ConfigError, Inventory, TransportKind};
 
 fn parse(text: &str) -> Result<Inventory, ConfigError> {
     Inventory::parse(Path::new("/etc/topo-tune/cluster.yaml"), text)
@@ -196,7 +196,7 @@ fn bundled_example_collects_and_second_run_changes_nothing() {
     let first = run();
     assert_eq!(first["changed"], true);
     assert_eq!(first["summary"]["ok"], 10);
-    let snap = topo_tune::model::NodeSnapshot::from_json(
+    let snap = topo_tune::api::NodeSnapshot::from_json(
         &std::fs::read_to_string(dir.path().join("p5en-03/snapshot.json")).unwrap(),
     )
     .unwrap();
@@ -236,11 +236,11 @@ fn local_transport_probes_this_machine_without_ssh() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["nodes"][0]["transport"], "local");
-    let snap = topo_tune::model::NodeSnapshot::from_json(
+    let snap = topo_tune::api::NodeSnapshot::from_json(
         &std::fs::read_to_string(dir.path().join("out/localhost/snapshot.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(snap.source.kind, topo_tune::model::SourceKind::Live);
+    assert_eq!(snap.source.kind, topo_tune::api::snapshot::SourceKind::Live);
     let cpus = std::thread::available_parallelism().unwrap().get() as u32;
     assert!(
         snap.cpu.pus.is_some_and(|p| p >= cpus),
@@ -251,7 +251,7 @@ fn local_transport_probes_this_machine_without_ssh() {
 
 #[test]
 fn ssh_max_startups_is_bounded_and_defaults_to_16() {
-    use topo_tune::config::Inventory;
+    use topo_tune::api::Inventory;
     let parse = |y: &str| Inventory::parse(std::path::Path::new("c.yaml"), y);
     let inv = parse("nodes:\n  - host: a\n").unwrap();
     assert_eq!(inv.ssh.max_startups, 16);

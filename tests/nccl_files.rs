@@ -5,10 +5,10 @@ use crate::common::{machines, topo_tune};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use topo_tune::model::NcclVersion;
-use topo_tune::model::NodeSnapshot;
-use topo_tune::nccl::rules::derive;
-use topo_tune::solve::plan::{plan, NcclPolicy, PlanInput, PlanNode};
+use topo_tune::api::derive;
+use topo_tune::api::NcclVersion;
+use topo_tune::api::NodeSnapshot;
+use topo_tune::api::{plan, NcclPolicy, PlanInput, PlanNode};
 
 fn probe(root: &Path, extra: &[&str]) -> Vec<u8> {
     let out = topo_tune()
@@ -27,7 +27,7 @@ fn snapshot_of(build: fn(&Path) -> crate::common::fakesys::FakeMachine) -> NodeS
     NodeSnapshot::from_json(&String::from_utf8(probe(dir.path(), &[])).unwrap()).unwrap()
 }
 
-fn value(d: &topo_tune::nccl::rules::Derived, name: &str) -> Option<String> {
+fn value(d: &topo_tune::api::Derived, name: &str) -> Option<String> {
     d.settings.iter().find(|s| s.name == name).map(|s| s.value.clone())
 }
 
@@ -68,8 +68,8 @@ fn rules_on_the_eight_gpu_machine() {
         .any(|n| n.contains("NCCL ≥ 2.21 selects the RoCE v2 GID itself")));
     for st in &new.settings {
         assert_eq!(
-            topo_tune::nccl::table::lookup(&st.name).unwrap().class,
-            topo_tune::nccl::table::Class::System,
+            topo_tune::api::table::lookup(&st.name).unwrap().class,
+            topo_tune::api::table::Class::System,
             "{}",
             st.name
         );

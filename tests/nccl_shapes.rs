@@ -6,10 +6,10 @@ use crate::common::{probe_json, topo_tune};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use topo_tune::model::snapshot::NicKind;
-use topo_tune::model::NodeSnapshot;
-use topo_tune::nccl::guard;
-use topo_tune::nccl::rules::{derive, Derived};
+use topo_tune::api::guard;
+use topo_tune::api::snapshot::NicKind;
+use topo_tune::api::NodeSnapshot;
+use topo_tune::api::{derive, Derived};
 
 fn shape(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -84,9 +84,9 @@ fn a_dual_port_hca_keeps_both_ports_and_both_are_named() {
 fn net_speed_is_read_and_drives_the_network_figure() {
     let s = read("dual-port-hca.xml");
     // Two 200 Gb/s ports: 50 GB/s, not a 10 GbE guess.
-    assert_eq!(topo_tune::graph::links::host_net_gbps(&s), 50.0);
+    assert_eq!(topo_tune::api::host_net_gbps(&s), 50.0);
     let s = read("cpu-attached-nic.xml");
-    assert_eq!(topo_tune::graph::links::host_net_gbps(&s), 50.0);
+    assert_eq!(topo_tune::api::host_net_gbps(&s), 50.0);
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! `topo-tune probe --fsroot` on fake machines built in the kernel's formats, read by real hwloc.
 
 use crate::common::{machines, probe_json, topo_tune};
-use topo_tune::graph::paths::path_matrix;
-use topo_tune::model::snapshot::*;
-use topo_tune::model::PathClass;
+use topo_tune::api::path_matrix;
+use topo_tune::api::snapshot::*;
+use topo_tune::api::PathClass;
 
 fn dgx() -> (tempfile::TempDir, NodeSnapshot) {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +63,7 @@ fn gpu_facts_locality_and_degraded_link() {
     assert_eq!(gpu3.placement.pcie.max_width, Some(16));
     assert_eq!(
         gpu3.placement.pcie.degradation(),
-        Some(topo_tune::model::pci::Degradation::Width)
+        Some(topo_tune::api::Degradation::Width)
     );
     let degraded: Vec<&Note> = s.notes.iter().filter(|n| n.code == "pcie-degraded").collect();
     assert_eq!(degraded.len(), 1, "{degraded:?}");
@@ -155,7 +155,7 @@ fn matrix_output_has_nvidia_smi_legend_and_flags_the_x8_gpu() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains(topo_tune::graph::paths::LEGEND));
+    assert!(text.contains(topo_tune::api::LEGEND));
     assert!(text.contains("NIC Legend:\n\n  NIC0: mlx5_0\n"));
     let gpu3 = text.lines().find(|l| l.starts_with("GPU3 ")).unwrap();
     assert!(gpu3.contains("DEGRADED Gen5 x8 (max Gen5 x16)"), "{gpu3}");

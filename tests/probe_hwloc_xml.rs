@@ -4,9 +4,9 @@
 use crate::common::{probe_json, topo_tune};
 use std::collections::HashMap;
 use std::process::Command;
-use topo_tune::graph::paths::path_matrix;
-use topo_tune::model::snapshot::NodeSnapshot;
-use topo_tune::model::PathClass;
+use topo_tune::api::path_matrix;
+use topo_tune::api::snapshot::NodeSnapshot;
+use topo_tune::api::PathClass;
 
 const FILES: [&str; 3] = ["aws-p4d.xml", "aws-p5en.xml", "aws-p6-b200.xml"];
 

@@ -1,9 +1,9 @@
 //! Simulated nodes: snapshots from bundled profiles and NCCL topology files of real SKUs.
 
-use topo_tune::graph::paths::path_matrix;
-use topo_tune::model::snapshot::SourceKind;
-use topo_tune::model::PathClass;
-use topo_tune::transport::simulated::from_source;
+use topo_tune::api::from_source;
+use topo_tune::api::path_matrix;
+use topo_tune::api::snapshot::SourceKind;
+use topo_tune::api::PathClass;
 
 fn path(rel: &str) -> String {
     format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))

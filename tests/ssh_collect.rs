@@ -33,8 +33,8 @@ fn node<'a>(doc: &'a Value, host: &str) -> &'a Value {
         .unwrap()
 }
 
-fn snapshot(out: &Path, host: &str) -> topo_tune::model::NodeSnapshot {
-    topo_tune::model::NodeSnapshot::from_json(&std::fs::read_to_string(out.join(host).join("snapshot.json")).unwrap())
+fn snapshot(out: &Path, host: &str) -> topo_tune::api::NodeSnapshot {
+    topo_tune::api::NodeSnapshot::from_json(&std::fs::read_to_string(out.join(host).join("snapshot.json")).unwrap())
         .unwrap()
 }
 

@@ -2,7 +2,7 @@
 //! manifest (`writer`), and a canary's staged candidate (`stage`, its record `staged`) with
 //! what `status` reads.
 
-pub mod stage;
-pub mod staged;
-pub mod tree;
-pub mod writer;
+pub(crate) mod stage;
+pub(crate) mod staged;
+pub(crate) mod tree;
+pub(crate) mod writer;

@@ -5,7 +5,7 @@
 //! running jobs see no change. Also what `status` reads on a node: what topo-tune wrote,
 //! whether it still holds, and what is staged.
 
-pub use super::staged::StageRecord;
+pub(crate) use super::staged::StageRecord;
 use super::staged::{self, STAGED};
 use super::tree::Tree;
 use super::writer::{self, changes_with, read_manifest, Bundle, WriteError, LOCK, LOCK_WAIT};
@@ -31,7 +31,7 @@ fn read_record(tree: &Tree) -> Result<Option<StageRecord>, WriteError> {
 
 /// Stage `bundle` for `rollout`: the candidate files as promotion would make them. A stage
 /// of another rollout is refused (its rollout is named); the same rollout's is replaced.
-pub fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<StageRecord, WriteError> {
+pub(crate) fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<StageRecord, WriteError> {
     let tree = Tree::open(root)?;
     if !writer::run_id_ok(rollout) {
         return Err(invalid(
@@ -125,7 +125,7 @@ fn leaks(live: &str, candidate: &str) -> Vec<String> {
 
 /// Remove a rollout's staged files (and the directory, once empty). Another rollout's stage
 /// is left as it is (and said); nothing staged is fine.
-pub fn unstage(root: &Path, rollout: &str) -> Result<StageRecord, WriteError> {
+pub(crate) fn unstage(root: &Path, rollout: &str) -> Result<StageRecord, WriteError> {
     let tree = Tree::open(root)?;
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
     if let Some(other) = read_record(&tree)?.filter(|r| r.rollout != rollout) {
@@ -157,51 +157,51 @@ pub fn unstage(root: &Path, rollout: &str) -> Result<StageRecord, WriteError> {
 
 /// What `status` learns from one node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NodeState {
+pub(crate) struct NodeState {
     /// The last run recorded in the manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_run: Option<String>,
+    pub(crate) last_run: Option<String>,
     /// That run was interrupted (the next `init` or `rollback` undoes it).
-    pub pending: bool,
+    pub(crate) pending: bool,
     /// Files topo-tune owns: path → whether the live content still matches.
-    pub files: Vec<OwnedFile>,
+    pub(crate) files: Vec<OwnedFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub staged: Option<StageRecord>,
+    pub(crate) staged: Option<StageRecord>,
     /// What the files a benchmark reads hold now (`/etc/nccl.conf` and the staged ones) →
     /// sha256, empty when absent: a rollout compares them with its stage between rounds.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub current: std::collections::BTreeMap<String, String>,
+    pub(crate) current: std::collections::BTreeMap<String, String>,
     /// Every run the manifest records, oldest first (a promoted wave's run that is no longer
     /// among them was undone since).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<String>,
+    pub(crate) runs: Vec<String>,
     /// The run the last `rollback` undid, until a new run is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub undone: Option<String>,
+    pub(crate) undone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OwnedFile {
-    pub path: String,
-    pub sha256: String,
+pub(crate) struct OwnedFile {
+    pub(crate) path: String,
+    pub(crate) sha256: String,
     /// `matches`, `modified` or `missing`.
-    pub live: LiveState,
+    pub(crate) live: LiveState,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LiveState {
+pub(crate) enum LiveState {
     Matches,
     Modified,
     Missing,
 }
 
 impl NodeState {
-    pub fn drift(&self) -> bool {
+    pub(crate) fn drift(&self) -> bool {
         self.files.iter().any(|f| f.live != LiveState::Matches)
     }
 
-    pub fn check(&self) -> Result<(), BadAnswer> {
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
         if self.last_run.as_deref().is_some_and(|r| !writer::run_id_ok(r)) {
             return Err(BadAnswer("last_run is not a run id topo-tune makes".into()));
         }
@@ -235,7 +235,7 @@ impl NodeState {
 }
 
 /// Read a node's state: no lock taken, nothing written.
-pub fn state(root: &Path) -> Result<NodeState, WriteError> {
+pub(crate) fn state(root: &Path) -> Result<NodeState, WriteError> {
     let tree = Tree::open(root)?;
     let manifest = read_manifest(&tree)?;
     let mut files = Vec::new();

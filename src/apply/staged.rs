@@ -12,34 +12,34 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Staged files, the record last (removed last: it names what the others belong to).
-pub const STAGED: [&str; 5] = [STAGE_CONF, STAGE_TOPOLOGY, STAGE_ENV, STAGE_BASELINE_ENV, STAGE_RECORD];
+pub(crate) const STAGED: [&str; 5] = [STAGE_CONF, STAGE_TOPOLOGY, STAGE_ENV, STAGE_BASELINE_ENV, STAGE_RECORD];
 
 /// What a stage put where (the record kept in `candidate/stage.json`, and the answer).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub rollout: String,
+pub(crate) struct StageRecord {
+    pub(crate) rollout: String,
     /// Staged path → sha256.
-    pub files: BTreeMap<String, String>,
+    pub(crate) files: BTreeMap<String, String>,
     /// The live files the baseline reads (`/etc/nccl.conf`) → sha256 when staged (empty:
     /// absent). A run between two rounds that finds another content measured something else.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub live: BTreeMap<String, String>,
+    pub(crate) live: BTreeMap<String, String>,
     /// What the measurement of this candidate cannot isolate (said in the report).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub caveats: Vec<String>,
+    pub(crate) caveats: Vec<String>,
     /// Whether this call changed anything on the node.
     #[serde(default)]
-    pub changed: bool,
+    pub(crate) changed: bool,
 }
 
 /// A sha256 in hex.
-pub fn is_sha256(h: &str) -> bool {
+pub(crate) fn is_sha256(h: &str) -> bool {
     h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 impl StageRecord {
     /// A node's answer names only staged paths, sha256 values, and a rollout id.
-    pub fn check(&self) -> Result<(), BadAnswer> {
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
         if !run_id_ok(&self.rollout) {
             return Err(BadAnswer(format!(
                 "rollout {:?} is not an id topo-tune makes",
@@ -76,7 +76,7 @@ impl StageRecord {
 
 /// Why a stage record cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub enum StagedError {
+pub(crate) enum StagedError {
     #[error(transparent)]
     Tree(#[from] TreeError),
     #[error("{path}: {message}")]
@@ -84,7 +84,7 @@ pub enum StagedError {
 }
 
 /// The stage record of this tree, checked; `None` when nothing is staged.
-pub fn read(tree: &Tree) -> Result<Option<StageRecord>, StagedError> {
+pub(crate) fn read(tree: &Tree) -> Result<Option<StageRecord>, StagedError> {
     let Some(text) = tree.read_text(STAGE_RECORD, FILE_LIMIT)? else {
         return Ok(None);
     };
@@ -99,7 +99,7 @@ pub fn read(tree: &Tree) -> Result<Option<StageRecord>, StagedError> {
 }
 
 /// Whether a run id is one of this rollout's (its waves record `ROLLOUT-N`).
-pub fn belongs(run_id: &str, rollout: &str) -> bool {
+pub(crate) fn belongs(run_id: &str, rollout: &str) -> bool {
     run_id == rollout || run_id.strip_prefix(rollout).is_some_and(|rest| rest.starts_with('-'))
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
-pub enum TreeError {
+pub(crate) enum TreeError {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("{path}: is a symbolic link: refused (topo-tune never reads or writes through a link inside the tree it manages)")]
@@ -49,14 +49,14 @@ impl crate::exit::Classify for TreeError {
 
 /// A directory tree topo-tune writes into.
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     root: PathBuf,
     fd: OwnedFd,
 }
 
 /// Held while a run writes; released when dropped (or when the process dies).
 #[derive(Debug)]
-pub struct Lock {
+pub(crate) struct Lock {
     _fd: OwnedFd,
 }
 
@@ -69,7 +69,7 @@ fn io_err(path: &str, e: impl Into<std::io::Error>) -> TreeError {
 
 /// The components of a tree path (`/etc/nccl.conf`, `host1/snapshot.json`): each a plain
 /// name, never empty, `.` or `..`, and never holding a NUL.
-pub fn components(path: &str) -> Result<Vec<&str>, TreeError> {
+pub(crate) fn components(path: &str) -> Result<Vec<&str>, TreeError> {
     let bad = |why: &str| TreeError::BadPath {
         path: path.to_string(),
         why: why.to_string(),
@@ -95,7 +95,7 @@ const DIR_FLAGS: OFlags = OFlags::DIRECTORY
 impl Tree {
     /// The tree rooted at `root`, created if absent. The root itself is the operator's choice
     /// (it may be a link); nothing below it may be.
-    pub fn open(root: &Path) -> Result<Tree, TreeError> {
+    pub(crate) fn open(root: &Path) -> Result<Tree, TreeError> {
         let shown = root.display().to_string();
         std::fs::create_dir_all(root).map_err(|e| io_err(&shown, e))?;
         let fd = rustix::fs::open(
@@ -111,7 +111,7 @@ impl Tree {
     }
 
     /// How a tree path is shown: under the root it lives in.
-    pub fn show(&self, path: &str) -> String {
+    pub(crate) fn show(&self, path: &str) -> String {
         if self.root == Path::new("/") {
             format!("/{}", path.trim_start_matches('/'))
         } else {
@@ -149,7 +149,7 @@ impl Tree {
     }
 
     /// Read a regular file of at most `limit` bytes; `None` when it does not exist.
-    pub fn read(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>, TreeError> {
+    pub(crate) fn read(&self, path: &str, limit: u64) -> Result<Option<Vec<u8>>, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let Some(dir) = self.dir(&dirs, false, &shown)? else {
@@ -159,7 +159,7 @@ impl Tree {
     }
 
     /// [`Tree::read`] as UTF-8 text.
-    pub fn read_text(&self, path: &str, limit: u64) -> Result<Option<String>, TreeError> {
+    pub(crate) fn read_text(&self, path: &str, limit: u64) -> Result<Option<String>, TreeError> {
         self.read(path, limit)?
             .map(|b| {
                 String::from_utf8(b).map_err(|e| TreeError::NotText {
@@ -171,7 +171,7 @@ impl Tree {
     }
 
     /// Names in a directory (none when it does not exist), sorted.
-    pub fn list(&self, path: &str) -> Result<Vec<String>, TreeError> {
+    pub(crate) fn list(&self, path: &str) -> Result<Vec<String>, TreeError> {
         let shown = self.show(path);
         let parts = if path.trim_matches('/').is_empty() {
             Vec::new()
@@ -195,7 +195,7 @@ impl Tree {
 
     /// Write `content` at `path` (directories created) unless it already holds exactly that.
     /// Returns whether the file changed. The old file is intact until the rename.
-    pub fn write(&self, path: &str, content: &[u8], mode: u32) -> Result<bool, TreeError> {
+    pub(crate) fn write(&self, path: &str, content: &[u8], mode: u32) -> Result<bool, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let dir = self
@@ -238,7 +238,7 @@ impl Tree {
     }
 
     /// Remove a file topo-tune owns (the link itself if it is one); absent is fine.
-    pub fn remove(&self, path: &str) -> Result<bool, TreeError> {
+    pub(crate) fn remove(&self, path: &str) -> Result<bool, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let Some(dir) = self.dir(&dirs, false, &shown)? else {
@@ -256,7 +256,7 @@ impl Tree {
     }
 
     /// Remove an empty directory topo-tune made; absent or not empty is left as it is.
-    pub fn remove_empty_dir(&self, path: &str) -> Result<bool, TreeError> {
+    pub(crate) fn remove_empty_dir(&self, path: &str) -> Result<bool, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let Some(dir) = self.dir(&dirs, false, &shown)? else {
@@ -276,7 +276,7 @@ impl Tree {
     /// Remove temp files a killed run left in a directory and the directories below it
     /// (only ours, and only of processes that are gone: a temp of a live writer is its
     /// write in flight; links are not descended).
-    pub fn remove_stale_temps(&self, dir_path: &str) {
+    pub(crate) fn remove_stale_temps(&self, dir_path: &str) {
         let mut stack = vec![dir_path.trim_end_matches('/').to_string()];
         while let Some(dir) = stack.pop() {
             for name in self.list(&dir).unwrap_or_default() {
@@ -294,7 +294,7 @@ impl Tree {
 
     /// Who owns a file or directory of the tree and its mode (`None`: it does not exist); a
     /// link is not followed (and is refused).
-    pub fn owner_mode(&self, path: &str) -> Result<Option<(u32, u32)>, TreeError> {
+    pub(crate) fn owner_mode(&self, path: &str) -> Result<Option<(u32, u32)>, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let Some(dir) = self.dir(&dirs, false, &shown)? else {
@@ -311,7 +311,7 @@ impl Tree {
     }
 
     /// The permission bits of a file (`None`: it does not exist); a link is not followed.
-    pub fn mode(&self, path: &str) -> Result<Option<u32>, TreeError> {
+    pub(crate) fn mode(&self, path: &str) -> Result<Option<u32>, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let Some(dir) = self.dir(&dirs, false, &shown)? else {
@@ -329,7 +329,7 @@ impl Tree {
     }
 
     /// Set a regular file's permission bits (no link followed); whether they changed.
-    pub fn set_mode(&self, path: &str, mode: u32) -> Result<bool, TreeError> {
+    pub(crate) fn set_mode(&self, path: &str, mode: u32) -> Result<bool, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let dir = self
@@ -350,7 +350,7 @@ impl Tree {
 
     /// Take the tree's lock at `path` (created if absent), waiting up to `wait` for another
     /// run to finish; the holder is named when it does not.
-    pub fn lock(&self, path: &str, wait: Duration) -> Result<Lock, TreeError> {
+    pub(crate) fn lock(&self, path: &str, wait: Duration) -> Result<Lock, TreeError> {
         let shown = self.show(path);
         let (dirs, name) = self.split(path)?;
         let dir = self

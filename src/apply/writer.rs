@@ -35,15 +35,15 @@ const HEADER: &str = "managed by topo-tune: edit /etc/nccl/conf.d/*.conf, not th
 
 /// What topo-tune wants on one node (sent to the node as JSON for remote writes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bundle {
-    pub dropin: String,
-    pub topology_xml: Option<String>,
-    pub nccl_version: Option<NcclVersion>,
+pub(crate) struct Bundle {
+    pub(crate) dropin: String,
+    pub(crate) topology_xml: Option<String>,
+    pub(crate) nccl_version: Option<NcclVersion>,
 }
 
 impl Bundle {
     /// The files a plan's NCCL class gives each of its nodes.
-    pub fn of(class: &NcclClass) -> Result<Bundle, Rejection> {
+    pub(crate) fn of(class: &NcclClass) -> Result<Bundle, Rejection> {
         let header = format!(
             "topo-tune {}: one line per setting; why each is set, and what is left out and why: topo-tune init --check --cluster-config <your cluster.yaml>",
             env!("CARGO_PKG_VERSION")
@@ -57,7 +57,7 @@ impl Bundle {
 
     /// What identifies the bundle: a node settled on the same fingerprint already holds
     /// exactly these files, so writing them would change nothing.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let part = |t: Option<&str>| t.map_or_else(|| "-".to_string(), |t| sha256_hex(t.as_bytes()));
         let version = self.nccl_version.map_or_else(|| "-".to_string(), |v| v.to_string());
         sha256_hex(
@@ -74,15 +74,15 @@ impl Bundle {
 /// A node whose files are a fixed point: writing the bundle they hold changes nothing. The
 /// probe reports it, so a repeat `init` that changes nothing needs no second round trip.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Settled {
+pub(crate) struct Settled {
     /// [`Bundle::fingerprint`] of the files in place.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// What a write of that bundle reports (every file unchanged).
-    pub files: Vec<FileReport>,
+    pub(crate) files: Vec<FileReport>,
 }
 
 impl Settled {
-    pub fn check(&self) -> Result<(), BadAnswer> {
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
         if self.fingerprint.len() != 64 || !self.fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(BadAnswer("settled.fingerprint is not a sha256".into()));
         }
@@ -101,7 +101,7 @@ impl Settled {
     }
 
     /// The report a write of `bundle` would give, when this node is settled on it.
-    pub fn report_for(&self, bundle: &Bundle) -> Option<WriteReport> {
+    pub(crate) fn report_for(&self, bundle: &Bundle) -> Option<WriteReport> {
         (self.fingerprint == bundle.fingerprint()).then(|| WriteReport {
             files: self.files.clone(),
             ..WriteReport::default()
@@ -111,7 +111,7 @@ impl Settled {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Action {
+pub(crate) enum Action {
     Create,
     Update,
     Unchanged,
@@ -120,40 +120,40 @@ pub enum Action {
 
 /// One file's change, with the contents on both sides (for the diff and the backup).
 #[derive(Debug, Clone, PartialEq)]
-pub struct FileChange {
-    pub path: String,
-    pub action: Action,
-    pub reason: String,
-    pub before: Option<String>,
-    pub after: Option<String>,
+pub(crate) struct FileChange {
+    pub(crate) path: String,
+    pub(crate) action: Action,
+    pub(crate) reason: String,
+    pub(crate) before: Option<String>,
+    pub(crate) after: Option<String>,
 }
 
 /// What the node reports for one file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FileReport {
-    pub path: String,
-    pub action: Action,
-    pub reason: String,
+pub(crate) struct FileReport {
+    pub(crate) path: String,
+    pub(crate) action: Action,
+    pub(crate) reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
+    pub(crate) diff: Option<String>,
 }
 
 /// What the node reports for one write, check or rollback.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WriteReport {
+pub(crate) struct WriteReport {
     /// The run recorded in the manifest (none when nothing changed or for `--check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    pub files: Vec<FileReport>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) files: Vec<FileReport>,
     /// Why nothing was done, when that is the answer (a rollback with nothing newer to undo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl WriteReport {
     /// A node's report names only files topo-tune manages, a run id it makes, and text
     /// without control characters (the diff aside: shown escaped).
-    pub fn check(&self) -> Result<(), BadAnswer> {
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
         if let Some(id) = self.run_id.as_deref().filter(|id| !run_id_ok(id)) {
             return Err(BadAnswer(format!(
                 "run_id {:?} is not one topo-tune makes",
@@ -191,7 +191,7 @@ impl WriteReport {
         Ok(())
     }
 
-    pub fn changed(&self) -> bool {
+    pub(crate) fn changed(&self) -> bool {
         self.files.iter().any(|f| f.action != Action::Unchanged)
     }
 
@@ -213,46 +213,46 @@ impl WriteReport {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Manifest {
-    pub version: u32,
+pub(crate) struct Manifest {
+    pub(crate) version: u32,
     /// Path → sha256 of the content topo-tune last wrote.
-    pub owned: BTreeMap<String, String>,
-    pub runs: Vec<Run>,
+    pub(crate) owned: BTreeMap<String, String>,
+    pub(crate) runs: Vec<Run>,
     /// What topo-tune last wrote to `/etc/nccl.conf`: when the operator edits that file, only
     /// the lines topo-tune did not write are kept as theirs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_conf: Option<String>,
+    pub(crate) last_conf: Option<String>,
     /// The run the last `rollback` undid, until a new run is recorded: a second `rollback`
     /// then undoes nothing older unless that run is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub undone: Option<String>,
+    pub(crate) undone: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Run {
-    pub id: String,
-    pub files: Vec<RunFile>,
+pub(crate) struct Run {
+    pub(crate) id: String,
+    pub(crate) files: Vec<RunFile>,
     /// Recorded before the first file is replaced and cleared after the last: a run found
     /// pending was interrupted, and is undone before anything else happens.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pending: bool,
+    pub(crate) pending: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunFile {
-    pub path: String,
+pub(crate) struct RunFile {
+    pub(crate) path: String,
     /// Backup of the previous content, relative to the state dir; `None`: it did not exist.
-    pub backup: Option<String>,
+    pub(crate) backup: Option<String>,
     /// The `owned` entry before the run (what `rollback` puts back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owned_before: Option<String>,
+    pub(crate) owned_before: Option<String>,
     /// The file's permission bits before the run (a restored `0600` file is `0600` again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<u32>,
+    pub(crate) mode: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     #[error(transparent)]
     Tree(#[from] TreeError),
     #[error("{path}: {message}")]
@@ -286,19 +286,19 @@ impl From<super::staged::StagedError> for WriteError {
     }
 }
 
-pub use crate::model::files::MANAGED;
+pub(crate) use crate::model::files::MANAGED;
 /// Taken by every write and rollback on a tree (`init`, `node write`, `rollback`).
-pub const LOCK: &str = "/etc/nccl/topo-tune/lock";
+pub(crate) const LOCK: &str = "/etc/nccl/topo-tune/lock";
 /// How long a run waits for another to finish before it gives up, naming the holder.
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// The most a config file topo-tune reads may hold (a foreign `/etc/nccl.conf`, a drop-in),
 /// and so the most it writes into one.
-pub const CONF_LIMIT: u64 = crate::model::files::FILE_LIMIT;
+pub(crate) const CONF_LIMIT: u64 = crate::model::files::FILE_LIMIT;
 const MANIFEST_LIMIT: u64 = 16 << 20;
 /// The manifest layout this build reads and writes.
 const MANIFEST_VERSION: u32 = 1;
 /// Runs kept for `rollback`; older runs and their backups are pruned.
-pub const MAX_RUNS: usize = 64;
+pub(crate) const MAX_RUNS: usize = 64;
 
 pub(super) fn read_text(tree: &Tree, path: &str) -> Result<Option<String>, WriteError> {
     Ok(tree.read_text(path, CONF_LIMIT)?)
@@ -403,7 +403,7 @@ fn change(path: &str, before: Option<String>, after: String, reason: &str) -> Fi
 /// Write (or, with `check`, only report) a bundle under `root`; diffs when asked. A write
 /// holds the tree's lock, and first undoes a run that was interrupted. The run is recorded
 /// under `run_id` when the caller names it (a rollout's wave), else under a fresh one.
-pub fn write_bundle(
+pub(crate) fn write_bundle(
     root: &Path,
     bundle: &Bundle,
     check: bool,
@@ -482,7 +482,7 @@ fn not_staged_for_another(tree: &Tree, run_id: Option<&str>) -> Result<(), Write
 /// no lock (a run in flight is recorded as pending first, and a pending run is never settled).
 /// `None` when a write would do something, when topo-tune never wrote here, or on any error
 /// (the write then runs and reports it).
-pub fn settled(root: &Path, version: Option<NcclVersion>) -> Option<Settled> {
+pub(crate) fn settled(root: &Path, version: Option<NcclVersion>) -> Option<Settled> {
     let tree = Tree::open(root).ok()?;
     let manifest = read_manifest(&tree).ok()?;
     if manifest.runs.last().is_some_and(|r| r.pending) {
@@ -773,7 +773,7 @@ fn check_backups(tree: &Tree, run: &Run) -> Result<(), WriteError> {
 /// Undo the last recorded run: restore its backups, remove the files it created. With
 /// `only`, undo it only when it is that run (a rollout undoing its own wave): otherwise
 /// nothing is touched and the report names no run.
-pub fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, WriteError> {
+pub(crate) fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteReport, WriteError> {
     let tree = Tree::open(root_dir)?;
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
     tidy(&tree)?;
@@ -867,7 +867,7 @@ fn undo(tree: &Tree, manifest: &mut Manifest, f: &RunFile) -> Result<FileChange,
 
 /// Unified diff of one change (`--diff` only), given up after a few seconds (then a
 /// whole-file replacement is shown).
-pub fn diff(c: &FileChange) -> String {
+pub(crate) fn diff(c: &FileChange) -> String {
     let before = c.before.as_deref().unwrap_or("");
     let after = c.after.as_deref().unwrap_or("");
     similar::TextDiff::configure()
@@ -879,7 +879,7 @@ pub fn diff(c: &FileChange) -> String {
 }
 
 /// A run id from the clock: `20261129T110500Z-PID`.
-pub fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

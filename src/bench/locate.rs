@@ -8,41 +8,41 @@ use serde::Serialize;
 
 /// A group is an outlier when its figure is below the round's median by more than both
 /// this many scaled MADs and [`MIN_GAP`] of the median (noise of a few percent never accuses).
-pub const MAD_K: f64 = 3.0;
+pub(crate) const MAD_K: f64 = 3.0;
 /// The smallest relative gap that counts, whatever the spread.
-pub const MIN_GAP: f64 = 0.10;
+pub(crate) const MIN_GAP: f64 = 0.10;
 /// 1.4826 × MAD estimates σ for normal noise.
 const MAD_SCALE: f64 = 1.4826;
 
 /// One round: the groups run together and what each measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Round {
-    pub groups: Vec<Vec<String>>,
-    pub busbw: Vec<Option<f64>>,
-    pub median: f64,
+pub(crate) struct Round {
+    pub(crate) groups: Vec<Vec<String>>,
+    pub(crate) busbw: Vec<Option<f64>>,
+    pub(crate) median: f64,
     /// The group judged slow in this round, if any.
-    pub outlier: Option<usize>,
+    pub(crate) outlier: Option<usize>,
 }
 
 /// What localisation found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Located {
-    pub rounds: Vec<Round>,
+pub(crate) struct Located {
+    pub(crate) rounds: Vec<Round>,
     /// The node named, with its figure and the round median it is held against.
-    pub suspect: Option<Suspect>,
+    pub(crate) suspect: Option<Suspect>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Suspect {
-    pub name: String,
-    pub busbw: f64,
-    pub median: f64,
+pub(crate) struct Suspect {
+    pub(crate) name: String,
+    pub(crate) busbw: f64,
+    pub(crate) median: f64,
 }
 
 /// Every figure that is low beyond noise, with the median: below `median − max(k·σ̂, gap)`,
 /// where σ̂ = 1.4826 × MAD (with two figures, below 80% of the higher). A failed run (`None`)
 /// counts as low.
-pub fn low(figures: &[Option<f64>]) -> (f64, Vec<usize>) {
+pub(crate) fn low(figures: &[Option<f64>]) -> (f64, Vec<usize>) {
     let known: Vec<f64> = figures.iter().flatten().copied().collect();
     // No figure at all: 0 (every run failed; the caller sees which).
     let m = Some(median(&known)).filter(|m| m.is_finite()).unwrap_or(0.0);
@@ -66,13 +66,13 @@ pub fn low(figures: &[Option<f64>]) -> (f64, Vec<usize>) {
 
 /// The index of the one figure that is low beyond noise ([`low`]); `None` when no figure, or
 /// more than one, stands out (no single culprit to chase).
-pub fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
+pub(crate) fn outlier(figures: &[Option<f64>]) -> (f64, Option<usize>) {
     let (m, low) = low(figures);
     (m, (low.len() == 1).then(|| low[0]))
 }
 
 /// Split `items` into `parts` groups of near-equal size, in order.
-pub fn split(items: &[String], parts: usize) -> Vec<Vec<String>> {
+pub(crate) fn split(items: &[String], parts: usize) -> Vec<Vec<String>> {
     let parts = parts.clamp(1, items.len().max(1));
     let base = items.len() / parts;
     let extra = items.len() % parts;
@@ -88,14 +88,14 @@ pub fn split(items: &[String], parts: usize) -> Vec<Vec<String>> {
 
 /// Runs one round: disjoint groups of hosts at once, one bus bandwidth each (`None`: failed);
 /// `None` for the whole round: stop here (the time budget is spent), accusing no one.
-pub type Measure<'a> = dyn FnMut(&[Vec<String>]) -> Option<Vec<Option<f64>>> + 'a;
+pub(crate) type Measure<'a> = dyn FnMut(&[Vec<String>]) -> Option<Vec<Option<f64>>> + 'a;
 
 /// Narrow `hosts` to the node that makes its runs slow. Each round splits every node into
 /// groups of equal size — four groups, then pairs — so the slow group is judged against its
 /// peers; the slow pair's two nodes are then each paired with a node from a pair that was
 /// not slow, which names the one that drags its partner down (a node alone would test its
 /// NVLink, not its network). `measure` runs one round (disjoint groups, in parallel).
-pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
+pub(crate) fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
     let mut rounds = Vec::new();
     let mut judge = |groups: Vec<Vec<String>>, rounds: &mut Vec<Round>| -> Option<usize> {
         let busbw = measure(&groups)?;
@@ -165,7 +165,7 @@ pub fn locate(hosts: &[String], measure: &mut Measure<'_>) -> Located {
 /// One round that confirms `suspect` (a node another search named) on other terms, e.g. one
 /// rail: it runs beside a node of the set, the rest in pairs as references. `Some` suspect
 /// only when its group is the one outlier; `None` rounds: the measure stopped.
-pub fn confirm(hosts: &[String], suspect: &str, measure: &mut Measure<'_>) -> Located {
+pub(crate) fn confirm(hosts: &[String], suspect: &str, measure: &mut Measure<'_>) -> Located {
     let others: Vec<&String> = hosts.iter().filter(|h| *h != suspect).collect();
     let Some(partner) = others.first() else {
         return Located {
@@ -206,7 +206,7 @@ pub fn confirm(hosts: &[String], suspect: &str, measure: &mut Measure<'_>) -> Lo
 /// Ring edge `k` joins `order[k]` and `order[(k + 1) % n]`. Rounds of edges that share no
 /// node (a node's GPUs serve one run at a time): the even edges, the odd ones, and with an odd
 /// count the edge that closes the ring. Fewer than three nodes have no ring to walk.
-pub fn edge_rounds(n: usize) -> Vec<Vec<usize>> {
+pub(crate) fn edge_rounds(n: usize) -> Vec<Vec<usize>> {
     if n < 3 {
         return Vec::new();
     }
@@ -226,7 +226,7 @@ pub fn edge_rounds(n: usize) -> Vec<Vec<usize>> {
 /// What the ring-neighbour runs blame.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum EdgeBlame {
+pub(crate) enum EdgeBlame {
     /// Both of the node's edges are slow: its network (NIC, cable to its switch).
     Node { host: String },
     /// One edge is slow and its two ends are fine elsewhere: what joins them.
@@ -236,7 +236,7 @@ pub enum EdgeBlame {
 /// Judge one figure per ring edge (`busbw[k]` for edge `k`): the low edges ([`low`]), and
 /// whom they blame — a node when exactly its two edges are low, a link when exactly one edge
 /// is; anything else names no single culprit.
-pub fn blame_edges(order: &[String], busbw: &[Option<f64>]) -> (f64, Vec<usize>, Option<EdgeBlame>) {
+pub(crate) fn blame_edges(order: &[String], busbw: &[Option<f64>]) -> (f64, Vec<usize>, Option<EdgeBlame>) {
     let n = order.len();
     let (m, slow) = low(busbw);
     let blame = match slow.as_slice() {

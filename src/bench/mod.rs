@@ -2,7 +2,7 @@
 //! and the canary's decision rule over interleaved rounds (`stats`). Pure: no files, no
 //! processes, no clock — the runner that executes nccl-tests lives in `runner`.
 
-pub mod locate;
-pub mod parse;
-pub mod stats;
-pub mod sweep;
+pub(crate) mod locate;
+pub(crate) mod parse;
+pub(crate) mod stats;
+pub(crate) mod sweep;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The most a benchmark's output may hold before it is refused (a runaway log).
-pub const OUTPUT_LIMIT: usize = 16 << 20;
+pub(crate) const OUTPUT_LIMIT: usize = 16 << 20;
 /// Rows a run may report (nccl-tests steps sizes by a factor: 8 B..4 GB at ×2 is 30 rows).
 const MAX_ROWS: usize = 4096;
 
@@ -39,7 +39,7 @@ impl BenchRun {
     /// [`MAX_ROWS`] sizes, each larger than the one before (one table, no size twice), times
     /// above zero (a zero time or P99 is a malformed run, not an infinitely fast one),
     /// bandwidths finite and not negative.
-    pub fn check(&self) -> Result<(), BenchError> {
+    pub(crate) fn check(&self) -> Result<(), BenchError> {
         let bad = |message: String| Err(BenchError::Json(message));
         if self.rows.len() > MAX_ROWS {
             return bad(format!("more than {MAX_ROWS} sizes"));
@@ -67,7 +67,7 @@ impl BenchRun {
 
 /// Why a run did not measure the set it was given: its ranks are not `nodes` × `gpus` (a
 /// command that ignores `{hosts}` measures one node, or another set).
-pub fn off_the_set(ranks: u32, nodes: usize, gpus: u32) -> Option<String> {
+pub(crate) fn off_the_set(ranks: u32, nodes: usize, gpus: u32) -> Option<String> {
     let expected = (nodes as u64).saturating_mul(u64::from(gpus));
     (u64::from(ranks) != expected).then(|| {
         format!(

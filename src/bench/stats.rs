@@ -12,29 +12,29 @@ use serde::{Deserialize, Serialize};
 
 /// One round: the baseline run and the candidate run, made back to back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Round {
-    pub baseline: BenchRun,
-    pub candidate: BenchRun,
+pub(crate) struct Round {
+    pub(crate) baseline: BenchRun,
+    pub(crate) candidate: BenchRun,
 }
 
 /// The thresholds of the rule (docs/apply.md).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Gate {
+pub(crate) struct Gate {
     /// Halt when large-message bandwidth drops by more than this fraction (0.03 = 3%).
-    pub threshold: f64,
+    pub(crate) threshold: f64,
     /// Halt when small-message P99 time grows by more than this fraction.
-    pub p99_threshold: f64,
+    pub(crate) p99_threshold: f64,
     /// Sizes up to this are "small" (their P99 time is gated).
-    pub small_max: u64,
+    pub(crate) small_max: u64,
     /// Sizes from this up are "large" (their bandwidth is gated).
-    pub large_min: u64,
+    pub(crate) large_min: u64,
     /// Promote only on a significant gain.
-    pub require_gain: bool,
+    pub(crate) require_gain: bool,
 }
 
 impl Gate {
     /// The ranges cluster.yaml and the flags allow, for a gate read back from a record.
-    pub fn check(&self) -> Result<(), Refusal> {
+    pub(crate) fn check(&self) -> Result<(), Refusal> {
         let pct = |v: f64| v.is_finite() && v > 0.0 && v <= 0.5;
         if !pct(self.threshold) || !pct(self.p99_threshold) {
             return Err(Refusal("the thresholds are fractions in (0, 0.5]".into()));
@@ -62,7 +62,7 @@ impl Default for Gate {
 /// definition (factor 2(n-1)/n) and algorithm bandwidth (size / time) is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Metric {
+pub(crate) enum Metric {
     Busbw,
     Algbw,
 }
@@ -78,45 +78,38 @@ impl Metric {
 
 /// The median of candidate/baseline − 1 over rounds, with its interval (fractions).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    pub median: f64,
-    pub low: f64,
-    pub high: f64,
+pub(crate) struct Change {
+    pub(crate) median: f64,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
     /// Coverage of [low, high] (≥ 0.95 with 6 or more rounds).
-    pub confidence: f64,
-}
-
-impl Change {
-    /// Both ends on one side of zero.
-    pub fn significant(&self) -> bool {
-        self.low > 0.0 || self.high < 0.0
-    }
+    pub(crate) confidence: f64,
 }
 
 /// One message size across rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SizeRow {
-    pub size: u64,
+pub(crate) struct SizeRow {
+    pub(crate) size: u64,
     /// Median bandwidth (the verdict's metric), GB/s.
-    pub baseline_bw: f64,
-    pub candidate_bw: f64,
+    pub(crate) baseline_bw: f64,
+    pub(crate) candidate_bw: f64,
     /// (max − min) / median across rounds, as a fraction.
-    pub baseline_spread: f64,
-    pub candidate_spread: f64,
+    pub(crate) baseline_spread: f64,
+    pub(crate) candidate_spread: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bw_change: Option<Change>,
+    pub(crate) bw_change: Option<Change>,
     /// Small sizes: median P99 time (µs) and its change.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline_p99_us: Option<f64>,
+    pub(crate) baseline_p99_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub candidate_p99_us: Option<f64>,
+    pub(crate) candidate_p99_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub p99_change: Option<Change>,
+    pub(crate) p99_change: Option<Change>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Large-message bandwidth is significantly better: promote.
     Gain,
     /// The interval spans zero: promote (unless a gain is required), and say it is not a win.
@@ -133,39 +126,39 @@ pub enum Decision {
 }
 
 impl Decision {
-    pub fn promotes(self) -> bool {
+    pub(crate) fn promotes(self) -> bool {
         matches!(self, Decision::Gain | Decision::NoSignificantChange)
     }
 }
 
 /// The verdict on a wave, with every number it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub decision: Decision,
-    pub reason: String,
-    pub metric: Metric,
-    pub rounds: usize,
+pub(crate) struct Verdict {
+    pub(crate) decision: Decision,
+    pub(crate) reason: String,
+    pub(crate) metric: Metric,
+    pub(crate) rounds: usize,
     /// Large messages: bandwidth change (geometric mean over the large sizes, per round).
-    pub large: Change,
-    pub large_sizes: Vec<u64>,
+    pub(crate) large: Change,
+    pub(crate) large_sizes: Vec<u64>,
     /// Small messages: P99 time change (or mean time without `-I 1`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub small: Option<Change>,
-    pub small_uses_p99: bool,
-    pub sizes: Vec<SizeRow>,
+    pub(crate) small: Option<Change>,
+    pub(crate) small_uses_p99: bool,
+    pub(crate) sizes: Vec<SizeRow>,
     /// The latency/bandwidth crossover of each variant: the smallest size reaching half the
     /// peak bandwidth (Hockney's n½).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub crossover_baseline: Option<u64>,
+    pub(crate) crossover_baseline: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub crossover_candidate: Option<u64>,
+    pub(crate) crossover_candidate: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Why the rounds give no verdict.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum VerdictError {
+pub(crate) enum VerdictError {
     #[error("no rounds to judge")]
     NoRounds,
     #[error("round {round}: the baseline and candidate runs measured different sizes")]
@@ -174,7 +167,7 @@ pub enum VerdictError {
     NoLargeSizes,
 }
 
-pub fn median(xs: &[f64]) -> f64 {
+pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return f64::NAN;
@@ -202,7 +195,7 @@ fn binomial_cdf_half(n: usize, k: usize) -> f64 {
 /// The median with its distribution-free interval: [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] for the largest k whose
 /// two tails hold at most 5% (the sign test's interval); with fewer than 6 values the widest
 /// interval [min, max] is given with its lower coverage.
-pub fn median_interval(xs: &[f64]) -> Change {
+pub(crate) fn median_interval(xs: &[f64]) -> Change {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -262,7 +255,7 @@ fn round_changes(rounds: &[Round], sizes: &[u64], value: impl Fn(&SizeFigures) -
 }
 
 /// Judge the rounds of one wave.
-pub fn judge(rounds: &[Round], gate: &Gate) -> Result<Verdict, VerdictError> {
+pub(crate) fn judge(rounds: &[Round], gate: &Gate) -> Result<Verdict, VerdictError> {
     let first = rounds.first().ok_or(VerdictError::NoRounds)?;
     let sizes: Vec<u64> = first.baseline.rows.iter().map(|f| f.size).collect();
     for (i, r) in rounds.iter().enumerate() {

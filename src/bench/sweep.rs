@@ -8,54 +8,54 @@ use serde::Serialize;
 
 /// Sizes at or below this are "small" for the cliff (protocol and algorithm switches happen
 /// there; larger drops are bandwidth effects).
-pub const CLIFF_LIMIT: u64 = 1 << 20;
+pub(crate) const CLIFF_LIMIT: u64 = 1 << 20;
 /// Time is "flat" while it stays within this factor of the smallest sizes' time.
 const FLAT_FACTOR: f64 = 1.5;
 
 /// `time = α + size · β`, fitted with relative errors (every size counts, not just the
 /// largest): α the latency term, 1/β the bandwidth term.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct AlphaBeta {
-    pub alpha_us: f64,
+pub(crate) struct AlphaBeta {
+    pub(crate) alpha_us: f64,
     /// 1/β as algorithm bandwidth, GB/s.
-    pub algbw_gbps: f64,
+    pub(crate) algbw_gbps: f64,
     /// The same as bus bandwidth (× 2(r−1)/r for all-reduce over r ranks; 0 on one rank).
-    pub busbw_gbps: f64,
+    pub(crate) busbw_gbps: f64,
     /// Root-mean-square relative error of the fit over the sizes.
-    pub rms_relative_error: f64,
+    pub(crate) rms_relative_error: f64,
 }
 
 /// The largest relative drop of bus bandwidth between adjacent sizes up to [`CLIFF_LIMIT`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Cliff {
-    pub from_size: u64,
-    pub to_size: u64,
-    pub from_busbw: f64,
-    pub to_busbw: f64,
+pub(crate) struct Cliff {
+    pub(crate) from_size: u64,
+    pub(crate) to_size: u64,
+    pub(crate) from_busbw: f64,
+    pub(crate) to_busbw: f64,
     /// 0.4: busbw fell by 40 %.
-    pub drop: f64,
+    pub(crate) drop: f64,
 }
 
 /// What a sweep says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Findings {
+pub(crate) struct Findings {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fit: Option<AlphaBeta>,
+    pub(crate) fit: Option<AlphaBeta>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cliff: Option<Cliff>,
+    pub(crate) cliff: Option<Cliff>,
     /// The largest size whose time is still within 1.5× the smallest sizes' time.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub flat_until: Option<u64>,
+    pub(crate) flat_until: Option<u64>,
     /// The smallest size reaching half the peak bus bandwidth.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub crossover: Option<u64>,
+    pub(crate) crossover: Option<u64>,
     /// Bus bandwidth of the largest size.
-    pub large_busbw: f64,
+    pub(crate) large_busbw: f64,
 }
 
 /// The α–β fit: weighted least squares minimising Σ((t − α − βn)/t)². `None` with fewer
 /// than three sizes or no positive slope.
-pub fn fit(rows: &[SizeFigures], ranks: u32) -> Option<AlphaBeta> {
+pub(crate) fn fit(rows: &[SizeFigures], ranks: u32) -> Option<AlphaBeta> {
     let pts: Vec<(f64, f64)> = rows
         .iter()
         .filter(|r| r.time_us > 0.0)
@@ -103,7 +103,7 @@ pub fn fit(rows: &[SizeFigures], ranks: u32) -> Option<AlphaBeta> {
 }
 
 /// The cliff: the largest relative busbw drop between adjacent sizes up to [`CLIFF_LIMIT`].
-pub fn cliff(rows: &[SizeFigures]) -> Option<Cliff> {
+pub(crate) fn cliff(rows: &[SizeFigures]) -> Option<Cliff> {
     rows.windows(2)
         .filter(|w| w[1].size <= CLIFF_LIMIT && w[0].busbw > 0.0 && w[1].busbw < w[0].busbw)
         .map(|w| Cliff {
@@ -119,7 +119,7 @@ pub fn cliff(rows: &[SizeFigures]) -> Option<Cliff> {
 /// The largest size whose time is within [`FLAT_FACTOR`] of the smallest sizes' (the median
 /// of the first three): past it time only grows. An isolated slow size below it (the first
 /// call's set-up, a noisy iteration) does not end the flat range.
-pub fn flat_until(rows: &[SizeFigures]) -> Option<u64> {
+pub(crate) fn flat_until(rows: &[SizeFigures]) -> Option<u64> {
     let mut first: Vec<f64> = rows.iter().take(3).map(|r| r.time_us).collect();
     if first.is_empty() {
         return None;
@@ -133,7 +133,7 @@ pub fn flat_until(rows: &[SizeFigures]) -> Option<u64> {
 }
 
 /// Everything a sweep says, rows in size order.
-pub fn findings(rows: &[SizeFigures], ranks: u32) -> Findings {
+pub(crate) fn findings(rows: &[SizeFigures], ranks: u32) -> Findings {
     let mut rows = rows.to_vec();
     rows.sort_by_key(|r| r.size);
     Findings {

@@ -3,6 +3,6 @@
 //! (`rollout`), and what a record read back must hold to be obeyed (`vet`). The waves come
 //! from `config::select`, the benchmark runs through `runner`.
 
-pub mod rollout;
-pub mod state;
-pub mod vet;
+pub(crate) mod rollout;
+pub(crate) mod state;
+pub(crate) mod vet;

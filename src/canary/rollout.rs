@@ -12,11 +12,11 @@ use crate::model::Failure;
 use crate::runner::{self, BenchAnswer, Variant};
 
 /// Per-host results of one call on many nodes.
-pub type Results<T> = Vec<(String, Result<T, Failure>)>;
+pub(crate) type Results<T> = Vec<(String, Result<T, Failure>)>;
 
 /// Why the engine stopped without finishing its record.
 #[derive(Debug)]
-pub enum EngineError<S> {
+pub(crate) enum EngineError<S> {
     State(StateError),
     /// The fleet could not go on (the fan-out could not run, or a signal stopped it): the
     /// record says where the rollout stands, and `--resume` continues it.
@@ -30,7 +30,7 @@ impl<S> From<StateError> for EngineError<S> {
 }
 
 /// How the engine reaches nodes. `Stop` is why the fleet itself cannot go on.
-pub trait Fleet {
+pub(crate) trait Fleet {
     type Stop;
     fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Self::Stop>;
     fn unstage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Self::Stop>;
@@ -58,10 +58,10 @@ type Step<F> = Result<(), EngineError<<F as Fleet>::Stop>>;
 struct Halt(String);
 
 /// Progress for a terminal (one line per step).
-pub type Progress<'a> = &'a dyn Fn(&str);
+pub(crate) type Progress<'a> = &'a dyn Fn(&str);
 
 /// Run (or resume) the rollout to its end; the record is saved after every step.
-pub fn drive<F: Fleet>(r: &mut Rollout, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
+pub(crate) fn drive<F: Fleet>(r: &mut Rollout, fleet: &mut F, store: &Store, progress: Progress) -> Step<F> {
     // A run a killed predecessor left is ended before anything else runs.
     for i in 0..r.waves.len() {
         if let Some(marker) = r.waves[i].in_flight.take() {

@@ -15,28 +15,28 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const STATE_VERSION: u32 = 1;
+pub(crate) const STATE_VERSION: u32 = 1;
 const STATE_LIMIT: u64 = 256 << 20;
 
 /// How the rollout was asked for (kept, so a resume does exactly what was started).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Options {
+pub(crate) struct Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<String>,
+    pub(crate) canary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wave_size: Option<usize>,
-    pub canary_only: bool,
-    pub max_fail: usize,
-    pub rounds: u32,
-    pub gate: Gate,
-    pub benchmark: Benchmark,
+    pub(crate) wave_size: Option<usize>,
+    pub(crate) canary_only: bool,
+    pub(crate) max_fail: usize,
+    pub(crate) rounds: u32,
+    pub(crate) gate: Gate,
+    pub(crate) benchmark: Benchmark,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RolloutStatus {
+pub(crate) enum RolloutStatus {
     Running,
     /// Every wave promoted (or the canary, with `--canary-only`).
     Completed,
@@ -48,7 +48,7 @@ pub enum RolloutStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Phase {
+pub(crate) enum Phase {
     Pending,
     /// Candidates being written to the staging directory (recorded before the first write).
     Staging,
@@ -63,59 +63,59 @@ pub enum Phase {
 
 /// One benchmark run as recorded: its figures or why it has none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub command: String,
-    pub seconds: f64,
+pub(crate) struct RunRecord {
+    pub(crate) command: String,
+    pub(crate) seconds: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub figures: Option<BenchRun>,
+    pub(crate) figures: Option<BenchRun>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RoundRecord {
+pub(crate) struct RoundRecord {
     /// `true`: the candidate ran first in this round (A B B A …).
-    pub candidate_first: bool,
-    pub baseline: RunRecord,
-    pub candidate: RunRecord,
+    pub(crate) candidate_first: bool,
+    pub(crate) baseline: RunRecord,
+    pub(crate) candidate: RunRecord,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Wave {
-    pub name: String,
-    pub hosts: Vec<String>,
-    pub phase: Phase,
+pub(crate) struct Wave {
+    pub(crate) name: String,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) phase: Phase,
     /// The run id promotion records on every node of this wave (what its rollback undoes).
-    pub run_id: String,
+    pub(crate) run_id: String,
     #[serde(default)]
-    pub rounds: Vec<RoundRecord>,
+    pub(crate) rounds: Vec<RoundRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<Verdict>,
+    pub(crate) verdict: Option<Verdict>,
     /// Node → what went wrong there.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub failures: BTreeMap<String, String>,
+    pub(crate) failures: BTreeMap<String, String>,
     /// Per node: what was staged (sha256 per file).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub staged: BTreeMap<String, StageRecord>,
+    pub(crate) staged: BTreeMap<String, StageRecord>,
     /// Nodes whose live files the promotion changed (the others already held them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub changed: Vec<String>,
+    pub(crate) changed: Vec<String>,
     /// Why the wave ended as it did, in one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
     /// Hosts where this wave's cleanup (its rollback, or removing a staged copy) did not
     /// finish, with why: a resume tries them again.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub unfinished: BTreeMap<String, String>,
+    pub(crate) unfinished: BTreeMap<String, String>,
     /// The benchmark run in flight (its `TOPO_TUNE_BENCH_ID`), saved before it starts and
     /// cleared after: a resume ends what a killed run left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub in_flight: Option<String>,
+    pub(crate) in_flight: Option<String>,
 }
 
 impl Wave {
     /// A wave not started yet; promotion records `run_id` on its nodes.
-    pub fn pending(name: String, hosts: Vec<String>, run_id: String) -> Wave {
+    pub(crate) fn pending(name: String, hosts: Vec<String>, run_id: String) -> Wave {
         Wave {
             name,
             hosts,
@@ -134,28 +134,28 @@ impl Wave {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rollout {
-    pub version: u32,
-    pub id: String,
-    pub cluster_config: PathBuf,
-    pub created_unix: u64,
-    pub options: Options,
-    pub status: RolloutStatus,
+pub(crate) struct Rollout {
+    pub(crate) version: u32,
+    pub(crate) id: String,
+    pub(crate) cluster_config: PathBuf,
+    pub(crate) created_unix: u64,
+    pub(crate) options: Options,
+    pub(crate) status: RolloutStatus,
     /// The candidates (one per NCCL class) and which host gets which.
-    pub bundles: Vec<Bundle>,
-    pub host_bundle: BTreeMap<String, usize>,
+    pub(crate) bundles: Vec<Bundle>,
+    pub(crate) host_bundle: BTreeMap<String, usize>,
     /// GPUs per host, from the plan (the benchmark's ranks).
-    pub gpus: BTreeMap<String, u32>,
-    pub waves: Vec<Wave>,
+    pub(crate) gpus: BTreeMap<String, u32>,
+    pub(crate) waves: Vec<Wave>,
     /// Hosts the plan gives nothing, with the reason: never touched.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub untouched: BTreeMap<String, String>,
+    pub(crate) untouched: BTreeMap<String, String>,
 }
 
 impl Rollout {
     /// GPUs per node of a run on `hosts`: cluster.yaml's `benchmark.gpus_per_node`, else the
     /// fewest the plan found on them (the ranks a run must report: hosts × this).
-    pub fn gpus_per_node(&self, hosts: &[String]) -> u32 {
+    pub(crate) fn gpus_per_node(&self, hosts: &[String]) -> u32 {
         self.options
             .benchmark
             .gpus_per_node
@@ -172,7 +172,7 @@ impl Rollout {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     #[error(transparent)]
     Tree(#[from] TreeError),
     #[error("{path}: {message}")]
@@ -195,7 +195,7 @@ impl crate::exit::Classify for StateError {
 
 /// The state directory: `--state-dir`, else `$XDG_STATE_HOME/topo-tune`, else
 /// `~/.local/state/topo-tune`.
-pub fn default_dir() -> PathBuf {
+pub(crate) fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("topo-tune");
     }
@@ -205,13 +205,13 @@ pub fn default_dir() -> PathBuf {
 
 /// A record of the state directory that is not read, or not believed, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Unreadable {
-    pub path: String,
-    pub reason: String,
+pub(crate) struct Unreadable {
+    pub(crate) path: String,
+    pub(crate) reason: String,
 }
 
 /// The rollout records of one state directory.
-pub struct Store {
+pub(crate) struct Store {
     tree: Tree,
 }
 
@@ -242,7 +242,7 @@ fn trusted(shown: &str, uid: u32, mode: u32) -> Result<(), StateError> {
 }
 
 impl Store {
-    pub fn open(dir: &Path) -> Result<Store, StateError> {
+    pub(crate) fn open(dir: &Path) -> Result<Store, StateError> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -268,19 +268,19 @@ impl Store {
         Ok(store)
     }
 
-    pub fn show(&self, id: &str) -> String {
+    pub(crate) fn show(&self, id: &str) -> String {
         self.tree.show(&record_path(id))
     }
 
     /// One rollout at a time per cluster (by its cluster.yaml): a second is refused at once,
     /// naming the holder.
-    pub fn lock(&self, cluster_config: &Path) -> Result<Lock, StateError> {
+    pub(crate) fn lock(&self, cluster_config: &Path) -> Result<Lock, StateError> {
         let canonical = std::fs::canonicalize(cluster_config).unwrap_or_else(|_| cluster_config.to_path_buf());
         let key = &crate::digest::sha256_hex(canonical.display().to_string().as_bytes())[..16];
         Ok(self.tree.lock(&format!("locks/{key}.lock"), Duration::ZERO)?)
     }
 
-    pub fn save(&self, r: &Rollout) -> Result<(), StateError> {
+    pub(crate) fn save(&self, r: &Rollout) -> Result<(), StateError> {
         let text = serde_json::to_string_pretty(r).map_err(|e| StateError::Invalid {
             path: self.show(&r.id),
             message: e.to_string(),
@@ -300,7 +300,7 @@ impl Store {
         Ok(())
     }
 
-    pub fn load(&self, id: &str) -> Result<Rollout, StateError> {
+    pub(crate) fn load(&self, id: &str) -> Result<Rollout, StateError> {
         if !crate::apply::writer::run_id_ok(id) {
             return Err(StateError::Invalid {
                 path: id.to_string(),
@@ -334,7 +334,7 @@ impl Store {
     }
 
     /// Every rollout, oldest first, and every record that could not be read with why.
-    pub fn all(&self) -> Result<(Vec<Rollout>, Vec<Unreadable>), StateError> {
+    pub(crate) fn all(&self) -> Result<(Vec<Rollout>, Vec<Unreadable>), StateError> {
         let mut out = Vec::new();
         let mut unreadable = Vec::new();
         for name in self.tree.list("rollouts")? {

@@ -19,7 +19,7 @@ fn text_ok(s: &str, max: usize) -> bool {
 }
 
 /// Check `r` against this build and `inv` (the cluster.yaml it names).
-pub fn check(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
+pub(crate) fn check(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
     if r.version != STATE_VERSION {
         return Err(Refusal(format!(
             "version {} is not this build's ({STATE_VERSION})",
@@ -68,7 +68,7 @@ fn options(r: &Rollout) -> Result<(), Refusal> {
 
 /// Where a rollout's files go: an absolute, plain path (no `.`, `..`), never `/` itself (that
 /// would put `/<host>/etc/nccl.conf` on the controller's root).
-pub fn output_dir(dir: &Path) -> Result<(), Refusal> {
+pub(crate) fn output_dir(dir: &Path) -> Result<(), Refusal> {
     let plain = dir
         .components()
         .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));

@@ -13,42 +13,42 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// `0.1.0 (commit 1a2b3c4d5e6f)`: the version and the git commit it was built from.
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOPO_TUNE_COMMIT"), ")");
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOPO_TUNE_COMMIT"), ")");
 
 /// Make NCCL fast on the hardware it really runs on: probe GPU/NIC topology, solve ring order
 /// and NCCL settings, write the files NCCL reads, roll them out behind a measured canary.
 #[derive(Debug, Parser)]
 #[command(name = "topo-tune", version = VERSION, propagate_version = true, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Output format: `human` (tables) or `json` (one JSON document on stdout).
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Human, env = "TOPO_TUNE_OUTPUT")]
-    pub output: OutputFormat,
+    pub(crate) output: OutputFormat,
 
     /// No progress bar on fan-outs (there is none anyway off a terminal or under --output json).
     #[arg(long, global = true, env = "TOPO_TUNE_NO_PROGRESS", value_parser = env_bool)]
-    pub no_progress: bool,
+    pub(crate) no_progress: bool,
 
     /// More log on stderr: -v what happens per node, -vv each ssh step, -vvv everything.
     /// RUST_LOG (e.g. `topo_tune::transport=debug`) overrides it.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 
     /// Errors only on stderr (no warnings).
     #[arg(short, long, global = true)]
-    pub quiet: bool,
+    pub(crate) quiet: bool,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     Human,
     Json,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Describe one node: GPUs, NVLink, PCIe tree, NICs, NUMA, IRQs (read-only).
     Probe(ProbeArgs),
     /// Probe every node, plan, and write the NCCL files the plan gives each node.
@@ -86,7 +86,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// Read /sys and /proc under DIR instead of / (a captured or hand-built tree).
     #[arg(
         long,
@@ -94,7 +94,7 @@ pub struct ProbeArgs {
         env = "TOPO_TUNE_FSROOT",
         conflicts_with_all = ["from_hwloc_xml", "from_nccl_topo"]
     )]
-    pub fsroot: Option<PathBuf>,
+    pub(crate) fsroot: Option<PathBuf>,
 
     /// Build the snapshot from an hwloc XML export (`lstopo --whole-io --of xml FILE`); an
     /// NCCL topology file given here is recognised by its root element and read as such.
@@ -104,89 +104,89 @@ pub struct ProbeArgs {
         env = "TOPO_TUNE_FROM_HWLOC_XML",
         conflicts_with = "from_nccl_topo"
     )]
-    pub from_hwloc_xml: Option<PathBuf>,
+    pub(crate) from_hwloc_xml: Option<PathBuf>,
 
     /// Build the snapshot from an NCCL topology file (the `NCCL_TOPO_FILE` /
     /// `NCCL_TOPO_DUMP_FILE` format): see what topo-tune reads from it.
     #[arg(long, value_name = "FILE")]
-    pub from_nccl_topo: Option<PathBuf>,
+    pub(crate) from_nccl_topo: Option<PathBuf>,
 
     /// Print the GPU/NIC path matrix (`nvidia-smi topo -m` classes) instead of the summary;
     /// with `--output json`, add it to the snapshot as `matrix`.
     #[arg(long)]
-    pub matrix: bool,
+    pub(crate) matrix: bool,
 
     /// Use recorded NVML answers (JSON) instead of the NVIDIA driver.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_NVML_FIXTURE", hide = true)]
-    pub nvml_fixture: Option<PathBuf>,
+    pub(crate) nvml_fixture: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     #[command(flatten)]
-    pub gather: GatherArgs,
+    pub(crate) gather: GatherArgs,
 
     /// Apply this plan (`topo-tune plan --output-dir DIR` wrote DIR/plan.json) exactly, instead
     /// of planning again: the reviewed change set, nothing else. The nodes are still probed
     /// (or read from --from-probes): every setting is checked against their own facts.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with = "collect_only")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
 
     /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
     #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY", value_parser = env_bool)]
-    pub collect_only: bool,
+    pub(crate) collect_only: bool,
 
     /// Write under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths; with
     /// `--collect-only`, where the snapshots go.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 
     /// Change nothing; report what would change and exit 3 if anything would.
     #[arg(long, env = "TOPO_TUNE_CHECK", value_parser = env_bool)]
-    pub check: bool,
+    pub(crate) check: bool,
 
     /// The same as --check: across topo-tune, --dry-run means "do everything but change
     /// anything, report what would change, exit 3 if something would" (as irq-pin --dry-run).
     #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 
     /// Show a unified diff of every file that changes (or would, with --check).
     #[arg(long, env = "TOPO_TUNE_DIFF", value_parser = env_bool)]
-    pub diff: bool,
+    pub(crate) diff: bool,
 
     /// Validate the cluster description and list the nodes that would be contacted, and how;
     /// contact nothing.
     #[arg(long, conflicts_with_all = ["check", "dry_run", "collect_only", "plan"])]
-    pub list: bool,
+    pub(crate) list: bool,
 }
 
 impl InitArgs {
     /// `--check` or its synonym `--dry-run`.
-    pub fn checking(&self) -> bool {
+    pub(crate) fn checking(&self) -> bool {
         self.check || self.dry_run
     }
 }
 
-pub use crate::model::size::ByteSize;
+pub(crate) use crate::model::size::ByteSize;
 
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     #[command(flatten)]
-    pub gather: GatherArgs,
+    pub(crate) gather: GatherArgs,
 
     /// All-reduce size the predictions are for (bytes, or with K/M/G/T: binary units).
     #[arg(long, value_name = "SIZE", default_value = "1G", env = "TOPO_TUNE_MESSAGE_SIZE")]
-    pub message_size: ByteSize,
+    pub(crate) message_size: ByteSize,
 
     /// Write plan.json (what `init --plan` applies), hostfile, slurm-hostfile,
     /// torchrun-node-ranks.txt and per-class nccl-graph-*.xml (only where the solved ring
     /// beats index order) into DIR.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IrqbalanceArg {
+pub(crate) enum IrqbalanceArg {
     /// Say that irqbalance will undo the pins; change nothing about it.
     Warn,
     /// Add `--banmod=mlx5` to irqbalance's config and restart it (never stops it).
@@ -203,49 +203,49 @@ impl From<IrqbalanceArg> for IrqbalancePolicy {
 }
 
 #[derive(Debug, Args)]
-pub struct IrqPinArgs {
+pub(crate) struct IrqPinArgs {
     /// Read and write /sys and /proc under DIR instead of / (a test or captured tree).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FSROOT")]
-    pub fsroot: Option<PathBuf>,
+    pub(crate) fsroot: Option<PathBuf>,
 
     /// CPUs the training processes own (kernel list); they and their hyper-thread siblings
     /// get no NIC interrupt. Default: cluster.yaml's reserved_cpus with --cluster-config.
     #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
-    pub reserve_cpus: Option<CpuList>,
+    pub(crate) reserve_cpus: Option<CpuList>,
 
     /// Pin on every node of this cluster (over ssh, or here for `transport: local`), with its
     /// reserved_cpus unless --reserve-cpus is given. Only from the command line: a
     /// TOPO_TUNE_CLUSTER_CONFIG in the environment never turns a local run cluster-wide.
     #[arg(long, value_name = "FILE", conflicts_with = "fsroot")]
-    pub cluster_config: Option<PathBuf>,
+    pub(crate) cluster_config: Option<PathBuf>,
 
     /// Pin on every node of the cluster TOPO_TUNE_CLUSTER_CONFIG names (the explicit way to
     /// use that variable here).
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
-    pub cluster: bool,
+    pub(crate) cluster: bool,
 
     #[command(flatten)]
-    pub reach: ReachArgs,
+    pub(crate) reach: ReachArgs,
 
     /// Move control vectors too (onto the NIC-local, non-reserved CPUs).
     #[arg(long)]
-    pub include_control: bool,
+    pub(crate) include_control: bool,
 
     /// Print the plan; change nothing.
     #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 
     /// What to do when irqbalance runs: warn (default) or ban mlx5 in its config and restart it.
     #[arg(long, value_enum, default_value_t = IrqbalanceArg::Warn)]
-    pub irqbalance: IrqbalanceArg,
+    pub(crate) irqbalance: IrqbalanceArg,
 
     /// Also install a systemd unit (and a udev rule for driver reloads) that pins again at boot.
     #[arg(long)]
-    pub install: bool,
+    pub(crate) install: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Read /sys and /proc under DIR instead of /.
     #[arg(
         long,
@@ -253,28 +253,28 @@ pub struct DoctorArgs {
         env = "TOPO_TUNE_FSROOT",
         conflicts_with = "cluster_config"
     )]
-    pub fsroot: Option<PathBuf>,
+    pub(crate) fsroot: Option<PathBuf>,
 
     /// Check every node of this cluster (over ssh, or locally for `transport: local`). Only
     /// from the command line, as for irq-pin.
     #[arg(long, value_name = "FILE")]
-    pub cluster_config: Option<PathBuf>,
+    pub(crate) cluster_config: Option<PathBuf>,
 
     /// Check every node of the cluster TOPO_TUNE_CLUSTER_CONFIG names.
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
-    pub cluster: bool,
+    pub(crate) cluster: bool,
 
     #[command(flatten)]
-    pub reach: ReachArgs,
+    pub(crate) reach: ReachArgs,
 
     /// Reserved training CPUs, as for irq-pin.
     #[arg(long, value_name = "LIST", env = "TOPO_TUNE_RESERVE_CPUS")]
-    pub reserve_cpus: Option<CpuList>,
+    pub(crate) reserve_cpus: Option<CpuList>,
 
     /// Also write the results as Prometheus metrics to DIR/topo_tune_doctor.prom (for
     /// node-exporter's textfile collector; replaced atomically). docs/doctor-metrics.md.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_TEXTFILE")]
-    pub textfile: Option<PathBuf>,
+    pub(crate) textfile: Option<PathBuf>,
 }
 
 /// `apply`: exactly one of --canary SEL, --all, --resume ID.
@@ -292,65 +292,65 @@ The rule with a worked example, the benchmark template and a runbook: docs/apply
 Exit codes: 0 rolled out (or the canary, with --canary-only); 7 a wave was halted by its\n\
 measurement and rolled back; 4 nodes failed beyond --max-fail; 75 another rollout runs."
 )]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     #[command(flatten)]
-    pub gather: GatherArgs,
+    pub(crate) gather: GatherArgs,
 
     /// The first wave: a rack name (nodes labelled `rack: NAME`), `KEY=VALUE` on any label,
     /// or hosts (`gpu[001-016]`, `a,b`). Measured before anything else is touched.
     #[arg(long, value_name = "SEL", conflicts_with_all = ["all", "resume"])]
-    pub canary: Option<String>,
+    pub(crate) canary: Option<String>,
 
     /// Roll out to every node without a canary first (each wave is still measured).
     #[arg(long, conflicts_with = "resume")]
-    pub all: bool,
+    pub(crate) all: bool,
 
     /// Continue rollout ID (as recorded in the state directory) where it stopped.
     #[arg(long, value_name = "ID")]
-    pub resume: Option<String>,
+    pub(crate) resume: Option<String>,
 
     /// Stop after the canary wave (promoted if proven).
     #[arg(long, requires = "canary")]
-    pub canary_only: bool,
+    pub(crate) canary_only: bool,
 
     /// Nodes per wave after the canary (default: one wave per rack, in fabric order).
     #[arg(long, value_name = "N",
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
-    pub wave_size: Option<usize>,
+    pub(crate) wave_size: Option<usize>,
 
     /// Benchmark rounds per wave, each one baseline and one candidate run, interleaved
     /// (A B, B A, …); 6 to 50 (default: benchmark.rounds, else 6).
     #[arg(long, value_name = "N",
           value_parser = RangedU64ValueParser::<u32>::new().range(6..=50))]
-    pub rounds: Option<u32>,
+    pub(crate) rounds: Option<u32>,
 
     /// Halt when large-message bandwidth drops by more than PCT percent, significantly
     /// (default: benchmark.threshold_pct, else 3).
     #[arg(long, value_name = "PCT")]
-    pub threshold: Option<f64>,
+    pub(crate) threshold: Option<f64>,
 
     /// Halt when small-message P99 time grows by more than PCT percent, significantly
     /// (default: benchmark.p99_threshold_pct, else 3).
     #[arg(long, value_name = "PCT")]
-    pub p99_threshold: Option<f64>,
+    pub(crate) p99_threshold: Option<f64>,
 
     /// Promote only on a significant gain ("no significant change" halts).
     #[arg(long)]
-    pub require_gain: bool,
+    pub(crate) require_gain: bool,
 
     /// Apply this reviewed plan (`plan --output-dir` wrote it) instead of planning again; the
     /// nodes are still probed (or read from --from-probes) for the checks.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN")]
-    pub plan: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
 
     /// Work under `DIR/<host>/` (mirroring /etc) instead of the nodes' real paths.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 
     /// Where rollout records live (default: $XDG_STATE_HOME/topo-tune, else
     /// ~/.local/state/topo-tune).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -358,57 +358,57 @@ pub struct ApplyArgs {
     after_help = "Exit codes: 0 every node as recorded; 6 drift, a staged candidate or an interrupted\n\
 run somewhere; 4 some nodes could not be read."
 )]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The cluster description (docs/cluster-yaml.md).
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
-    pub cluster_config: PathBuf,
+    pub(crate) cluster_config: PathBuf,
 
     /// Read under `DIR/<host>/` (what `init`/`apply --output-dir DIR` wrote).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 
     /// Where rollout records live (as for `apply`).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
 
     #[command(flatten)]
-    pub reach: ReachArgs,
+    pub(crate) reach: ReachArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct DiagnoseArgs {
+pub(crate) struct DiagnoseArgs {
     #[command(flatten)]
-    pub gather: GatherArgs,
+    pub(crate) gather: GatherArgs,
 
     /// The nodes to sweep (a rack, `KEY=VALUE`, or hosts, as `apply --canary`); default: all.
     #[arg(long, value_name = "SEL")]
-    pub nodes: Option<String>,
+    pub(crate) nodes: Option<String>,
 
     /// Paper nodes' files under `DIR/<host>/` (as `init --output-dir`): the live config the
     /// sweep runs with.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 
     /// Cap on all benchmark runs together, seconds: the sweep and every localisation round.
     /// Localisation stops, accusing no one further, when it is spent; each run also stops at
     /// cluster.yaml's benchmark.timeout.
     #[arg(long, value_name = "S", value_parser = RangedU64ValueParser::<u64>::new().range(1..=86_400))]
-    pub budget: Option<u64>,
+    pub(crate) budget: Option<u64>,
 
     /// Say "slow" when the large-message busbw is below this fraction of the prediction.
     #[arg(long, value_name = "F", default_value_t = 0.8, value_parser = fraction)]
-    pub ceiling_fraction: f64,
+    pub(crate) ceiling_fraction: f64,
 
     /// Look for the slow node, NIC, link or rail even when the set meets the prediction (by
     /// default only when it does not).
     #[arg(long)]
-    pub localise: bool,
+    pub(crate) localise: bool,
 }
 
 /// Why a flag's value is not one it takes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ValueError(pub String);
+pub(crate) struct ValueError(pub(crate) String);
 
 fn fraction(value: &str) -> Result<f64, ValueError> {
     match value.parse::<f64>() {
@@ -418,91 +418,91 @@ fn fraction(value: &str) -> Result<f64, ValueError> {
 }
 
 #[derive(Debug, Args)]
-pub struct RollbackArgs {
+pub(crate) struct RollbackArgs {
     /// The cluster description (docs/cluster-yaml.md).
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
-    pub cluster_config: PathBuf,
+    pub(crate) cluster_config: PathBuf,
 
     /// Roll back under `DIR/<host>/` (what `init --output-dir DIR` wrote).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
-    pub output_dir: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
 
     /// Undo this run (its id, as `init` and `status` show it), and only if it is the last one
     /// recorded. Without it, the last run is undone once: a second `rollback` undoes nothing
     /// older unless named here.
     #[arg(long, value_name = "ID")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
 
     #[command(flatten)]
-    pub reach: ReachArgs,
+    pub(crate) reach: ReachArgs,
 }
 
 #[derive(Debug, Args)]
-pub struct NodeArgs {
+pub(crate) struct NodeArgs {
     /// What to do: probe, write, rollback, irq-pin, doctor (the request is JSON on stdin).
-    pub kind: String,
+    pub(crate) kind: String,
     /// Root of the paths written (`/` on a node; tests point a pretend node elsewhere).
     #[arg(long, default_value = "/", env = "TOPO_TUNE_WRITE_ROOT")]
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Read /sys and /proc under DIR instead of /.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FSROOT")]
-    pub fsroot: Option<PathBuf>,
+    pub(crate) fsroot: Option<PathBuf>,
     /// Describe the machine from an hwloc export instead.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FROM_HWLOC_XML")]
-    pub from_hwloc_xml: Option<PathBuf>,
+    pub(crate) from_hwloc_xml: Option<PathBuf>,
 }
 
 /// How nodes are reached (every command that fans out over a cluster).
 #[derive(Debug, Args)]
-pub struct ReachArgs {
+pub(crate) struct ReachArgs {
     /// Nodes worked on at once, 1 to 1024 (default: ssh.forks, else 64).
     #[arg(long, value_name = "N", env = "TOPO_TUNE_FORKS",
           value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_FORKS as u64))]
-    pub forks: Option<usize>,
+    pub(crate) forks: Option<usize>,
 
     /// Stop starting new nodes once more than N have failed (the rest are reported skipped).
     #[arg(long, value_name = "N", env = "TOPO_TUNE_MAX_FAIL")]
-    pub max_fail: Option<usize>,
+    pub(crate) max_fail: Option<usize>,
 
     /// Seconds to wait for an ssh connection, 1 to 600 (default: ssh.connect_timeout, else 10).
     #[arg(long, value_name = "S", env = "TOPO_TUNE_CONNECT_TIMEOUT",
           value_parser = RangedU64ValueParser::<u64>::new().range(1..=600))]
-    pub connect_timeout: Option<u64>,
+    pub(crate) connect_timeout: Option<u64>,
 
     /// Seconds any one remote command may run, 1 to 86400 (default: ssh.command_timeout, else 120).
     #[arg(long, value_name = "S", env = "TOPO_TUNE_COMMAND_TIMEOUT",
           value_parser = RangedU64ValueParser::<u64>::new().range(1..=86_400))]
-    pub command_timeout: Option<u64>,
+    pub(crate) command_timeout: Option<u64>,
 
     /// The topo-tune binary to copy to nodes (default: this one).
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_REMOTE_BINARY")]
-    pub remote_binary: Option<PathBuf>,
+    pub(crate) remote_binary: Option<PathBuf>,
 
     /// Delay every simulated node by this many milliseconds (benchmarks of the fan-out).
     #[arg(long, value_name = "MS", hide = true, default_value_t = 0,
           value_parser = RangedU64ValueParser::<u64>::new().range(0..=60_000))]
-    pub simulate_latency_ms: u64,
+    pub(crate) simulate_latency_ms: u64,
 }
 
 /// Where snapshots come from and how nodes are reached (shared by `init` and `plan`).
 #[derive(Debug, Args)]
-pub struct GatherArgs {
+pub(crate) struct GatherArgs {
     /// The cluster description (docs/cluster-yaml.md).
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
-    pub cluster_config: PathBuf,
+    pub(crate) cluster_config: PathBuf,
 
     /// Take snapshots from `DIR/<host>.json` (or `DIR/<host>/snapshot.json`, e.g. an earlier
     /// `init --collect-only --output-dir`) instead of reaching the nodes (see examples/).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FROM_PROBES")]
-    pub from_probes: Option<PathBuf>,
+    pub(crate) from_probes: Option<PathBuf>,
 
     #[command(flatten)]
-    pub reach: ReachArgs,
+    pub(crate) reach: ReachArgs,
 }
 
 /// `--output json` as the user asked for it, read without clap (for usage errors, where clap
 /// could not parse the line).
-pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
+pub(crate) fn wants_json(args: &[std::ffi::OsString]) -> bool {
     let mut it = args.iter().filter_map(|a| a.to_str());
     while let Some(a) = it.next() {
         if a == "--output=json" || (a == "--output" && it.next() == Some("json")) {
@@ -514,7 +514,7 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
 
 /// The cluster a node-local command (`irq-pin`, `doctor`) acts on: `--cluster-config`, or
 /// with `--cluster` the file `TOPO_TUNE_CLUSTER_CONFIG` names; `None`: this machine only.
-pub fn local_command_scope(
+pub(crate) fn local_command_scope(
     cluster_config: Option<&std::path::Path>,
     cluster: bool,
     env_value: Option<std::ffi::OsString>,

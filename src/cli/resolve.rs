@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 impl ReachArgs {
-    pub fn resolve(&self, inv: &Inventory) -> ReachSettings {
+    pub(crate) fn resolve(&self, inv: &Inventory) -> ReachSettings {
         ReachSettings {
             forks: self.forks.unwrap_or(inv.ssh.forks),
             max_fail: self.max_fail,
@@ -32,7 +32,7 @@ impl ReachArgs {
 
 impl GatherArgs {
     /// cluster.yaml loaded (every error at its line), and how its nodes are reached.
-    pub fn resolve(&self) -> Result<GatherSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<GatherSettings, Error> {
         self.resolve_with(Inventory::load(&self.cluster_config)?)
     }
 
@@ -49,7 +49,7 @@ impl GatherArgs {
 }
 
 impl InitArgs {
-    pub fn resolve(&self) -> Result<InitSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<InitSettings, Error> {
         Ok(InitSettings {
             gather: self.gather.resolve()?,
             plan: self.plan.clone(),
@@ -61,7 +61,7 @@ impl InitArgs {
 }
 
 impl PlanArgs {
-    pub fn resolve(&self) -> Result<PlanSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<PlanSettings, Error> {
         Ok(PlanSettings {
             gather: self.gather.resolve()?,
             message_bytes: self.message_size.0,
@@ -80,7 +80,7 @@ fn pct(flag: Option<f64>, name: &str, dflt: f64) -> Result<f64, Error> {
 }
 
 impl ApplyArgs {
-    pub fn resolve(&self) -> Result<ApplySettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<ApplySettings, Error> {
         let gather = self.gather.resolve()?;
         let start = match &self.resume {
             Some(id) => Start::Resume {
@@ -131,7 +131,7 @@ fn state_dir(flag: Option<&Path>) -> PathBuf {
 }
 
 impl StatusArgs {
-    pub fn resolve(&self) -> Result<StatusSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<StatusSettings, Error> {
         let inv = Inventory::load(&self.cluster_config)?;
         Ok(StatusSettings {
             reach: self.reach.resolve(&inv),
@@ -143,7 +143,7 @@ impl StatusArgs {
 }
 
 impl RollbackArgs {
-    pub fn resolve(&self) -> Result<RollbackSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<RollbackSettings, Error> {
         let inv = Inventory::load(&self.cluster_config)?;
         Ok(RollbackSettings {
             reach: self.reach.resolve(&inv),
@@ -189,7 +189,7 @@ fn scope(
 }
 
 impl DoctorArgs {
-    pub fn resolve(&self) -> Result<DoctorSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<DoctorSettings, Error> {
         let (scope, reserved) = scope(
             self.cluster_config.as_deref(),
             self.cluster,
@@ -206,7 +206,7 @@ impl DoctorArgs {
 }
 
 impl IrqPinArgs {
-    pub fn resolve(&self) -> Result<IrqPinSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<IrqPinSettings, Error> {
         let (scope, reserved) = scope(
             self.cluster_config.as_deref(),
             self.cluster,
@@ -229,7 +229,7 @@ impl IrqPinArgs {
 
 impl DiagnoseArgs {
     /// The inventory cut to `--nodes` (all nodes without it), and those hosts.
-    pub fn resolve(&self) -> Result<DiagnoseSettings, Error> {
+    pub(crate) fn resolve(&self) -> Result<DiagnoseSettings, Error> {
         let full = Inventory::load(&self.gather.cluster_config)?;
         let hosts = match &self.nodes {
             Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(|e| Error::Usage(e.0))?,

@@ -11,7 +11,7 @@ use crate::report::apply::{render_apply, ApplyDetail, ApplyPayload};
 use crate::report::envelope::{Envelope, NodeRow};
 use crate::report::Printer;
 
-pub fn run(args: &ApplyArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &ApplyArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let (r, store) = crate::flow::rollout::run(&s, printer)?;
     report(&r, &store, printer)

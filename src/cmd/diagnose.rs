@@ -9,7 +9,7 @@ use crate::report::diagnose as diagnose_report;
 use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 use crate::report::Printer;
 
-pub fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let d = crate::flow::diagnose::diagnose(&s, printer)?;
     let envelope = Envelope {

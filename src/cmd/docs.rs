@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::exit;
 use clap::CommandFactory;
 
-pub fn completions(shell: clap_complete::Shell) -> Done {
+pub(crate) fn completions(shell: clap_complete::Shell) -> Done {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "topo-tune", &mut out);
     Done {
@@ -17,7 +17,7 @@ pub fn completions(shell: clap_complete::Shell) -> Done {
 }
 
 /// The manual page: the top level with every subcommand's options under its own section.
-pub fn man() -> Result<Done, Error> {
+pub(crate) fn man() -> Result<Done, Error> {
     let cmd = Cli::command();
     let mut out = Vec::new();
     let io = |e: std::io::Error| Error::Io {

@@ -10,7 +10,7 @@ use crate::report::doctor::{self as doctor_report, DoctorPayload};
 use crate::report::envelope::{Envelope, Summary};
 use crate::report::Printer;
 
-pub fn run(args: &DoctorArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &DoctorArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let rows = crate::flow::doctor::checks(&s, printer)?;
     let summary = Summary::of(&rows);

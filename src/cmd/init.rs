@@ -14,7 +14,7 @@ use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::report::write::{self as write_report, WriteDetail, WritePayload};
 use crate::report::Printer;
 
-pub fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     if args.list {
         return list(&s, printer);

@@ -9,7 +9,7 @@ use crate::report::envelope::{Envelope, Summary};
 use crate::report::irq::{self as irq_report, PinDetail, PinPayload};
 use crate::report::Printer;
 
-pub fn run(args: &IrqPinArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &IrqPinArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let rows = crate::flow::irq::pin(&s, printer)?;
     let summary = Summary::of(&rows);

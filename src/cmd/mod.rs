@@ -1,17 +1,17 @@
 //! One module per subcommand: typed options in, a typed result out, rendered once as a table
 //! (`report/`) and once as the JSON envelope.
 
-pub mod apply;
-pub mod diagnose;
-pub mod docs;
-pub mod doctor;
-pub mod init;
-pub mod irq_pin;
-pub mod node;
-pub mod plan;
-pub mod probe;
-pub mod rollback;
-pub mod status;
+pub(crate) mod apply;
+pub(crate) mod diagnose;
+pub(crate) mod docs;
+pub(crate) mod doctor;
+pub(crate) mod init;
+pub(crate) mod irq_pin;
+pub(crate) mod node;
+pub(crate) mod plan;
+pub(crate) mod probe;
+pub(crate) mod rollback;
+pub(crate) mod status;
 
 use crate::error::Error;
 use crate::report::envelope::{to_json, Envelope};
@@ -19,9 +19,9 @@ use crate::report::{Format, Printer};
 use serde::Serialize;
 
 /// What a command prints on stdout, and its exit code.
-pub struct Done {
-    pub text: String,
-    pub exit_code: crate::exit::ExitCode,
+pub(crate) struct Done {
+    pub(crate) text: String,
+    pub(crate) exit_code: crate::exit::ExitCode,
 }
 
 /// Render a command's result: the envelope as JSON, or the human table made from it.

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::transport::NodeEnv;
 
-pub fn run(args: &NodeArgs) -> Result<Done, Error> {
+pub(crate) fn run(args: &NodeArgs) -> Result<Done, Error> {
     let env = NodeEnv {
         write_root: args.root.clone(),
         fsroot: args.fsroot.clone(),

@@ -11,7 +11,7 @@ use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 use crate::report::plan::{self as plan_report, PlanPayload};
 use crate::report::Printer;
 
-pub fn run(args: &PlanArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &PlanArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let Planned {
         plan: mut p,

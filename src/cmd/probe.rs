@@ -21,7 +21,7 @@ pub(crate) struct ProbePayload {
     matrix: Option<PathMatrix>,
 }
 
-pub fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<Done, Error> {
     let target = match (&args.from_hwloc_xml, &args.from_nccl_topo, &args.fsroot) {
         (Some(xml), _, _) => Target::HwlocXml(xml.clone()),
         (None, Some(xml), _) => Target::NcclTopo(xml.clone()),

@@ -8,7 +8,7 @@ use crate::report::envelope::{Envelope, Summary};
 use crate::report::write::{self as write_report, RollbackPayload};
 use crate::report::Printer;
 
-pub fn run(args: &RollbackArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &RollbackArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let rows = crate::flow::write::rollback(&s, printer)?;
     let summary = Summary::of(&rows);

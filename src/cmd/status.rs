@@ -12,7 +12,7 @@ use crate::report::envelope::{Envelope, NodeRow, NodeStatus, Summary};
 use crate::report::status::{render_status, StatusDetail, StatusPayload};
 use crate::report::Printer;
 
-pub fn run(args: &StatusArgs, printer: &Printer) -> Result<Done, Error> {
+pub(crate) fn run(args: &StatusArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
     let Standing {
         rows,

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 /// The placeholders a command template may use (docs/apply.md).
-pub const PLACEHOLDERS: &[(&str, &str)] = &[
+pub(crate) const PLACEHOLDERS: &[(&str, &str)] = &[
     ("hosts", "the wave's hosts, comma-separated"),
     ("hosts_slots", "the hosts with their GPU count, `h1:8,h2:8` (mpirun -H)"),
     (
@@ -32,32 +32,32 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
 ];
 
 /// Default launcher: nccl-tests' all_reduce_perf under Open MPI, one process per GPU.
-pub const DEFAULT_COMMAND: &str =
+pub(crate) const DEFAULT_COMMAND: &str =
     "mpirun --allow-run-as-root -np {ranks} -H {hosts_slots} -x NCCL_CONF_FILE={nccl_conf} \
      all_reduce_perf -b 8 -e 4G -f 2 -g 1 -I 1 -J {json}";
 
-pub const DEFAULT_TIMEOUT_S: u64 = 1800;
+pub(crate) const DEFAULT_TIMEOUT_S: u64 = 1800;
 
 /// The command with nccl-tests' `sendrecv_perf` in place of `all_reduce_perf` (the same
 /// build directory, flags and launcher): `diagnose`'s ring-neighbour runs. `None` when the
 /// command does not name `all_reduce_perf`.
-pub fn sendrecv_command(command: &str) -> Option<String> {
+pub(crate) fn sendrecv_command(command: &str) -> Option<String> {
     command
         .contains("all_reduce_perf")
         .then(|| command.replace("all_reduce_perf", "sendrecv_perf"))
 }
-pub const DEFAULT_ROUNDS: u32 = 6;
+pub(crate) const DEFAULT_ROUNDS: u32 = 6;
 /// Rounds per wave: fewer than 6 cannot reach the decision rule's confidence (docs/apply.md).
-pub const ROUNDS: std::ops::RangeInclusive<u32> = 6..=50;
+pub(crate) const ROUNDS: std::ops::RangeInclusive<u32> = 6..=50;
 /// `benchmark.timeout`, seconds.
-pub const TIMEOUT_S: std::ops::RangeInclusive<u64> = 1..=86_400;
+pub(crate) const TIMEOUT_S: std::ops::RangeInclusive<u64> = 1..=86_400;
 /// `benchmark.gpus_per_node`.
-pub const GPUS_PER_NODE: std::ops::RangeInclusive<u32> = 1..=64;
+pub(crate) const GPUS_PER_NODE: std::ops::RangeInclusive<u32> = 1..=64;
 
 /// What a benchmark command must be, wherever it comes from (cluster.yaml, a rollout
 /// record): one non-empty line, only known placeholders, and `{json}` (topo-tune reads
 /// nccl-tests' JSON there).
-pub fn check_command(command: &str) -> Result<(), Refusal> {
+pub(crate) fn check_command(command: &str) -> Result<(), Refusal> {
     if command.trim().is_empty() || command.contains(['\n', '\r', '\0']) {
         return Err(Refusal("benchmark.command must be one non-empty line".into()));
     }
@@ -75,7 +75,7 @@ pub fn check_command(command: &str) -> Result<(), Refusal> {
 
 impl Benchmark {
     /// The section's every rule, for a copy read back from a rollout record.
-    pub fn check(&self) -> Result<(), Refusal> {
+    pub(crate) fn check(&self) -> Result<(), Refusal> {
         check_command(&self.command)?;
         if !TIMEOUT_S.contains(&self.timeout_s) {
             return Err(Refusal(format!(
@@ -98,7 +98,7 @@ impl Benchmark {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum RunsOn {
+pub(crate) enum RunsOn {
     /// The machine running topo-tune (mpirun/srun reach the nodes themselves).
     Controller,
     /// The wave's first node, through the same transport as the node work.
@@ -130,14 +130,14 @@ pub(super) struct RawBenchmark {
 
 /// The validated section (defaults where cluster.yaml says nothing).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Benchmark {
-    pub command: String,
-    pub runs_on: RunsOn,
-    pub timeout_s: u64,
+pub(crate) struct Benchmark {
+    pub(crate) command: String,
+    pub(crate) runs_on: RunsOn,
+    pub(crate) timeout_s: u64,
     /// GPUs per node; default: what the plan found on the wave's nodes.
-    pub gpus_per_node: Option<u32>,
-    pub rounds: u32,
-    pub gate: Gate,
+    pub(crate) gpus_per_node: Option<u32>,
+    pub(crate) rounds: u32,
+    pub(crate) gate: Gate,
 }
 
 impl Default for Benchmark {
@@ -154,7 +154,7 @@ impl Default for Benchmark {
 }
 
 /// The placeholders of a template, or the first unknown or unclosed one (byte offset).
-pub fn placeholders(template: &str) -> Result<Vec<&str>, (usize, String)> {
+pub(crate) fn placeholders(template: &str) -> Result<Vec<&str>, (usize, String)> {
     let mut out = Vec::new();
     let mut rest = template;
     let mut offset = 0;

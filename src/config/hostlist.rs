@@ -1,7 +1,7 @@
 //! Host ranges as pdsh and Slurm write them: `gpu[001-128]`, `gpu[1-4,7]`, `r[1-2]-n[01-04]`.
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostlistError {
+pub(crate) enum HostlistError {
     #[error("`{0}`: unbalanced brackets")]
     Brackets(String),
     #[error("`{0}`: bad range `{1}` (expected N, N-M or a comma list of them)")]
@@ -11,10 +11,10 @@ pub enum HostlistError {
 }
 
 /// Expansion stops here: a typo like `gpu[1-99999999]` must not eat the machine.
-pub const MAX_HOSTS: usize = 100_000;
+pub(crate) const MAX_HOSTS: usize = 100_000;
 
 /// Expand a host pattern; a name without brackets is itself.
-pub fn expand(pattern: &str) -> Result<Vec<String>, HostlistError> {
+pub(crate) fn expand(pattern: &str) -> Result<Vec<String>, HostlistError> {
     let mut out = vec![String::new()];
     let mut rest = pattern;
     while !rest.is_empty() {

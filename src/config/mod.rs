@@ -1,12 +1,12 @@
 //! cluster.yaml: its schema (documented in docs/cluster-yaml.md) and its validation into an
 //! [`Inventory`]. Every error names `file:line:col`; nothing is guessed.
 
-pub mod benchmark;
-pub mod hostlist;
-pub mod names;
-pub mod select;
+pub(crate) mod benchmark;
+pub(crate) mod hostlist;
+pub(crate) mod names;
+pub(crate) mod select;
 
-pub use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
+pub(crate) use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -150,7 +150,7 @@ pub struct Inventory {
     pub nccl: BTreeMap<String, String>,
     pub reserved_cpus: Option<crate::model::CpuList>,
     pub nccl_version: Option<crate::model::NcclVersion>,
-    pub benchmark: benchmark::Benchmark,
+    pub(crate) benchmark: benchmark::Benchmark,
     pub nodes: Vec<NodeSpec>,
 }
 
@@ -172,20 +172,20 @@ pub struct SshSettings {
     pub max_startups: usize,
 }
 
-pub const DEFAULT_FORKS: usize = 64;
+pub(crate) const DEFAULT_FORKS: usize = 64;
 /// The most nodes in flight at once (`--forks`, `ssh.forks`): beyond this, ssh masters and
 /// file descriptors run out before the speed-up grows.
-pub const MAX_FORKS: usize = 1024;
-pub const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
-pub const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
+pub(crate) const MAX_FORKS: usize = 1024;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
+pub(crate) const DEFAULT_COMMAND_TIMEOUT_S: u64 = 120;
 /// Bounds of the timeouts (also those of `--connect-timeout` and `--command-timeout`).
-pub const MAX_CONNECT_TIMEOUT_S: u64 = 600;
-pub const MAX_COMMAND_TIMEOUT_S: u64 = 86_400;
-pub const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
-pub const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
+pub(crate) const MAX_CONNECT_TIMEOUT_S: u64 = 600;
+pub(crate) const MAX_COMMAND_TIMEOUT_S: u64 = 86_400;
+pub(crate) const DEFAULT_REMOTE_DIR: &str = ".cache/topo-tune";
+pub(crate) const DEFAULT_CONTROL_PERSIST_S: u64 = 30;
 /// sshd's own default `MaxStartups` starts refusing beyond 10 unauthenticated connections;
 /// 16 set-ups at once keep a controller's CPU for the handshakes it has started.
-pub const DEFAULT_MAX_STARTUPS: u64 = 16;
+pub(crate) const DEFAULT_MAX_STARTUPS: u64 = 16;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeSpec {
@@ -864,12 +864,12 @@ fn check_remote_dir(dir: &str) -> Result<(), names::NameError> {
 }
 
 /// Bundled hardware profiles usable as `simulate: <name>`.
-pub const PROFILES: &[(&str, &str)] = &[
+pub(crate) const PROFILES: &[(&str, &str)] = &[
     ("aws-p4d", include_str!("../../profiles/aws-p4d.xml")),
     ("aws-p5en", include_str!("../../profiles/aws-p5en.xml")),
     ("aws-p6-b200", include_str!("../../profiles/aws-p6-b200.xml")),
 ];
 
-pub fn profile_xml(name: &str) -> Option<&'static str> {
+pub(crate) fn profile_xml(name: &str) -> Option<&'static str> {
     PROFILES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
 }

@@ -4,7 +4,7 @@
 /// Why a name cannot be one: what it holds that the grammar does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct NameError(pub String);
+pub(crate) struct NameError(pub(crate) String);
 
 impl From<NameError> for String {
     fn from(e: NameError) -> String {
@@ -16,7 +16,7 @@ impl From<NameError> for String {
 /// characters, none starting with `-`), an IPv4 address, or a bracket-less IPv6 literal. So
 /// no host can be read as an ssh option, carry shell syntax, or name a directory (`.`, `..`)
 /// when it becomes a path under `--output-dir`.
-pub fn check_host(host: &str) -> Result<(), NameError> {
+pub(crate) fn check_host(host: &str) -> Result<(), NameError> {
     if host.is_empty() || host.len() > 253 {
         return Err(NameError("a host must be 1 to 253 characters".into()));
     }
@@ -77,12 +77,12 @@ fn plain_name(text: &str, max: usize, what: &str) -> Result<(), NameError> {
     }
 }
 
-pub fn check_user(user: &str) -> Result<(), NameError> {
+pub(crate) fn check_user(user: &str) -> Result<(), NameError> {
     plain_name(user, 32, "user name")
 }
 
 /// Label keys and values: `rack-1`, `leaf_3`, `rail.0`.
-pub fn check_label(text: &str) -> Result<(), NameError> {
+pub(crate) fn check_label(text: &str) -> Result<(), NameError> {
     plain_name(text, 63, "label")
 }
 

@@ -10,15 +10,15 @@ use std::collections::BTreeSet;
 
 /// One wave: a name for humans and its hosts, in inventory order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WavePlan {
-    pub name: String,
-    pub hosts: Vec<String>,
+pub(crate) struct WavePlan {
+    pub(crate) name: String,
+    pub(crate) hosts: Vec<String>,
 }
 
 /// Why a selector (`--canary`, `--nodes`) selects nothing it may.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SelectError(pub String);
+pub(crate) struct SelectError(pub(crate) String);
 
 impl From<SelectError> for String {
     fn from(e: SelectError) -> String {
@@ -29,7 +29,7 @@ impl From<SelectError> for String {
 /// The hosts `sel` names: a rack (`rack: NAME` label), a `KEY=VALUE` label, or a host list
 /// or range. Nothing selected is an error, as is a host not in the inventory; `flag` is the
 /// option the selector came from (`--canary`, `--nodes`), named in the message.
-pub fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, SelectError> {
+pub(crate) fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, SelectError> {
     let sel = sel.trim();
     let picked: Vec<&NodeSpec> = if let Some((k, v)) = sel.split_once('=') {
         inv.nodes
@@ -97,7 +97,7 @@ fn split_top_level(s: &str) -> Vec<&str> {
 /// The waves of a rollout over `hosts` (the nodes that have something to apply): the canary
 /// first, then the rest in fabric order (spine, leaf, rack), one wave per rack or `wave_size`
 /// nodes at a time. `canary_only` stops after the canary.
-pub fn waves(
+pub(crate) fn waves(
     inv: &Inventory,
     hosts: &[String],
     canary: Option<&[String]>,

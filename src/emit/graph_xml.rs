@@ -10,10 +10,10 @@
 use crate::model::plan::NodeClass;
 
 /// Channels written: NCCL may double them itself when bandwidth allows.
-pub const CHANNELS: usize = 2;
+pub(crate) const CHANNELS: usize = 2;
 
 /// The ring of `class` in every channel; `typeintra` is the class's worst-hop path type.
-pub fn ring_graph(class: &NodeClass) -> String {
+pub(crate) fn ring_graph(class: &NodeClass) -> String {
     let type_intra = super::xml_attr(&class.type_intra);
     let per_channel = class.ring.bottleneck_gbps / CHANNELS as f64;
     let speed = format!("{:.1}", per_channel);

@@ -13,7 +13,7 @@ fn slots(plan: &Plan) -> HashMap<&str, usize> {
 }
 
 /// `host slots=N`, one line per node (Open MPI; use with `--map-by slot` or `--map-by seq`).
-pub fn mpi_hostfile(plan: &Plan) -> String {
+pub(crate) fn mpi_hostfile(plan: &Plan) -> String {
     let slots = slots(plan);
     plan.node_order
         .iter()
@@ -23,7 +23,7 @@ pub fn mpi_hostfile(plan: &Plan) -> String {
 
 /// One line per task, in rank order (`SLURM_HOSTFILE=... srun --distribution=arbitrary`),
 /// each host under its Slurm name (`slurm_names`; a host not in it under its own).
-pub fn slurm_hostfile(plan: &Plan, slurm_names: &HashMap<&str, &str>) -> String {
+pub(crate) fn slurm_hostfile(plan: &Plan, slurm_names: &HashMap<&str, &str>) -> String {
     let slots = slots(plan);
     plan.node_order
         .iter()
@@ -35,7 +35,7 @@ pub fn slurm_hostfile(plan: &Plan, slurm_names: &HashMap<&str, &str>) -> String 
 }
 
 /// `host node_rank`, for `torchrun --node_rank` (torchrun otherwise ranks hosts by name).
-pub fn torchrun_node_ranks(plan: &Plan) -> String {
+pub(crate) fn torchrun_node_ranks(plan: &Plan) -> String {
     plan.node_order
         .iter()
         .enumerate()

@@ -1,14 +1,14 @@
 //! Plans into bytes: launcher files and NCCL's graph XML. Pure functions, golden-tested.
 
-pub mod graph_xml;
-pub mod launch;
-pub mod slurm;
-pub mod topo_xml;
+pub(crate) mod graph_xml;
+pub(crate) mod launch;
+pub(crate) mod slurm;
+pub(crate) mod topo_xml;
 
 /// Text made safe inside an XML attribute value: `&`, `<`, `>`, `"`, `'` as entities, and
 /// characters XML 1.0 cannot hold dropped. Every value that did not come from topo-tune
 /// itself goes through here.
-pub fn xml_attr(s: &str) -> String {
+pub(crate) fn xml_attr(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -14,13 +14,13 @@ use std::collections::BTreeMap;
 
 /// One switch of the tree: its name and either its nodes or its child switches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Switch {
-    pub name: String,
-    pub children: Children,
+pub(crate) struct Switch {
+    pub(crate) name: String,
+    pub(crate) children: Children,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Children {
+pub(crate) enum Children {
     Nodes(Vec<String>),
     Switches(Vec<String>),
 }
@@ -28,7 +28,7 @@ pub enum Children {
 /// Why the fabric cannot be written as Slurm's tree (cluster.yaml refuses these first; the
 /// emitter refuses them again rather than write a file Slurm misreads).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SlurmError {
+pub(crate) enum SlurmError {
     #[error(
         "`{0}` is not a name Slurm's topology files can hold (letters, digits, `-`, `_`, `.`; 1 to 63 characters)"
     )]
@@ -51,7 +51,7 @@ fn name_ok(name: &str) -> bool {
 }
 
 /// The switches for these nodes (Slurm name, place), leaves first, the root last.
-pub fn tree(nodes: &[(String, Placement)]) -> Result<Vec<Switch>, SlurmError> {
+pub(crate) fn tree(nodes: &[(String, Placement)]) -> Result<Vec<Switch>, SlurmError> {
     for (name, p) in nodes {
         for n in std::iter::once(name)
             .chain(p.rack.iter())
@@ -150,7 +150,7 @@ fn depth(name: &str, parent: &BTreeMap<String, Option<String>>) -> Result<usize,
 }
 
 /// `topology.conf` for `TopologyPlugin=topology/tree`.
-pub fn topology_conf(switches: &[Switch], header: &str) -> String {
+pub(crate) fn topology_conf(switches: &[Switch], header: &str) -> String {
     let mut out = format!("# {header}\n");
     for s in switches {
         let (key, names) = match &s.children {
@@ -163,7 +163,7 @@ pub fn topology_conf(switches: &[Switch], header: &str) -> String {
 }
 
 /// `topology.yaml` (Slurm 25.05+): one tree topology, the cluster's default.
-pub fn topology_yaml(switches: &[Switch], header: &str) -> String {
+pub(crate) fn topology_yaml(switches: &[Switch], header: &str) -> String {
     let mut out = format!("# {header}\n- topology: topo-tune\n  cluster_default: true\n  tree:\n    switches:\n");
     for s in switches {
         let (key, names) = match &s.children {
@@ -181,7 +181,7 @@ pub fn topology_yaml(switches: &[Switch], header: &str) -> String {
 
 /// A host list as Slurm writes it: `gpu[01-04,07],login1` — names grouped by what precedes
 /// their numeric suffix and by its number of digits, runs of numbers as ranges.
-pub fn compress(names: &[String]) -> String {
+pub(crate) fn compress(names: &[String]) -> String {
     // (prefix, digit count) → numbers; names without digits stay whole.
     let mut groups: BTreeMap<(String, usize), Vec<(u64, String)>> = BTreeMap::new();
     let mut plain: Vec<String> = Vec::new();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// NCCL's cpumask text: 32-bit groups of 8 hex digits, most significant first.
-pub fn affinity_mask(cpus: &CpuList) -> String {
+pub(crate) fn affinity_mask(cpus: &CpuList) -> String {
     let max = cpus.iter().last().unwrap_or(0);
     let groups = (max / 32 + 1) as usize;
     let mut words = vec![0u32; groups];
@@ -39,7 +39,7 @@ fn speed_text(gen: Option<u8>) -> Option<&'static str> {
 
 /// The node's GPUs and RDMA NICs under the NUMA node their CPUs belong to. Devices whose
 /// affinity does not name exactly one node are left out (NCCL detects those itself).
-pub fn topology_xml(snap: &NodeSnapshot) -> String {
+pub(crate) fn topology_xml(snap: &NodeSnapshot) -> String {
     let mut by_node: BTreeMap<u32, Vec<&PciPlacement>> = BTreeMap::new();
     let devices = snap.gpus.iter().map(|g| &g.placement).chain(
         snap.nics

@@ -34,9 +34,9 @@ struct SummaryNode<'a> {
 
 /// What `--collect-only` did: a row per node, whether `summary.json` changed, how long.
 pub(crate) struct Collected {
-    pub rows: Vec<NodeRow<CollectDetail>>,
-    pub summary_changed: bool,
-    pub elapsed: std::time::Duration,
+    pub(crate) rows: Vec<NodeRow<CollectDetail>>,
+    pub(crate) summary_changed: bool,
+    pub(crate) elapsed: std::time::Duration,
 }
 
 /// Every node's snapshot into `out_dir/<host>/snapshot.json` (left alone when it describes

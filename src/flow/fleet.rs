@@ -17,9 +17,9 @@ use crate::runner::{BenchAnswer, BenchRequest, Variant};
 
 /// The engine's way to the nodes: the node calls, over each node's transport.
 pub(crate) struct NodeFleet<'a> {
-    pub inv: &'a Inventory,
-    pub reach: &'a ReachSettings,
-    pub printer: &'a Printer,
+    pub(crate) inv: &'a Inventory,
+    pub(crate) reach: &'a ReachSettings,
+    pub(crate) printer: &'a Printer,
 }
 
 impl NodeFleet<'_> {

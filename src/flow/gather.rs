@@ -128,7 +128,7 @@ fn from_probes(inv: &Inventory, dir: &Path) -> Result<Snapshots, Error> {
 pub(crate) struct Names<'a>(std::collections::HashSet<&'a str>);
 
 impl<'a> Names<'a> {
-    pub fn of(inv: &'a Inventory) -> Names<'a> {
+    pub(crate) fn of(inv: &'a Inventory) -> Names<'a> {
         Names(
             inv.nodes
                 .iter()

@@ -3,19 +3,19 @@
 //! taking resolved settings (`settings`) and a printer, and returning typed results for
 //! `report` to render. No clap type reaches here (`cmd` resolves flags first).
 
-pub mod collect;
-pub mod diagnose;
-pub mod doctor;
-pub mod fleet;
-pub mod gather;
-pub mod irq;
-pub mod plan;
-pub mod reach;
-pub mod rollout;
-pub mod settings;
-pub mod status;
-pub mod write;
+pub(crate) mod collect;
+pub(crate) mod diagnose;
+pub(crate) mod doctor;
+pub(crate) mod fleet;
+pub(crate) mod gather;
+pub(crate) mod irq;
+pub(crate) mod plan;
+pub(crate) mod reach;
+pub(crate) mod rollout;
+pub(crate) mod settings;
+pub(crate) mod status;
+pub(crate) mod write;
 
 /// The message size the planner's prediction is made for when none is asked (1 GiB: a
 /// large all-reduce, bandwidth-bound on every fabric).
-pub const PREDICTION_BYTES: u64 = 1 << 30;
+pub(crate) const PREDICTION_BYTES: u64 = 1 << 30;

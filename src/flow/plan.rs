@@ -54,9 +54,9 @@ fn strip<T>(o: NodeOutcome<T>) -> (Reached, Option<T>) {
 
 /// A plan, how each node was reached, and which nodes' files are settled (when asked).
 pub(crate) struct Planned {
-    pub plan: Plan,
-    pub reached: Vec<Reached>,
-    pub settled: Settlements,
+    pub(crate) plan: Plan,
+    pub(crate) reached: Vec<Reached>,
+    pub(crate) settled: Settlements,
 }
 
 /// Gather every node's facts (as `init` does) and plan. Each snapshot is digested as soon as
@@ -136,13 +136,13 @@ pub(crate) fn gather_and_plan(
 /// What the nodes themselves say now, for a plan made elsewhere: per host, the ports NCCL
 /// would use there for GPU traffic (what the guard protects), or why the node could not say.
 pub(crate) struct Facts {
-    pub ports: HashMap<String, Vec<GpuPort>>,
-    pub failed: HashMap<String, crate::model::Failure>,
+    pub(crate) ports: HashMap<String, Vec<GpuPort>>,
+    pub(crate) failed: HashMap<String, crate::model::Failure>,
 }
 
 impl Facts {
     /// A fresh plan's own facts: its classes' ports were derived from these very snapshots.
-    pub fn of_plan(plan: &Plan, reached: &[Reached]) -> Facts {
+    pub(crate) fn of_plan(plan: &Plan, reached: &[Reached]) -> Facts {
         let ports = plan
             .nccl
             .classes

@@ -34,7 +34,7 @@ fn node_reach(s: &ReachSettings, bar: &indicatif::ProgressBar) -> Reach {
 }
 
 /// Run each job's call where its node lives, with a progress bar when the printer shows one.
-pub fn on_nodes<C: Call>(
+pub(crate) fn on_nodes<C: Call>(
     inv: &Inventory,
     reach: &ReachSettings,
     printer: &Printer,
@@ -46,7 +46,7 @@ pub fn on_nodes<C: Call>(
 /// Benchmark runs (`apply`'s canary, `diagnose`'s rounds): as [`on_nodes`], but the remote
 /// command is the benchmark, so its own `timeout_s` governs, with room to report; `label`
 /// names the round on the progress bar.
-pub fn benchmarks_on_nodes<C: Call>(
+pub(crate) fn benchmarks_on_nodes<C: Call>(
     inv: &Inventory,
     reach: &ReachSettings,
     printer: &Printer,
@@ -82,7 +82,7 @@ fn run_jobs<C: Call>(
 }
 
 /// One call per inventory node, on the machine itself (ssh, here, or paper).
-pub fn machine_jobs<C>(inv: &Inventory, call: impl Fn(&NodeSpec) -> C) -> Vec<NodeJob<C>> {
+pub(crate) fn machine_jobs<C>(inv: &Inventory, call: impl Fn(&NodeSpec) -> C) -> Vec<NodeJob<C>> {
     inv.nodes
         .iter()
         .map(|n| NodeJob {
@@ -94,7 +94,7 @@ pub fn machine_jobs<C>(inv: &Inventory, call: impl Fn(&NodeSpec) -> C) -> Vec<No
 }
 
 /// One call per inventory node, where its files are (`DIR/<host>` with `--output-dir`).
-pub fn write_jobs<C>(
+pub(crate) fn write_jobs<C>(
     inv: &Inventory,
     output_dir: Option<&std::path::Path>,
     call: impl Fn(&NodeSpec) -> C,
@@ -111,7 +111,7 @@ pub fn write_jobs<C>(
 
 /// Where a benchmark run starts: on the controller (its files under `DIR/<first host>` with
 /// `--output-dir`, else `/`), or on the run's first node.
-pub fn bench_target(
+pub(crate) fn bench_target(
     first: &NodeSpec,
     runs_on: crate::config::benchmark::RunsOn,
     output_dir: Option<&std::path::Path>,

@@ -11,22 +11,22 @@ use std::time::Duration;
 
 /// How nodes are reached: `--forks` over `ssh.forks` over 64, and so on.
 #[derive(Debug, Clone)]
-pub struct ReachSettings {
-    pub forks: usize,
-    pub max_fail: Option<usize>,
-    pub connect_timeout: Duration,
-    pub command_timeout: Duration,
+pub(crate) struct ReachSettings {
+    pub(crate) forks: usize,
+    pub(crate) max_fail: Option<usize>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
     /// The binary deployed to ssh nodes (default: this one).
-    pub remote_binary: Option<PathBuf>,
+    pub(crate) remote_binary: Option<PathBuf>,
     /// Extra delay per simulated node (benchmarks of the fan-out itself).
-    pub simulated_latency: Duration,
+    pub(crate) simulated_latency: Duration,
     /// Cancelled when a signal ends a run on the nodes.
-    pub cancel: Cancel,
+    pub(crate) cancel: Cancel,
 }
 
 /// Where snapshots come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// Each node is asked (ssh, here, paper).
     Nodes,
     /// `--from-probes DIR`: files another engine gathered.
@@ -35,14 +35,14 @@ pub enum Source {
 
 /// The cluster, how its nodes are reached, and where their facts come from.
 #[derive(Debug, Clone)]
-pub struct GatherSettings {
-    pub inv: Inventory,
-    pub reach: ReachSettings,
-    pub source: Source,
+pub(crate) struct GatherSettings {
+    pub(crate) inv: Inventory,
+    pub(crate) reach: ReachSettings,
+    pub(crate) source: Source,
 }
 
 impl GatherSettings {
-    pub fn probes_dir(&self) -> Option<&std::path::Path> {
+    pub(crate) fn probes_dir(&self) -> Option<&std::path::Path> {
         match &self.source {
             Source::Probes(dir) => Some(dir),
             Source::Nodes => None,
@@ -52,37 +52,37 @@ impl GatherSettings {
 
 /// `init`.
 #[derive(Debug, Clone)]
-pub struct InitSettings {
-    pub gather: GatherSettings,
+pub(crate) struct InitSettings {
+    pub(crate) gather: GatherSettings,
     /// A reviewed plan to apply instead of planning again.
-    pub plan: Option<PathBuf>,
-    pub output_dir: Option<PathBuf>,
+    pub(crate) plan: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
     /// `--check` or `--dry-run`: write nothing.
-    pub check: bool,
-    pub diff: bool,
+    pub(crate) check: bool,
+    pub(crate) diff: bool,
 }
 
 /// `plan`.
 #[derive(Debug, Clone)]
-pub struct PlanSettings {
-    pub gather: GatherSettings,
-    pub message_bytes: u64,
-    pub output_dir: Option<PathBuf>,
+pub(crate) struct PlanSettings {
+    pub(crate) gather: GatherSettings,
+    pub(crate) message_bytes: u64,
+    pub(crate) output_dir: Option<PathBuf>,
 }
 
 /// `apply`: a new rollout, or one resumed.
 #[derive(Debug, Clone)]
-pub struct ApplySettings {
-    pub gather: GatherSettings,
-    pub state_dir: PathBuf,
-    pub plan: Option<PathBuf>,
-    pub output_dir: Option<PathBuf>,
-    pub start: Start,
+pub(crate) struct ApplySettings {
+    pub(crate) gather: GatherSettings,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) plan: Option<PathBuf>,
+    pub(crate) output_dir: Option<PathBuf>,
+    pub(crate) start: Start,
 }
 
 /// How a rollout begins.
 #[derive(Debug, Clone)]
-pub enum Start {
+pub(crate) enum Start {
     New(NewRollout),
     /// `--resume ID`, with every flag the operator gave that a resume does not take (refused
     /// unless it repeats the recorded value).
@@ -94,51 +94,51 @@ pub enum Start {
 
 /// A new rollout's choices (flags over cluster.yaml's `benchmark:` over defaults).
 #[derive(Debug, Clone)]
-pub struct NewRollout {
-    pub canary: Option<String>,
-    pub wave_size: Option<usize>,
-    pub canary_only: bool,
-    pub max_fail: usize,
-    pub rounds: u32,
-    pub gate: Gate,
+pub(crate) struct NewRollout {
+    pub(crate) canary: Option<String>,
+    pub(crate) wave_size: Option<usize>,
+    pub(crate) canary_only: bool,
+    pub(crate) max_fail: usize,
+    pub(crate) rounds: u32,
+    pub(crate) gate: Gate,
 }
 
 /// The flags given with `--resume`, as given.
 #[derive(Debug, Clone, Default)]
-pub struct Given {
-    pub output_dir: Option<PathBuf>,
-    pub rounds: Option<u32>,
+pub(crate) struct Given {
+    pub(crate) output_dir: Option<PathBuf>,
+    pub(crate) rounds: Option<u32>,
     /// Percentages, as on the command line.
-    pub threshold: Option<f64>,
-    pub p99_threshold: Option<f64>,
-    pub require_gain: bool,
-    pub wave_size: Option<usize>,
-    pub max_fail: Option<usize>,
-    pub plan: bool,
-    pub from_probes: bool,
+    pub(crate) threshold: Option<f64>,
+    pub(crate) p99_threshold: Option<f64>,
+    pub(crate) require_gain: bool,
+    pub(crate) wave_size: Option<usize>,
+    pub(crate) max_fail: Option<usize>,
+    pub(crate) plan: bool,
+    pub(crate) from_probes: bool,
 }
 
 /// `status`.
 #[derive(Debug, Clone)]
-pub struct StatusSettings {
-    pub inv: Inventory,
-    pub reach: ReachSettings,
-    pub state_dir: PathBuf,
-    pub output_dir: Option<PathBuf>,
+pub(crate) struct StatusSettings {
+    pub(crate) inv: Inventory,
+    pub(crate) reach: ReachSettings,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) output_dir: Option<PathBuf>,
 }
 
 /// `rollback`.
 #[derive(Debug, Clone)]
-pub struct RollbackSettings {
-    pub inv: Inventory,
-    pub reach: ReachSettings,
-    pub output_dir: Option<PathBuf>,
-    pub run: Option<String>,
+pub(crate) struct RollbackSettings {
+    pub(crate) inv: Inventory,
+    pub(crate) reach: ReachSettings,
+    pub(crate) output_dir: Option<PathBuf>,
+    pub(crate) run: Option<String>,
 }
 
 /// Where `doctor` and `irq-pin` act.
 #[derive(Debug, Clone)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// This machine, or a `--fsroot` tree.
     Here { fsroot: Option<PathBuf> },
     /// Every node of a cluster.
@@ -147,30 +147,30 @@ pub enum Scope {
 
 /// `doctor`.
 #[derive(Debug, Clone)]
-pub struct DoctorSettings {
-    pub scope: Scope,
+pub(crate) struct DoctorSettings {
+    pub(crate) scope: Scope,
     /// `--reserve-cpus`, else cluster.yaml's `reserved_cpus`, else none.
-    pub reserved: CpuList,
-    pub textfile: Option<PathBuf>,
+    pub(crate) reserved: CpuList,
+    pub(crate) textfile: Option<PathBuf>,
 }
 
 /// `irq-pin`.
 #[derive(Debug, Clone)]
-pub struct IrqPinSettings {
-    pub scope: Scope,
-    pub request: crate::irq::pin::PinRequest,
+pub(crate) struct IrqPinSettings {
+    pub(crate) scope: Scope,
+    pub(crate) request: crate::irq::pin::PinRequest,
 }
 
 /// `diagnose`.
 #[derive(Debug, Clone)]
-pub struct DiagnoseSettings {
+pub(crate) struct DiagnoseSettings {
     /// Cut to `--nodes` (the whole cluster without it).
-    pub gather: GatherSettings,
+    pub(crate) gather: GatherSettings,
     /// The selected hosts, in inventory order.
-    pub hosts: Vec<String>,
-    pub output_dir: Option<PathBuf>,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) output_dir: Option<PathBuf>,
     /// `--budget`: every benchmark run together.
-    pub budget: Option<Duration>,
-    pub ceiling_fraction: f64,
-    pub localise: bool,
+    pub(crate) budget: Option<Duration>,
+    pub(crate) ceiling_fraction: f64,
+    pub(crate) localise: bool,
 }

@@ -16,9 +16,9 @@ use crate::report::Printer;
 
 /// What `status` found: a row per node, this cluster's unfinished rollouts, the records not read.
 pub(crate) struct Standing {
-    pub rows: Vec<NodeRow<StatusDetail>>,
-    pub unfinished: Vec<String>,
-    pub unreadable: Vec<Unreadable>,
+    pub(crate) rows: Vec<NodeRow<StatusDetail>>,
+    pub(crate) unfinished: Vec<String>,
+    pub(crate) unreadable: Vec<Unreadable>,
 }
 
 pub(crate) fn standing(s: &StatusSettings, printer: &Printer) -> Result<Standing, Error> {

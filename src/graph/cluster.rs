@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Extra latency per switch tier crossed above the leaf (two traversals of ~0.5 µs). An
 /// assumption, not an NCCL constant; only the comparison of two orders depends on it.
-pub const LAT_PER_TIER_US: f64 = 1.0;
+pub(crate) const LAT_PER_TIER_US: f64 = 1.0;
 
 /// Where a vertex sits, top down. The order is also the order of siblings in the node order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
+pub(crate) enum Level {
     Core,
     Spine,
     Leaf,
@@ -29,28 +29,28 @@ pub enum Level {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Vertex {
-    pub level: Level,
+pub(crate) struct Vertex {
+    pub(crate) level: Level,
     /// The switch, rack or host name (`core` for the root).
-    pub name: String,
+    pub(crate) name: String,
     /// Hosts only: the intra-node ring and the network the host can drive.
-    pub host: Option<HostFacts>,
+    pub(crate) host: Option<HostFacts>,
 }
 
 /// What the cost model needs to know about one host.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HostFacts {
-    pub gpus: usize,
+pub(crate) struct HostFacts {
+    pub(crate) gpus: usize,
     /// The intra-node ring's slowest link, GB/s.
-    pub ring_gbps: f64,
+    pub(crate) ring_gbps: f64,
     /// Per-hop latency of that ring, µs (NVLink or PCIe).
-    pub hop_latency_us: f64,
+    pub(crate) hop_latency_us: f64,
     /// GB/s the host puts on the network.
-    pub net_gbps: f64,
+    pub(crate) net_gbps: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkKind {
+pub(crate) enum LinkKind {
     /// A host's own network connection to its rack, leaf or the fabric.
     Network,
     /// A leaf's link to its spine (or to the core).
@@ -62,29 +62,29 @@ pub enum LinkKind {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Link {
-    pub kind: LinkKind,
+pub(crate) struct Link {
+    pub(crate) kind: LinkKind,
     /// One direction; `INFINITY` where the fabric declares no limit.
-    pub gbps: f64,
+    pub(crate) gbps: f64,
     /// Added each time a route traverses the link (up or down).
-    pub latency_us: f64,
+    pub(crate) latency_us: f64,
 }
 
 /// One host as the graph is built from it.
-pub struct HostSpec<'a> {
-    pub name: &'a str,
-    pub labels: &'a BTreeMap<String, String>,
-    pub facts: HostFacts,
+pub(crate) struct HostSpec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) labels: &'a BTreeMap<String, String>,
+    pub(crate) facts: HostFacts,
 }
 
 /// A route between two hosts: the links up to their lowest common ancestor, then down.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    pub up: Vec<EdgeIndex>,
-    pub down: Vec<EdgeIndex>,
+pub(crate) struct Route {
+    pub(crate) up: Vec<EdgeIndex>,
+    pub(crate) down: Vec<EdgeIndex>,
 }
 
-pub struct ClusterGraph {
+pub(crate) struct ClusterGraph {
     graph: DiGraph<Vertex, Link>,
     core: NodeIndex,
     hosts: HashMap<String, NodeIndex>,
@@ -92,7 +92,7 @@ pub struct ClusterGraph {
 
 impl ClusterGraph {
     /// Hosts in inventory order; each hangs off the deepest level its placement names.
-    pub fn build(hosts: &[HostSpec], fabric: Option<&Fabric>) -> ClusterGraph {
+    pub(crate) fn build(hosts: &[HostSpec], fabric: Option<&Fabric>) -> ClusterGraph {
         let mut b = Builder::new(fabric);
         for h in hosts {
             b.add_host(h);
@@ -104,26 +104,18 @@ impl ClusterGraph {
         }
     }
 
-    pub fn vertex(&self, v: NodeIndex) -> &Vertex {
-        &self.graph[v]
-    }
-
-    pub fn link(&self, e: EdgeIndex) -> &Link {
+    pub(crate) fn link(&self, e: EdgeIndex) -> &Link {
         &self.graph[e]
     }
 
     /// The host below a network link, or the switch/rack below any other link.
-    pub fn below(&self, e: EdgeIndex) -> &Vertex {
+    pub(crate) fn below(&self, e: EdgeIndex) -> &Vertex {
         let (_, child) = self.graph.edge_endpoints(e).unwrap_or((self.core, self.core));
         &self.graph[child]
     }
 
-    pub fn host(&self, name: &str) -> Option<&HostFacts> {
+    pub(crate) fn host(&self, name: &str) -> Option<&HostFacts> {
         self.hosts.get(name).and_then(|&v| self.graph[v].host.as_ref())
-    }
-
-    pub fn edge_count(&self) -> usize {
-        self.graph.edge_count()
     }
 
     /// The link to a vertex's parent and the parent (none for the core).
@@ -146,7 +138,7 @@ impl ClusterGraph {
     }
 
     /// The route between two hosts through their lowest common ancestor.
-    pub fn route(&self, a: &str, b: &str) -> Option<Route> {
+    pub(crate) fn route(&self, a: &str, b: &str) -> Option<Route> {
         let (&va, &vb) = (self.hosts.get(a)?, self.hosts.get(b)?);
         let (up_a, up_b) = (self.ancestors(va), self.ancestors(vb));
         let lca = *up_a.iter().find(|v| up_b.contains(v))?;
@@ -166,14 +158,14 @@ impl ClusterGraph {
 
     /// The group a host belongs to at `level`: its deepest ancestor at that level or above
     /// (a node with no leaf is grouped by its spine at the leaf level, and so on).
-    pub fn group_at(&self, host: &str, level: Level) -> Option<NodeIndex> {
+    pub(crate) fn group_at(&self, host: &str, level: Level) -> Option<NodeIndex> {
         let v = *self.hosts.get(host)?;
         self.ancestors(v).into_iter().find(|&a| self.graph[a].level <= level)
     }
 
     /// Every host, depth first from the core, siblings by level then natural name order: the
     /// ring then leaves each spine, leaf and rack exactly once.
-    pub fn depth_first_hosts(&self) -> Vec<String> {
+    pub(crate) fn depth_first_hosts(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.hosts.len());
         let mut stack = vec![self.core];
         while let Some(v) = stack.pop() {
@@ -189,7 +181,7 @@ impl ClusterGraph {
     }
 
     /// Hop latency of a route: one network hop plus its switch tiers.
-    pub fn route_latency_us(&self, r: &Route) -> f64 {
+    pub(crate) fn route_latency_us(&self, r: &Route) -> f64 {
         LAT_NET_US
             + r.up
                 .iter()

@@ -2,7 +2,6 @@
 //! solver reads, PCIe link bandwidth, a node's network bandwidth, and the NVSwitch fabric
 //! assumed on SXM boards whose NVLink is unknown. Pure.
 
-use super::paths::path_classes;
 use crate::model::fabric::{NodeHints, NvlinkHint};
 use crate::model::gpu_parts::{self, Board, GpuPart};
 use crate::model::ring::LinkMatrix;
@@ -12,13 +11,13 @@ use crate::model::{PathClass, PcieLink};
 
 /// A node with no RDMA NIC falls back to sockets over its Ethernet; 10 GbE when its speed is
 /// unknown. A topo-tune assumption, not an NCCL figure.
-pub const SOCKET_FALLBACK_GBPS: f64 = 1.25;
+pub(crate) const SOCKET_FALLBACK_GBPS: f64 = 1.25;
 /// hwloc's raw figure for a Gen5 x16 link (GB/s), to scale hwloc-only links to NCCL's.
 const HWLOC_GEN5_X16_GBPS: f64 = 63.02;
 
 /// NCCL's figure for a PCIe link, by generation and width (hwloc-only input: its raw figure
 /// scaled to NCCL's).
-pub fn pcie_gbps(link: &PcieLink) -> f64 {
+pub(crate) fn pcie_gbps(link: &PcieLink) -> f64 {
     match (link.current_gen, link.current_width) {
         (Some(g), Some(w)) => topo_h::pcie_x16_gbps(g) * f64::from(w) / 16.0,
         _ => link.bandwidth_gbps.map_or(topo_h::pcie_x16_gbps(3), |b| {
@@ -29,7 +28,7 @@ pub fn pcie_gbps(link: &PcieLink) -> f64 {
 
 /// How a node's GPU-to-GPU links are known.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NvlinkBasis {
+pub(crate) enum NvlinkBasis {
     /// The node reported NVLink itself (driver, or `<nvlink>` in its file): used as is.
     Reported,
     /// An all-to-all NVSwitch fabric: `links` per GPU at `gbps` each, and why it is believed.
@@ -40,7 +39,7 @@ pub enum NvlinkBasis {
 
 impl NvlinkBasis {
     /// A stable code for the plan's notes.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             NvlinkBasis::Reported => "nvlink-reported",
             NvlinkBasis::Nvswitch { why, .. } if why.starts_with("stated") => "stated-nvswitch",
@@ -78,7 +77,7 @@ fn part_of(snap: &NodeSnapshot, hints: &NodeHints) -> Option<&'static GpuPart> {
 
 /// Decide how the node's GPUs are joined: the node's own report, else an NVSwitch fabric the
 /// part's board implies or cluster.yaml states, else PCIe only — with the reason.
-pub fn nvlink_basis(snap: &NodeSnapshot, hints: &NodeHints) -> NvlinkBasis {
+pub(crate) fn nvlink_basis(snap: &NodeSnapshot, hints: &NodeHints) -> NvlinkBasis {
     if snap.gpus.is_empty() || snap.gpus.iter().any(|g| g.nvlinks.is_some()) {
         return NvlinkBasis::Reported;
     }
@@ -142,15 +141,13 @@ fn auto_basis(
     }
 }
 
-/// Bandwidth and hop cost between every pair of GPUs of a node (GPUs in index order).
-pub fn gpu_link_matrix(snap: &NodeSnapshot) -> LinkMatrix {
-    let basis = nvlink_basis(snap, &NodeHints::default());
-    gpu_link_matrix_with(snap, path_classes(snap), &basis)
-}
-
-/// The same, from the node's path classes computed once (`graph::paths::path_classes`) and
-/// its NVLink basis.
-pub fn gpu_link_matrix_with(snap: &NodeSnapshot, mut classes: Vec<Vec<PathClass>>, basis: &NvlinkBasis) -> LinkMatrix {
+/// Bandwidth and hop cost between every pair of GPUs of a node (GPUs in index order), from
+/// the node's path classes computed once (`graph::paths::path_classes`) and its NVLink basis.
+pub(crate) fn gpu_link_matrix_with(
+    snap: &NodeSnapshot,
+    mut classes: Vec<Vec<PathClass>>,
+    basis: &NvlinkBasis,
+) -> LinkMatrix {
     let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
     gpus.sort_by_key(|g| g.index);
     let n = gpus.len();

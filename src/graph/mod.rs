@@ -2,7 +2,7 @@
 //! node's links are worth, and the cluster graph the planner reads. Pure: no filesystem,
 //! network or clock.
 
-pub mod cluster;
-pub mod links;
-pub mod paths;
-pub mod pcitree;
+pub(crate) mod cluster;
+pub(crate) mod links;
+pub(crate) mod paths;
+pub(crate) mod pcitree;

@@ -82,7 +82,7 @@ pub fn path_matrix(snap: &NodeSnapshot) -> PathMatrix {
 
 /// Only the classes (rows and columns as in [`path_matrix`]): what the planner and the rules
 /// need, without formatting a string per device.
-pub fn path_classes(snap: &NodeSnapshot) -> Vec<Vec<PathClass>> {
+pub(crate) fn path_classes(snap: &NodeSnapshot) -> Vec<Vec<PathClass>> {
     classes_of(snap, &endpoints(snap))
 }
 

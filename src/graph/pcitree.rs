@@ -18,15 +18,15 @@ use std::collections::HashMap;
 
 /// The minimum a bridge needs for role assignment.
 #[derive(Debug, Clone)]
-pub struct BridgeLink {
-    pub bdf: Bdf,
-    pub parent: PciParent,
-    pub pci_id: Option<String>,
+pub(crate) struct BridgeLink {
+    pub(crate) bdf: Bdf,
+    pub(crate) parent: PciParent,
+    pub(crate) pci_id: Option<String>,
 }
 
 /// Assign a role to every bridge and list the switches. Bridges whose parent is missing from
 /// the list are treated as if under a host bridge (never panics on a broken tree).
-pub fn classify(bridges: &[BridgeLink]) -> (HashMap<Bdf, BridgeRole>, Vec<PciSwitch>) {
+pub(crate) fn classify(bridges: &[BridgeLink]) -> (HashMap<Bdf, BridgeRole>, Vec<PciSwitch>) {
     let by_bdf: HashMap<Bdf, &BridgeLink> = bridges.iter().map(|b| (b.bdf, b)).collect();
     let mut bridge_children: HashMap<Bdf, usize> = HashMap::new();
     for b in bridges {
@@ -108,14 +108,14 @@ fn host_bridge_of(parent: &PciParent, by_bdf: &HashMap<Bdf, &BridgeLink>) -> Str
 /// One step on the way from a device up to its host bridge, with a switch's two port levels
 /// folded into one step (that is how `nvidia-smi` and NCCL count "a PCIe bridge").
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum UpstreamHop {
+pub(crate) enum UpstreamHop {
     Switch(Bdf),
     Port(Bdf),
     Bridge(Bdf),
 }
 
 /// Hops from a device's parent up to (not including) its host bridge, nearest first.
-pub fn upstream_hops(
+pub(crate) fn upstream_hops(
     parent: &PciParent,
     roles: &HashMap<Bdf, BridgeRole>,
     parents: &HashMap<Bdf, PciParent>,

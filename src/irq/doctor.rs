@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Pass,
     Skip,
     Warn,
@@ -22,11 +22,11 @@ pub enum Status {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
-    pub check: String,
-    pub status: Status,
-    pub detail: String,
-    pub fix: String,
+pub(crate) struct Check {
+    pub(crate) check: String,
+    pub(crate) status: Status,
+    pub(crate) detail: String,
+    pub(crate) fix: String,
 }
 
 fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
@@ -39,28 +39,28 @@ fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<S
 }
 
 /// One CPU with more than this many times its fair share of mlx5 completion work is skew.
-pub const SKEW_FACTOR: f64 = 3.0;
+pub(crate) const SKEW_FACTOR: f64 = 3.0;
 
 /// What `doctor` is asked on a node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DoctorRequest {
-    pub reserved: CpuList,
+pub(crate) struct DoctorRequest {
+    pub(crate) reserved: CpuList,
 }
 
 /// What every check looks at.
-pub struct Facts<'a> {
-    pub fs: &'a FsRoot,
-    pub snap: &'a NodeSnapshot,
-    pub reserved: &'a CpuList,
+pub(crate) struct Facts<'a> {
+    pub(crate) fs: &'a FsRoot,
+    pub(crate) snap: &'a NodeSnapshot,
+    pub(crate) reserved: &'a CpuList,
     /// Every mlx5 completion vector: its NIC and the interrupt.
     completion: Vec<(&'a str, &'a crate::model::Irq)>,
 }
 
 /// One check: at most one row of the table.
-pub type CheckFn = fn(&Facts) -> Option<Check>;
+pub(crate) type CheckFn = fn(&Facts) -> Option<Check>;
 
 /// Every check, in the order of the table.
-pub const CHECKS: &[(&str, CheckFn)] = &[
+pub(crate) const CHECKS: &[(&str, CheckFn)] = &[
     ("mlx5-irq-placement", irq_placement),
     ("mlx5-irq-load", irq_load),
     ("irq-pins", irq_pins),
@@ -72,7 +72,7 @@ pub const CHECKS: &[(&str, CheckFn)] = &[
     ("nccl-config", nccl_config),
 ];
 
-pub fn run(fs: &FsRoot, snap: &NodeSnapshot, reserved: &CpuList) -> Vec<Check> {
+pub(crate) fn run(fs: &FsRoot, snap: &NodeSnapshot, reserved: &CpuList) -> Vec<Check> {
     let completion = snap
         .nics
         .iter()

@@ -5,19 +5,19 @@
 use crate::probe::fsroot::FsRoot;
 
 use crate::model::files::IRQBALANCE_CONFIGS as CONFIG_FILES;
-pub const BAN: &str = "--banmod=mlx5";
+pub(crate) const BAN: &str = "--banmod=mlx5";
 /// The most an irqbalance config may hold (a few lines in practice).
-pub const CONFIG_LIMIT: u64 = 1 << 20;
+pub(crate) const CONFIG_LIMIT: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Status {
-    pub running: bool,
+pub(crate) struct Status {
+    pub(crate) running: bool,
     /// The config file found (or the one a ban would create).
-    pub config: String,
-    pub bans_mlx5: bool,
+    pub(crate) config: String,
+    pub(crate) bans_mlx5: bool,
 }
 
-pub fn status(fs: &FsRoot) -> Status {
+pub(crate) fn status(fs: &FsRoot) -> Status {
     let running = fs
         .list("/proc")
         .iter()
@@ -45,14 +45,14 @@ pub fn status(fs: &FsRoot) -> Status {
 /// rewrite without changing something else).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct IrqbalanceError(pub String);
+pub(crate) struct IrqbalanceError(pub(crate) String);
 
 /// The config with `--banmod=mlx5` added to the (last, as the shell reads it) assignment of
 /// `IRQBALANCE_ARGS` (or the older `OPTIONS`), everything else byte for byte: other lines,
 /// comments, line ends, the value's own quoting and continuation lines. Without an
 /// assignment one is appended. A value topo-tune cannot read safely (an unterminated quote)
 /// is refused with its line rather than rewritten.
-pub fn with_ban(text: &str) -> Result<String, IrqbalanceError> {
+pub(crate) fn with_ban(text: &str) -> Result<String, IrqbalanceError> {
     let Some((start, end, line)) = last_assignment(text) else {
         let mut out = text.to_string();
         if !out.is_empty() && !out.ends_with('\n') {

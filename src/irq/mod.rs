@@ -6,10 +6,10 @@
 //! where they are unless asked. The plan is deterministic: the same machine and options give
 //! the same plan. Everything reads and writes through an [`FsRoot`] (`/` or `--fsroot`).
 
-pub mod doctor;
-pub mod irqbalance;
-pub mod pin;
-pub mod system;
+pub(crate) mod doctor;
+pub(crate) mod irqbalance;
+pub(crate) mod pin;
+pub(crate) mod system;
 
 use crate::model::snapshot::{IrqClass, Nic, NodeSnapshot};
 use crate::model::CpuList;
@@ -19,18 +19,18 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Which CPUs share a physical core.
 #[derive(Debug, Clone, Default)]
-pub struct CpuTopology {
-    pub online: CpuList,
+pub(crate) struct CpuTopology {
+    pub(crate) online: CpuList,
     /// CPU → the lowest-numbered thread of its core.
-    pub core_of: BTreeMap<u32, u32>,
+    pub(crate) core_of: BTreeMap<u32, u32>,
     /// CPU → all threads of its core.
-    pub siblings: BTreeMap<u32, CpuList>,
+    pub(crate) siblings: BTreeMap<u32, CpuList>,
 }
 
 /// The CPUs that exist and which threads share a core. `online` must read as a CPU list
 /// (garbage, or ids beyond any machine, stop irq-pin rather than drop the SMT-sibling rule);
 /// a tree without it (a hand-built `--fsroot`) falls back to the snapshot's CPUs.
-pub fn read_cpu_topology(fs: &FsRoot, snap: &NodeSnapshot) -> Result<CpuTopology, IrqError> {
+pub(crate) fn read_cpu_topology(fs: &FsRoot, snap: &NodeSnapshot) -> Result<CpuTopology, IrqError> {
     const ONLINE: &str = "/sys/devices/system/cpu/online";
     let online = match fs.read_required(ONLINE) {
         Ok(text) => CpuList::parse(&text).map_err(|e| IrqError::BadCpus {
@@ -65,7 +65,7 @@ pub fn read_cpu_topology(fs: &FsRoot, snap: &NodeSnapshot) -> Result<CpuTopology
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PinAction {
+pub(crate) enum PinAction {
     /// Will be (or was) written.
     Set,
     /// Already where the plan puts it.
@@ -79,26 +79,26 @@ pub enum PinAction {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IrqPin {
-    pub nic: String,
-    pub irq: u32,
-    pub name: Option<String>,
-    pub class: IrqClass,
-    pub current: Option<CpuList>,
-    pub target: Option<CpuList>,
-    pub action: PinAction,
-    pub reason: String,
+pub(crate) struct IrqPin {
+    pub(crate) nic: String,
+    pub(crate) irq: u32,
+    pub(crate) name: Option<String>,
+    pub(crate) class: IrqClass,
+    pub(crate) current: Option<CpuList>,
+    pub(crate) target: Option<CpuList>,
+    pub(crate) action: PinAction,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IrqPlan {
-    pub reserved: CpuList,
-    pub pins: Vec<IrqPin>,
-    pub notes: Vec<String>,
+pub(crate) struct IrqPlan {
+    pub(crate) reserved: CpuList,
+    pub(crate) pins: Vec<IrqPin>,
+    pub(crate) notes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum IrqError {
+pub(crate) enum IrqError {
     #[error("{nic}: every CPU local to it ({local}) is reserved for training (with hyper-thread siblings: {blocked}); nowhere local to put its interrupts — shrink the reserved set")]
     NoLocalCpus {
         nic: String,
@@ -146,7 +146,7 @@ impl crate::exit::Classify for IrqError {
 
 /// The reserved CPUs must exist: a list meant for another machine type is an error, not a
 /// reservation of nothing.
-pub fn check_reserved(topo: &CpuTopology, reserved: &CpuList) -> Result<(), IrqError> {
+pub(crate) fn check_reserved(topo: &CpuTopology, reserved: &CpuList) -> Result<(), IrqError> {
     let missing: Vec<u32> = reserved.iter().filter(|c| !topo.online.contains(*c)).collect();
     if missing.is_empty() {
         return Ok(());
@@ -159,7 +159,7 @@ pub fn check_reserved(topo: &CpuTopology, reserved: &CpuList) -> Result<(), IrqE
 }
 
 /// Does the NIC own mlx5 interrupts?
-pub fn is_mlx5(n: &Nic) -> bool {
+pub(crate) fn is_mlx5(n: &Nic) -> bool {
     n.driver.as_deref() == Some("mlx5_core")
         || n.irqs
             .iter()
@@ -167,7 +167,7 @@ pub fn is_mlx5(n: &Nic) -> bool {
 }
 
 /// `managed(irq)`: the kernel refuses user moves (`smp_affinity_list` is 0444 from 6.12).
-pub fn plan(
+pub(crate) fn plan(
     snap: &NodeSnapshot,
     topo: &CpuTopology,
     reserved: &CpuList,
@@ -294,19 +294,19 @@ fn verify(plan: &IrqPlan, topo: &CpuTopology, blocked: &CpuList) -> Result<(), I
 }
 
 /// Is the IRQ's affinity file read-only (kernel-managed, 6.12+)?
-pub fn is_managed(fs: &FsRoot, irq: u32) -> bool {
+pub(crate) fn is_managed(fs: &FsRoot, irq: u32) -> bool {
     fs.mode(&format!("/proc/irq/{irq}/smp_affinity_list"))
         .is_some_and(|m| m & 0o222 == 0)
 }
 
 /// Errors that mean "the kernel will not let anyone move this IRQ" (EIO before 6.12, EPERM
 /// after; tuned and irqbalance treat them the same way).
-pub fn is_unsupported_error(e: &std::io::Error) -> bool {
+pub(crate) fn is_unsupported_error(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(code) if code == 5 || code == 1)
 }
 
 /// Write every `Set` pin's `smp_affinity_list`, read it back, and record the outcome.
-pub fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
+pub(crate) fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
     for pin in plan.pins.iter_mut().filter(|p| p.action == PinAction::Set) {
         let Some(target) = &pin.target else { continue };
         let path = format!("/proc/irq/{}/smp_affinity_list", pin.irq);
@@ -339,15 +339,15 @@ pub fn apply(fs: &FsRoot, plan: &mut IrqPlan) {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PinState {
-    pub reserved: CpuList,
-    pub include_control: bool,
+pub(crate) struct PinState {
+    pub(crate) reserved: CpuList,
+    pub(crate) include_control: bool,
     /// IRQ → the CPUs it was pinned to.
-    pub pins: BTreeMap<u32, CpuList>,
+    pub(crate) pins: BTreeMap<u32, CpuList>,
 }
 
 impl PinState {
-    pub fn of(plan: &IrqPlan, include_control: bool) -> PinState {
+    pub(crate) fn of(plan: &IrqPlan, include_control: bool) -> PinState {
         PinState {
             reserved: plan.reserved.clone(),
             include_control,
@@ -360,7 +360,7 @@ impl PinState {
         }
     }
 
-    pub fn load(fs: &FsRoot) -> Option<PinState> {
+    pub(crate) fn load(fs: &FsRoot) -> Option<PinState> {
         fs.read(crate::model::files::IRQ_STATE)
             .and_then(|t| serde_json::from_str(&t).ok())
     }

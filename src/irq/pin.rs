@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum IrqbalancePolicy {
+pub(crate) enum IrqbalancePolicy {
     /// Say that irqbalance will undo the pins; change nothing about it.
     Warn,
     /// Add `--banmod=mlx5` to irqbalance's config and restart it (never stops it).
@@ -21,27 +21,27 @@ pub enum IrqbalancePolicy {
 
 /// What `irq-pin` is asked to do on a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PinRequest {
-    pub reserved: CpuList,
-    pub include_control: bool,
-    pub dry_run: bool,
-    pub irqbalance: IrqbalancePolicy,
-    pub install: bool,
+pub(crate) struct PinRequest {
+    pub(crate) reserved: CpuList,
+    pub(crate) include_control: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) irqbalance: IrqbalancePolicy,
+    pub(crate) install: bool,
 }
 
 /// What it did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PinReport {
-    pub hostname: String,
-    pub changed: bool,
-    pub dry_run: bool,
-    pub msg: String,
-    pub notes: Vec<String>,
-    pub plan: IrqPlan,
+pub(crate) struct PinReport {
+    pub(crate) hostname: String,
+    pub(crate) changed: bool,
+    pub(crate) dry_run: bool,
+    pub(crate) msg: String,
+    pub(crate) notes: Vec<String>,
+    pub(crate) plan: IrqPlan,
 }
 
 /// Pin on the machine under `fs` (its snapshot already taken).
-pub fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
+pub(crate) fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
     let topo = read_cpu_topology(fs, snap)?;
     super::check_reserved(&topo, &req.reserved)?;
     let mut plan = plan(snap, &topo, &req.reserved, req.include_control, &|n| is_managed(fs, n))?;
@@ -181,7 +181,7 @@ fn install(fs: &FsRoot, req: &PinRequest, sys: &dyn System, notes: &mut Vec<Stri
 /// One word of an `ExecStart=` line, quoted as systemd.exec(5) and systemd.unit(5) read
 /// it: inside double quotes, `\` and `"` escaped, `%` (a specifier) as `%%`, `$` (a variable)
 /// as `$$`. A path with spaces or `%` then runs as itself.
-pub fn systemd_quote(word: &str) -> String {
+pub(crate) fn systemd_quote(word: &str) -> String {
     let mut out = String::from("\"");
     for c in word.chars() {
         match c {

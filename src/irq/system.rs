@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-pub trait System {
+pub(crate) trait System {
     /// Whether we run with effective uid 0.
     fn is_root(&self) -> bool;
     /// Run `systemctl ARGS`; `None` when this system does not run services (a described tree).
@@ -15,7 +15,7 @@ pub trait System {
 /// The system a root stands for: a `--fsroot` tree is described (no services, no root
 /// check) — unless it is `/` itself however spelled (`TOPO_TUNE_FSROOT=/`), which is the
 /// live machine and is treated as one.
-pub fn for_root(fsroot: Option<&std::path::Path>) -> &'static dyn System {
+pub(crate) fn for_root(fsroot: Option<&std::path::Path>) -> &'static dyn System {
     if is_tree(fsroot) {
         &TreeSystem
     } else {
@@ -24,12 +24,12 @@ pub fn for_root(fsroot: Option<&std::path::Path>) -> &'static dyn System {
 }
 
 /// Whether `fsroot` names a described tree rather than this machine.
-pub fn is_tree(fsroot: Option<&std::path::Path>) -> bool {
+pub(crate) fn is_tree(fsroot: Option<&std::path::Path>) -> bool {
     fsroot.is_some_and(|root| !std::fs::canonicalize(root).is_ok_and(|p| p == std::path::Path::new("/")))
 }
 
 /// The machine we run on.
-pub struct LiveSystem;
+pub(crate) struct LiveSystem;
 
 impl System for LiveSystem {
     fn is_root(&self) -> bool {
@@ -59,7 +59,7 @@ impl System for LiveSystem {
 }
 
 /// A `--fsroot` tree: files are written under it, no service is touched, anyone may write.
-pub struct TreeSystem;
+pub(crate) struct TreeSystem;
 
 impl System for TreeSystem {
     fn is_root(&self) -> bool {
@@ -78,10 +78,10 @@ impl System for TreeSystem {
 /// Records what would be run; answers as configured.
 #[cfg(test)]
 #[derive(Default)]
-pub struct FakeSystem {
-    pub root: bool,
-    pub systemctl_ok: bool,
-    pub calls: std::sync::Mutex<Vec<String>>,
+pub(crate) struct FakeSystem {
+    pub(crate) root: bool,
+    pub(crate) systemctl_ok: bool,
+    pub(crate) calls: std::sync::Mutex<Vec<String>>,
 }
 
 #[cfg(test)]

@@ -3,49 +3,49 @@
 //! rules, `doctor` and `rollback` agree.
 
 /// The one file NCCL reads (besides `$NCCL_CONF_FILE` and `~/.nccl.conf`).
-pub const NCCL_CONF: &str = "/etc/nccl.conf";
+pub(crate) const NCCL_CONF: &str = "/etc/nccl.conf";
 /// topo-tune's drop-ins, assembled in lexical order into [`NCCL_CONF`].
-pub const DROPIN_DIR: &str = "/etc/nccl/conf.d";
-pub const DROPIN_NAME: &str = "50-topo-tune.conf";
-pub const DROPIN: &str = "/etc/nccl/conf.d/50-topo-tune.conf";
+pub(crate) const DROPIN_DIR: &str = "/etc/nccl/conf.d";
+pub(crate) const DROPIN_NAME: &str = "50-topo-tune.conf";
+pub(crate) const DROPIN: &str = "/etc/nccl/conf.d/50-topo-tune.conf";
 /// A `/etc/nccl.conf` topo-tune did not write, kept as the earliest drop-in.
-pub const PRESERVED_NAME: &str = "00-preserved-nccl.conf";
-pub const PRESERVED: &str = "/etc/nccl/conf.d/00-preserved-nccl.conf";
+pub(crate) const PRESERVED_NAME: &str = "00-preserved-nccl.conf";
+pub(crate) const PRESERVED: &str = "/etc/nccl/conf.d/00-preserved-nccl.conf";
 /// topo-tune's own state and the files only it writes.
-pub const STATE_DIR: &str = "/etc/nccl/topo-tune";
-pub const TOPOLOGY: &str = "/etc/nccl/topo-tune/topology.xml";
-pub const ENV_FILE: &str = "/etc/nccl/topo-tune/nccl.env";
-pub const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
+pub(crate) const STATE_DIR: &str = "/etc/nccl/topo-tune";
+pub(crate) const TOPOLOGY: &str = "/etc/nccl/topo-tune/topology.xml";
+pub(crate) const ENV_FILE: &str = "/etc/nccl/topo-tune/nccl.env";
+pub(crate) const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
 /// A canary's candidate files, staged beside the live ones while they are measured
 /// (`apply`): NCCL reads them only through `NCCL_CONF_FILE`.
-pub const STAGE_DIR: &str = "/etc/nccl/topo-tune/candidate";
-pub const STAGE_CONF: &str = "/etc/nccl/topo-tune/candidate/nccl.conf";
-pub const STAGE_TOPOLOGY: &str = "/etc/nccl/topo-tune/candidate/topology.xml";
-pub const STAGE_ENV: &str = "/etc/nccl/topo-tune/candidate/nccl.env";
+pub(crate) const STAGE_DIR: &str = "/etc/nccl/topo-tune/candidate";
+pub(crate) const STAGE_CONF: &str = "/etc/nccl/topo-tune/candidate/nccl.conf";
+pub(crate) const STAGE_TOPOLOGY: &str = "/etc/nccl/topo-tune/candidate/topology.xml";
+pub(crate) const STAGE_ENV: &str = "/etc/nccl/topo-tune/candidate/nccl.env";
 /// The live settings as an env file, for the baseline of a launcher that takes env files.
-pub const STAGE_BASELINE_ENV: &str = "/etc/nccl/topo-tune/candidate/baseline.env";
+pub(crate) const STAGE_BASELINE_ENV: &str = "/etc/nccl/topo-tune/candidate/baseline.env";
 /// Which rollout staged the candidate, and each staged file's sha256.
-pub const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json";
+pub(crate) const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json";
 /// Backups of replaced files, per run, relative to [`STATE_DIR`].
-pub const BACKUPS: &str = "backups";
+pub(crate) const BACKUPS: &str = "backups";
 /// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).
-pub const IRQ_STATE: &str = "/etc/topo-tune/irq-pin.json";
+pub(crate) const IRQ_STATE: &str = "/etc/topo-tune/irq-pin.json";
 /// irqbalance's config, Debian/Ubuntu first, then RHEL.
-pub const IRQBALANCE_CONFIGS: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"];
+pub(crate) const IRQBALANCE_CONFIGS: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"];
 /// The boot-time re-pinning that `irq-pin --install` writes.
-pub const IRQ_UNIT: &str = "/etc/systemd/system/topo-tune-irq-pin.service";
-pub const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
-pub const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";
+pub(crate) const IRQ_UNIT: &str = "/etc/systemd/system/topo-tune-irq-pin.service";
+pub(crate) const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
+pub(crate) const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";
 
 /// The files topo-tune writes and may remove: the only paths a manifest may name.
-pub const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
+pub(crate) const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
 
 /// The most one of topo-tune's files on a node may hold (a drop-in, `/etc/nccl.conf`, the
 /// topology file, a backup): what it reads back is what it may write.
-pub const FILE_LIMIT: u64 = 1 << 20;
+pub(crate) const FILE_LIMIT: u64 = 1 << 20;
 
 /// `20261129T110500Z-1234`, optionally with a `-N` suffix.
-pub fn run_id_ok(id: &str) -> bool {
+pub(crate) fn run_id_ok(id: &str) -> bool {
     let b = id.as_bytes();
     b.len() >= 18
         && b.len() <= 40
@@ -62,7 +62,7 @@ pub fn run_id_ok(id: &str) -> bool {
 /// Why a host cannot name a directory under another.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct HostDirError(pub String);
+pub(crate) struct HostDirError(pub(crate) String);
 
 impl From<HostDirError> for String {
     fn from(e: HostDirError) -> String {
@@ -72,7 +72,7 @@ impl From<HostDirError> for String {
 
 /// `base/host`, the one way a per-host path is made: the host must be a single path
 /// component (no `/`, not `.` or `..`, not empty), so the result stays under `base`.
-pub fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, HostDirError> {
+pub(crate) fn host_dir(base: &std::path::Path, host: &str) -> Result<std::path::PathBuf, HostDirError> {
     if host.is_empty() || host == "." || host == ".." || host.contains('/') || host.contains('\0') {
         return Err(HostDirError(format!(
             "{host:?} cannot name a directory under {}",

@@ -8,7 +8,7 @@
 
 /// How a part's boards join GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Board {
+pub(crate) enum Board {
     /// SXM on an 8-GPU HGX baseboard with NVSwitches that appear on PCI (HGX-2, HGX A100,
     /// HGX H100/H200/H800/H20): assumed only when the NVSwitch functions are seen.
     NvswitchOnPci,
@@ -22,21 +22,21 @@ pub enum Board {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GpuPart {
+pub(crate) struct GpuPart {
     /// The name cluster.yaml uses (`gpu: h100-sxm5`).
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// As the PCI ID database names it.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// PCI device ids (vendor 10de).
-    pub device_ids: &'static [&'static str],
+    pub(crate) device_ids: &'static [&'static str],
     /// Compute capability × 10 (90 for sm_90).
-    pub sm: u32,
-    pub board: Board,
+    pub(crate) sm: u32,
+    pub(crate) board: Board,
     /// NVLinks per GPU (0 for PCIe cards).
-    pub nvlinks: u32,
+    pub(crate) nvlinks: u32,
 }
 
-pub const PARTS: &[GpuPart] = &[
+pub(crate) const PARTS: &[GpuPart] = &[
     GpuPart {
         key: "v100-sxm2",
         name: "Tesla V100 SXM2",
@@ -159,17 +159,14 @@ pub const PARTS: &[GpuPart] = &[
     },
 ];
 
-/// NVSwitch functions on PCI (vendor 10de): HGX-2 (1ac2), HGX A100 (1af1), HGX H100 (22a3).
-pub const NVSWITCH_DEVICE_IDS: &[&str] = &["1ac2", "1af1", "22a3"];
-
 /// The part of a `vendor:device` PCI id.
-pub fn by_pci_id(pci_id: &str) -> Option<&'static GpuPart> {
+pub(crate) fn by_pci_id(pci_id: &str) -> Option<&'static GpuPart> {
     let device = pci_id.strip_prefix("10de:")?;
     PARTS.iter().find(|p| p.device_ids.contains(&device))
 }
 
 /// The part cluster.yaml names (`gpu: h100-sxm5`).
-pub fn by_key(key: &str) -> Option<&'static GpuPart> {
+pub(crate) fn by_key(key: &str) -> Option<&'static GpuPart> {
     PARTS.iter().find(|p| p.key == key)
 }
 

@@ -9,7 +9,7 @@ pub struct NcclVersion(pub u32, pub u32, pub u32);
 
 impl NcclVersion {
     /// `2.28.9`, `v2.27.7-1`, `2.26`: NCCL's release names. Anything else is refused.
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         // `2.28.9`, `2.26`, `v2.27.7-1` (a release tag): numbers of at most 5 digits, an
         // optional `-N` package suffix, and nothing else — `2.28.9\nX` is not 2.28.0.
         let text = text.trim_start_matches('v');

@@ -21,7 +21,7 @@ pub enum PathClass {
 
 impl PathClass {
     /// NCCL's path type for this class: NODE is a path through the CPU for NCCL (PHB).
-    pub fn nccl_path(self) -> NcclPath {
+    pub(crate) fn nccl_path(self) -> NcclPath {
         match self {
             PathClass::SelfPath => NcclPath::Loc,
             PathClass::NvLink(_) => NcclPath::Nvl,

@@ -76,7 +76,6 @@ impl<'de> Deserialize<'de> for Bdf {
 pub mod class {
     pub const VGA: u16 = 0x0300;
     pub const GPU_3D: u16 = 0x0302;
-    pub const ETHERNET: u16 = 0x0200;
     pub const INFINIBAND: u16 = 0x0207;
     pub const PCI_BRIDGE: u16 = 0x0604;
     pub const NVSWITCH: u16 = 0x0680;

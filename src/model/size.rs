@@ -3,7 +3,7 @@
 /// Why text is not a size.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SizeError(pub String);
+pub(crate) struct SizeError(pub(crate) String);
 
 impl From<SizeError> for String {
     fn from(e: SizeError) -> String {
@@ -13,7 +13,7 @@ impl From<SizeError> for String {
 
 /// A message size: bytes, or with K/M/G/T (binary units, as nccl-tests reads them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteSize(pub u64);
+pub(crate) struct ByteSize(pub(crate) u64);
 
 impl std::str::FromStr for ByteSize {
     type Err = SizeError;

@@ -6,24 +6,24 @@ use super::snapshot::{Nic, NodeSnapshot, PciPlacement, OLDEST_READABLE, SCHEMA_V
 use serde::Deserialize;
 
 /// Most GPUs one node may report (an NVL72 tray shows 4; 8-GPU and 16-GPU boards are usual).
-pub const MAX_GPUS: usize = 256;
+pub(crate) const MAX_GPUS: usize = 256;
 /// Most NICs (RDMA devices and Ethernet functions) one node may report.
-pub const MAX_NICS: usize = 1024;
+pub(crate) const MAX_NICS: usize = 1024;
 /// Most PCI bridges, switches or host bridges.
-pub const MAX_PCI: usize = 65_536;
+pub(crate) const MAX_PCI: usize = 65_536;
 /// Most NVLinks per GPU (18 today).
-pub const MAX_NVLINKS: usize = 64;
+pub(crate) const MAX_NVLINKS: usize = 64;
 /// Most interrupts per NIC.
-pub const MAX_IRQS: usize = 8192;
+pub(crate) const MAX_IRQS: usize = 8192;
 /// Most notes, NUMA nodes, ports per device.
-pub const MAX_ITEMS: usize = 4096;
+pub(crate) const MAX_ITEMS: usize = 4096;
 
 /// A field that does not hold what its grammar allows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
 pub struct FieldError {
-    pub field: String,
-    pub reason: String,
+    pub(crate) field: String,
+    pub(crate) reason: String,
 }
 
 fn err(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
@@ -73,7 +73,7 @@ fn token(field: &str, s: &str, max: usize, extra: &str, what: &str) -> Result<()
 /// A network interface or RDMA device name as NCCL lists take them: the kernel's names
 /// without anything NCCL's list syntax reads as a separator (`,`, `=`, `:`, `^`, spaces).
 /// `max`: 15 for interfaces (IFNAMSIZ − 1), 63 for RDMA devices.
-pub fn device_name(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
+pub(crate) fn device_name(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
     token(field, s, max, "_.-", "a device name")?;
     if s == "." || s == ".." {
         return Err(err(field, "`.` and `..` are not device names"));
@@ -202,7 +202,7 @@ fn unique_names(s: &NodeSnapshot) -> Result<(), FieldError> {
 }
 
 /// Check a snapshot from outside (a node's answer, a file) before anything uses it.
-pub fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
+pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     token("hostname", &s.hostname, 253, "._-", "a host name")?;
     text("tool_version", &s.tool_version, 64)?;
     opt_text("source.path", s.source.path.as_deref(), 4096)?;
@@ -322,7 +322,7 @@ impl NodeSnapshot {
     }
 
     /// Refuse a snapshot whose layout this build does not read (it came from another build).
-    pub fn check_version(&self) -> Result<(), SnapshotError> {
+    pub(crate) fn check_version(&self) -> Result<(), SnapshotError> {
         Self::readable(self.schema_version)
     }
 

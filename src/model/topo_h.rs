@@ -3,12 +3,9 @@
 //! from NVIDIA/nccl v2.30.7 (commit 5067397); the H200 machine ran 2.28.9 with the same values.
 //! Sources and the surrounding model are cited in docs/references.md.
 
-/// The NCCL release these figures were read from.
-pub const NCCL_SOURCE_VERSION: &str = "2.30.7";
-
 /// One-direction GB/s NCCL assumes for one NVLink of a GPU generation, by SM major/minor
 /// (`SM60_NVLINK_BW` … `SM100_NVLINK_BW`).
-pub fn nvlink_gbps(sm_major: i32, sm_minor: i32) -> Option<f64> {
+pub(crate) fn nvlink_gbps(sm_major: i32, sm_minor: i32) -> Option<f64> {
     Some(match (sm_major, sm_minor) {
         (6, _) => 18.0,
         (7, _) | (8, 0) => 20.0,
@@ -21,7 +18,7 @@ pub fn nvlink_gbps(sm_major: i32, sm_minor: i32) -> Option<f64> {
 
 /// GB/s of a x16 PCIe link by generation (`width × per-lane rate / 80`: Gen3 12, Gen4 24,
 /// Gen5 48); other widths scale linearly.
-pub fn pcie_x16_gbps(gen: u8) -> f64 {
+pub(crate) fn pcie_x16_gbps(gen: u8) -> f64 {
     match gen {
         1 => 3.0,
         2 => 6.0,
@@ -33,23 +30,23 @@ pub fn pcie_x16_gbps(gen: u8) -> f64 {
 }
 
 /// Inter-socket bandwidth for Skylake-class and later Intel (`SKL_QPI_BW`).
-pub const INTER_CPU_GBPS: f64 = 10.0;
+pub(crate) const INTER_CPU_GBPS: f64 = 10.0;
 /// Network bandwidth when a NIC reports none (`NET_BW`, 100 Gb/s).
-pub const DEFAULT_NET_GBPS: f64 = 12.0;
+pub(crate) const DEFAULT_NET_GBPS: f64 = 12.0;
 
 /// Ring/Simple base latency, µs (`baseLatencies`).
-pub const BASE_LAT_US: f64 = 8.4;
+pub(crate) const BASE_LAT_US: f64 = 8.4;
 /// Ring/Simple hardware latency per hop, µs (`hwLat`): NVLink, PCIe, network.
-pub const LAT_NVLINK_US: f64 = 3.4;
-pub const LAT_PCI_US: f64 = 5.7;
-pub const LAT_NET_US: f64 = 14.0;
+pub(crate) const LAT_NVLINK_US: f64 = 3.4;
+pub(crate) const LAT_PCI_US: f64 = 5.7;
+pub(crate) const LAT_NET_US: f64 = 14.0;
 /// Multi-node Ring/Simple latency factor on SM ≥ 80.
-pub const MULTI_NODE_LAT_FACTOR: f64 = 1.4;
+pub(crate) const MULTI_NODE_LAT_FACTOR: f64 = 1.4;
 
 /// NCCL's path types (`src/include/graph.h`), in its order: lower is closer. The numbers are
 /// NCCL's and serve as hop costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NcclPath {
+pub(crate) enum NcclPath {
     Loc = 0,
     Nvl = 1,
     Nvb = 2,
@@ -66,7 +63,7 @@ pub enum NcclPath {
 
 impl NcclPath {
     /// NCCL's name, as its graph and topology files write it (`typeintra="NVL"`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             NcclPath::Loc => "LOC",
             NcclPath::Nvl => "NVL",
@@ -84,12 +81,12 @@ impl NcclPath {
     }
 
     /// The hop cost used by the ring solver: NCCL's number for the type.
-    pub fn rank(self) -> u32 {
+    pub(crate) fn rank(self) -> u32 {
         self as u32
     }
 
     /// The type of a hop cost (inverse of [`NcclPath::rank`]); costs above SYS read as DIS.
-    pub fn from_rank(rank: u32) -> NcclPath {
+    pub(crate) fn from_rank(rank: u32) -> NcclPath {
         const ALL: [NcclPath; 12] = [
             NcclPath::Loc,
             NcclPath::Nvl,

@@ -8,14 +8,14 @@ use crate::model::{NcclVersion, Setting};
 use std::collections::BTreeMap;
 
 /// Comment lines are skipped from this version on; before it they define junk variables.
-pub const COMMENTS_SINCE: NcclVersion = NcclVersion(2, 26, 0);
+pub(crate) const COMMENTS_SINCE: NcclVersion = NcclVersion(2, 26, 0);
 
 fn comments_allowed(version: Option<NcclVersion>) -> bool {
     version.is_some_and(|v| v >= COMMENTS_SINCE)
 }
 
 /// Render settings as a drop-in (sorted by name; a header comment only where NCCL skips it).
-pub fn render(settings: &[Setting], version: Option<NcclVersion>, header: &str) -> Result<String, Rejection> {
+pub(crate) fn render(settings: &[Setting], version: Option<NcclVersion>, header: &str) -> Result<String, Rejection> {
     let mut out = String::new();
     if comments_allowed(version) && !header.is_empty() {
         for line in header.lines() {
@@ -33,7 +33,7 @@ pub fn render(settings: &[Setting], version: Option<NcclVersion>, header: &str) 
 
 /// Read a file as NCCL does: lines without `=` are ignored, `#` lines skipped (2.26+: we
 /// always skip them, they are never ours to keep), first occurrence of a name wins.
-pub fn parse(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for line in text.split('\n') {
@@ -53,7 +53,7 @@ pub fn parse(text: &str) -> Vec<(String, String)> {
 /// Assemble drop-ins (name, content) into `/etc/nccl.conf`: lexical file order, a later file
 /// overrides an earlier one, each key once (sorted), every pair validated. Returns the file
 /// and, per key, the drop-in it came from.
-pub fn assemble(
+pub(crate) fn assemble(
     dropins: &[(String, String)],
     version: Option<NcclVersion>,
     header: &str,
@@ -80,7 +80,7 @@ pub fn assemble(
 
 /// A job environment file for containers (`docker --env-file`, Kubernetes env): containers
 /// never see the host's `/etc/nccl.conf`. Same `NAME=VALUE` syntax, no comments.
-pub fn env_file(settings: &[(String, String)]) -> String {
+pub(crate) fn env_file(settings: &[(String, String)]) -> String {
     settings.iter().map(|(n, v)| format!("{n}={v}\n")).collect()
 }
 

@@ -16,10 +16,10 @@ use crate::model::{PathClass, Setting};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{setting} would leave out {port} ({detail}), which NCCL uses for GPU traffic by default: refused (if it carries no GPU traffic, say so in cluster.yaml: `non_gpu_nics: [{device}]`)")]
 pub struct Violation {
-    pub setting: String,
-    pub port: String,
-    pub device: String,
-    pub detail: String,
+    pub(crate) setting: String,
+    pub(crate) port: String,
+    pub(crate) device: String,
+    pub(crate) detail: String,
 }
 
 /// NCCL's device-list syntax, parsed.
@@ -69,7 +69,7 @@ impl DeviceList {
 }
 
 /// AWS EFA: NCCL reaches it through the aws-ofi-nccl plugin, not verbs.
-pub fn is_efa(n: &Nic) -> bool {
+pub(crate) fn is_efa(n: &Nic) -> bool {
     n.driver.as_deref() == Some("efa")
         || n.name.starts_with("rdmap")
         || n.pci
@@ -100,7 +100,7 @@ fn active_ports(nic: &Nic) -> Vec<Option<u32>> {
 }
 
 /// [`gpu_ports`] from the node's path classes computed once.
-pub fn gpu_ports_with(snap: &NodeSnapshot, classes: &[Vec<PathClass>]) -> Vec<GpuPort> {
+pub(crate) fn gpu_ports_with(snap: &NodeSnapshot, classes: &[Vec<PathClass>]) -> Vec<GpuPort> {
     let gpus = snap.gpus.len();
     let nics: Vec<(&Nic, Vec<Option<u32>>)> = snap.matrix_nics().map(|n| (n, active_ports(n))).collect();
     // For each GPU, how far NCCL reaches for a NIC: PXB, or its nearest active one if farther.

@@ -20,7 +20,7 @@ fn loads_something(name: &str) -> bool {
 
 /// Check an artifact's settings for one node class. `stated`: cluster.yaml's `nccl:`;
 /// `has_topology`: the artifact carries the topology file topo-tune writes at [`TOPOLOGY`].
-pub fn check_settings(
+pub(crate) fn check_settings(
     settings: &[Setting],
     stated: &BTreeMap<String, String>,
     has_topology: bool,
@@ -57,7 +57,7 @@ pub fn check_settings(
 
 /// The settings of a drop-in topo-tune rendered (a rollout record's candidate): `# ` comment
 /// lines and `NAME=VALUE` lines, nothing else.
-pub fn dropin_settings(text: &str) -> Result<Vec<Setting>, Rejection> {
+pub(crate) fn dropin_settings(text: &str) -> Result<Vec<Setting>, Rejection> {
     let mut out = Vec::new();
     for line in text.lines() {
         if line.is_empty() || line.starts_with("# ") || line == "#" {

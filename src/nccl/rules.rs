@@ -24,10 +24,10 @@ pub struct Derived {
 }
 
 /// Everything a rule may look at.
-pub struct Facts<'a> {
-    pub snap: &'a NodeSnapshot,
-    pub rails: Option<u32>,
-    pub version: Option<NcclVersion>,
+pub(crate) struct Facts<'a> {
+    pub(crate) snap: &'a NodeSnapshot,
+    pub(crate) rails: Option<u32>,
+    pub(crate) version: Option<NcclVersion>,
     /// Every RDMA NIC (the path matrix's NIC columns), with its nearest GPU and class.
     rdma: Vec<RdmaNic<'a>>,
     /// The ports NCCL would use for GPU traffic left to itself (the guard's view).
@@ -41,7 +41,7 @@ struct RdmaNic<'a> {
 
 impl<'a> Facts<'a> {
     /// `classes`: the node's path classes (`graph::paths::path_classes`).
-    pub fn new(
+    pub(crate) fn new(
         snap: &'a NodeSnapshot,
         classes: &[Vec<PathClass>],
         rails: Option<u32>,
@@ -75,7 +75,7 @@ impl<'a> Facts<'a> {
     }
 
     /// The ports NCCL would use for GPU traffic left to itself ([`gpu_ports_with`]).
-    pub fn gpu_ports(&self) -> &[GpuPort] {
+    pub(crate) fn gpu_ports(&self) -> &[GpuPort] {
         &self.ports
     }
 
@@ -96,10 +96,10 @@ impl<'a> Facts<'a> {
 
 /// One rule's decision.
 #[derive(Default)]
-pub struct Outcome {
-    pub settings: Vec<Setting>,
-    pub left_out: Vec<String>,
-    pub wants_topology_file: bool,
+pub(crate) struct Outcome {
+    pub(crate) settings: Vec<Setting>,
+    pub(crate) left_out: Vec<String>,
+    pub(crate) wants_topology_file: bool,
 }
 
 impl Outcome {
@@ -123,10 +123,10 @@ impl Outcome {
 }
 
 /// One rule: what it sets (or why it sets nothing) for a node.
-pub type Rule = fn(&Facts) -> Outcome;
+pub(crate) type Rule = fn(&Facts) -> Outcome;
 
 /// Every rule, in the order they run.
-pub const RULES: &[(&str, Rule)] = &[
+pub(crate) const RULES: &[(&str, Rule)] = &[
     ("ib-hca", ib_hca),
     ("efa", efa),
     ("socket-ifname", socket_ifname),
@@ -375,7 +375,7 @@ pub fn derive(
 }
 
 /// [`derive`] on facts already gathered.
-pub fn derive_from(facts: &Facts, overrides: &BTreeMap<String, String>) -> Result<Derived, Rejection> {
+pub(crate) fn derive_from(facts: &Facts, overrides: &BTreeMap<String, String>) -> Result<Derived, Rejection> {
     let version = facts.version;
     let mut d = Derived {
         settings: Vec::new(),

@@ -1,12 +1,10 @@
-//! What topo-tune knows about NCCL's variables: syntax, valid values, defaults by version,
-//! and NCCL's own class ("system configuration" or "debugging", env.rst). Data, versioned
-//! with [`TABLE_VERSION`]; sources: research/nccl.md §1–4 (NVIDIA/nccl tags 2.18.1–2.30.7).
+//! What topo-tune knows about NCCL's variables: syntax, valid values, the first version that
+//! reads each, and NCCL's own class ("system configuration" or "debugging", env.rst); NCCL's
+//! defaults by version beside each entry. Sources: docs/references.md (NVIDIA/nccl tags
+//! 2.18.1–2.30.7).
 
 use crate::model::NcclVersion;
 use serde::Serialize;
-
-/// Bump when an entry changes meaning.
-pub const TABLE_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -42,313 +40,292 @@ pub struct Var {
     pub name: &'static str,
     pub class: Class,
     pub syntax: Syntax,
-    /// NCCL's default, as text, and from which version it holds (older defaults listed first).
-    pub defaults: &'static [(NcclVersion, &'static str)],
     /// First NCCL version that reads it.
     pub since: NcclVersion,
-    pub note: &'static str,
 }
 
 const V2_0: NcclVersion = NcclVersion(2, 0, 0);
 const LEVELS: &[&str] = &["LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "C2C", "P2C"];
 
-pub const VARS: &[Var] = &[
+pub(crate) const VARS: &[Var] = &[
+    // NCCL's default: unset from 2.0.
+    // RDMA devices to use; `=` makes names exact (mlx5_1 would also match mlx5_10..19)
     Var {
         name: "NCCL_IB_HCA",
         class: Class::System,
         syntax: Syntax::DeviceList,
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "RDMA devices to use; `=` makes names exact (mlx5_1 would also match mlx5_10..19)",
     },
+    // NCCL's default: unset from 2.0.
+    // bootstrap and socket interface; a wrong one fails every job at bootstrap
     Var {
         name: "NCCL_SOCKET_IFNAME",
         class: Class::System,
         syntax: Syntax::DeviceList,
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "bootstrap and socket interface; a wrong one fails every job at bootstrap",
     },
+    // NCCL's default: 2 from 2.0.
+    // 0 keeps each ring on one NIC (rail-optimised fabrics)
     Var {
         name: "NCCL_CROSS_NIC",
         class: Class::System,
         syntax: Syntax::OneOf(&["0", "1", "2"]),
-        defaults: &[(V2_0, "2")],
         since: V2_0,
-        note: "0 keeps each ring on one NIC (rail-optimised fabrics)",
     },
+    // NCCL's default: 0 from 2.0; -1 from 2.21.0.
+    // RoCE GID; -1 (2.21+) auto-selects RoCE v2
     Var {
         name: "NCCL_IB_GID_INDEX",
         class: Class::System,
         syntax: Syntax::Int(-1, 255),
-        defaults: &[(V2_0, "0"), (NcclVersion(2, 21, 0), "-1")],
         since: V2_0,
-        note: "RoCE GID; -1 (2.21+) auto-selects RoCE v2",
     },
+    // NCCL's default: 0 from 2.0; -1 from 2.26.0.
+    // traffic class; must match the fabric
     Var {
         name: "NCCL_IB_TC",
         class: Class::System,
         syntax: Syntax::Int(-1, 255),
-        defaults: &[(V2_0, "0"), (NcclVersion(2, 26, 0), "-1")],
         since: V2_0,
-        note: "traffic class; must match the fabric",
     },
+    // NCCL's default: 0 from 2.0; -1 from 2.26.0.
+    // service level; must match the fabric
     Var {
         name: "NCCL_IB_SL",
         class: Class::System,
         syntax: Syntax::Int(-1, 15),
-        defaults: &[(V2_0, "0"), (NcclVersion(2, 26, 0), "-1")],
         since: V2_0,
-        note: "service level; must match the fabric",
     },
+    // NCCL's default: unset from 2.22.3.
+    // traffic class of control messages
     Var {
         name: "NCCL_IB_FIFO_TC",
         class: Class::System,
         syntax: Syntax::Int(0, 255),
-        defaults: &[(NcclVersion(2, 22, 3), "")],
         since: NcclVersion(2, 22, 3),
-        note: "traffic class of control messages",
     },
+    // NCCL's default: 14 from 2.0; 18 from 2.14.0; 20 from 2.23.0.
+    // 4.096 µs × 2^value
     Var {
         name: "NCCL_IB_TIMEOUT",
         class: Class::System,
         syntax: Syntax::Int(0, 31),
-        defaults: &[
-            (V2_0, "14"),
-            (NcclVersion(2, 14, 0), "18"),
-            (NcclVersion(2, 23, 0), "20"),
-        ],
         since: V2_0,
-        note: "4.096 µs × 2^value",
     },
+    // NCCL's default: 7 from 2.0.
     Var {
         name: "NCCL_IB_RETRY_CNT",
         class: Class::System,
         syntax: Syntax::Int(0, 7),
-        defaults: &[(V2_0, "7")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: /var/run/nvidia-topologyd/virtualTopology.xml from 2.0.
+    // topology overlay; a malformed file fails every job
     Var {
         name: "NCCL_TOPO_FILE",
         class: Class::System,
         syntax: Syntax::Path,
-        defaults: &[(V2_0, "/var/run/nvidia-topologyd/virtualTopology.xml")],
         since: V2_0,
-        note: "topology overlay; a malformed file fails every job",
     },
+    // NCCL's default: unset from 2.0.
+    // a comma list only from 2.27
     Var {
         name: "NCCL_NET_PLUGIN",
         class: Class::System,
         syntax: Syntax::Name,
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "a comma list only from 2.27",
     },
+    // NCCL's default: unset from 2.19.0.
     Var {
         name: "NCCL_TUNER_PLUGIN",
         class: Class::System,
         syntax: Syntax::Name,
-        defaults: &[(NcclVersion(2, 19, 0), "")],
         since: NcclVersion(2, 19, 0),
-        note: "",
     },
+    // NCCL's default: 0 from 2.0.
+    // SHARP/CollNet plugin
     Var {
         name: "NCCL_COLLNET_ENABLE",
         class: Class::System,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "0")],
         since: V2_0,
-        note: "SHARP/CollNet plugin",
     },
+    // NCCL's default: -2 from 2.0.
+    // threads × sockets ≤ 64
     Var {
         name: "NCCL_SOCKET_NTHREADS",
         class: Class::System,
         syntax: Syntax::Int(1, 16),
-        defaults: &[(V2_0, "-2")],
         since: V2_0,
-        note: "threads × sockets ≤ 64",
     },
+    // NCCL's default: -2 from 2.0.
     Var {
         name: "NCCL_NSOCKS_PERTHREAD",
         class: Class::System,
         syntax: Syntax::Int(1, 64),
-        defaults: &[(V2_0, "-2")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 0 from 2.0.
+    // Azure sets 1 on NDv4/NDv5 with a topology file
     Var {
         name: "NCCL_IGNORE_CPU_AFFINITY",
         class: Class::System,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "0")],
         since: V2_0,
-        note: "Azure sets 1 on NDv4/NDv5 with a topology file",
     },
+    // NCCL's default: AUTO from 2.28.0.
+    // AUTO | MAX:N | ALL
     Var {
         name: "NCCL_NETDEVS_POLICY",
         class: Class::System,
         syntax: Syntax::Name,
-        defaults: &[(NcclVersion(2, 28, 0), "AUTO")],
         since: NcclVersion(2, 28, 0),
-        note: "AUTO | MAX:N | ALL",
     },
+    // NCCL's default: unset from 2.0.
+    // INFO fleet-wide floods logs
     Var {
         name: "NCCL_DEBUG",
         class: Class::System,
         syntax: Syntax::OneOf(&["VERSION", "WARN", "INFO", "ABORT", "TRACE"]),
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "INFO fleet-wide floods logs",
     },
+    // NCCL's default: INIT,BOOTSTRAP,ENV from 2.0.
     Var {
         name: "NCCL_DEBUG_SUBSYS",
         class: Class::System,
         syntax: Syntax::SubsysList,
-        defaults: &[(V2_0, "INIT,BOOTSTRAP,ENV")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: PXB from 2.0.
+    // GPUDirect RDMA distance
     Var {
         name: "NCCL_NET_GDR_LEVEL",
         class: Class::Debug,
         syntax: Syntax::Level,
-        defaults: &[(V2_0, "PXB")],
         since: NcclVersion(2, 4, 0),
-        note: "GPUDirect RDMA distance",
     },
+    // NCCL's default: -2 from 2.0.
     Var {
         name: "NCCL_NET_GDR_READ",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "-2")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: SYS from 2.0; PXB from 2.23.0.
     Var {
         name: "NCCL_P2P_LEVEL",
         class: Class::Debug,
         syntax: Syntax::Level,
-        defaults: &[(V2_0, "SYS"), (NcclVersion(2, 23, 0), "PXB")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 0 from 2.0.
     Var {
         name: "NCCL_P2P_DISABLE",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "0")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 0 from 2.0.
     Var {
         name: "NCCL_SHM_DISABLE",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "0")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 0 from 2.0.
     Var {
         name: "NCCL_IB_DISABLE",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "0")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: unset from 2.0.
+    // a bad token fails init from 2.24
     Var {
         name: "NCCL_ALGO",
         class: Class::Debug,
         syntax: Syntax::Name,
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "a bad token fails init from 2.24",
     },
+    // NCCL's default: unset from 2.0.
+    // LL128 where unsupported can corrupt data
     Var {
         name: "NCCL_PROTO",
         class: Class::Debug,
         syntax: Syntax::Name,
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "LL128 where unsupported can corrupt data",
     },
+    // NCCL's default: 512 from 2.0.
+    // multiple of 32
     Var {
         name: "NCCL_NTHREADS",
         class: Class::Debug,
         syntax: Syntax::Int(64, 512),
-        defaults: &[(V2_0, "512")],
         since: V2_0,
-        note: "multiple of 32",
     },
+    // NCCL's default: 4194304 from 2.0.
     Var {
         name: "NCCL_BUFFSIZE",
         class: Class::Debug,
         syntax: Syntax::Int(1, 1 << 30),
-        defaults: &[(V2_0, "4194304")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: unset from 2.0.
+    // deprecated in 2.17 for NCCL_MIN_CTAS
     Var {
         name: "NCCL_MIN_NCHANNELS",
         class: Class::Debug,
         syntax: Syntax::Int(1, 64),
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "deprecated in 2.17 for NCCL_MIN_CTAS",
     },
+    // NCCL's default: unset from 2.0.
+    // deprecated in 2.17 for NCCL_MAX_CTAS
     Var {
         name: "NCCL_MAX_NCHANNELS",
         class: Class::Debug,
         syntax: Syntax::Int(1, 64),
-        defaults: &[(V2_0, "")],
         since: V2_0,
-        note: "deprecated in 2.17 for NCCL_MAX_CTAS",
     },
+    // NCCL's default: 2 from 2.17.0.
     Var {
         name: "NCCL_NVLS_ENABLE",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1", "2"]),
-        defaults: &[(NcclVersion(2, 17, 0), "2")],
         since: NcclVersion(2, 17, 0),
-        note: "",
     },
+    // NCCL's default: 1 from 2.0.
     Var {
         name: "NCCL_IB_QPS_PER_CONNECTION",
         class: Class::Debug,
         syntax: Syntax::Int(1, 128),
-        defaults: &[(V2_0, "1")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 1 from 2.0; 0 from 2.20.0.
     Var {
         name: "NCCL_IB_SPLIT_DATA_ON_QPS",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "1"), (NcclVersion(2, 20, 0), "0")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: -2 from 2.0.
     Var {
         name: "NCCL_IB_ADAPTIVE_ROUTING",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1"]),
-        defaults: &[(V2_0, "-2")],
         since: V2_0,
-        note: "",
     },
+    // NCCL's default: 2 from 2.0.
+    // 1 fails where relaxed ordering is missing
     Var {
         name: "NCCL_IB_PCI_RELAXED_ORDERING",
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1", "2"]),
-        defaults: &[(V2_0, "2")],
         since: V2_0,
-        note: "1 fails where relaxed ordering is missing",
     },
 ];
 
 /// Names that must never be in a config file, with why.
-pub const REFUSED: &[(&str, &str)] = &[
+pub(crate) const REFUSED: &[(&str, &str)] = &[
     (
         "NCCL_GRAPH_FILE",
         "applies to every communicator: a job on a subset of GPUs fails init (NVIDIA/nccl#1008); emit it per job only",
@@ -367,17 +344,6 @@ pub fn lookup(name: &str) -> Option<&'static Var> {
     VARS.iter().find(|v| v.name == name)
 }
 
-impl Var {
-    /// NCCL's default for a version (`None`: unknown version, or not read by that version).
-    pub fn default_for(&self, version: NcclVersion) -> Option<&'static str> {
-        self.defaults
-            .iter()
-            .rev()
-            .find(|(since, _)| version >= *since)
-            .map(|(_, d)| *d)
-    }
-}
-
 /// Why a NAME=VALUE cannot go into an NCCL config file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{name}={value}: {reason}")]
@@ -388,7 +354,7 @@ pub struct Rejection {
 }
 
 /// Check one variable for a file read by NCCL `version` (when known).
-pub fn validate(name: &str, value: &str, version: Option<NcclVersion>) -> Result<&'static Var, Rejection> {
+pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) -> Result<&'static Var, Rejection> {
     let reject = |reason: String| Rejection {
         name: name.to_string(),
         value: value.to_string(),
@@ -492,7 +458,11 @@ pub fn validate(name: &str, value: &str, version: Option<NcclVersion>) -> Result
 /// What every node-wide file may hold, whoever asked for the setting (a rule, cluster.yaml's
 /// `nccl:`, a reviewed plan, a rollout record): a valid value for `version`, of NCCL's
 /// "system configuration" class, and not a value that belongs in one job's environment.
-pub fn check_node_wide(name: &str, value: &str, version: Option<NcclVersion>) -> Result<&'static Var, Rejection> {
+pub(crate) fn check_node_wide(
+    name: &str,
+    value: &str,
+    version: Option<NcclVersion>,
+) -> Result<&'static Var, Rejection> {
     let var = validate(name, value, version)?;
     let reject = |reason: &str| Rejection {
         name: name.to_string(),
@@ -570,13 +540,5 @@ mod tests {
             .contains("since 2.28"));
         assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 25, 0))).is_err());
         assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 26, 2))).is_ok());
-        assert_eq!(
-            lookup("NCCL_IB_GID_INDEX").unwrap().default_for(NcclVersion(2, 20, 5)),
-            Some("0")
-        );
-        assert_eq!(
-            lookup("NCCL_IB_GID_INDEX").unwrap().default_for(NcclVersion(2, 21, 5)),
-            Some("-1")
-        );
     }
 }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 /// Describe the machine: its snapshot.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Probe {}
+pub(crate) struct Probe {}
 
 impl Call for Probe {
     type Answer = NodeSnapshot;
@@ -44,19 +44,19 @@ impl Call for Probe {
 /// Probe, and say whether the NCCL files in place are settled (`init`'s probe): a repeat
 /// `init` whose plan gives a settled node the same files skips its write round trip.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Survey {
+pub(crate) struct Survey {
     /// cluster.yaml's `nccl_version`, for a node whose probe finds no NCCL (as the planner
     /// does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_nccl_version: Option<NcclVersion>,
+    pub(crate) cluster_nccl_version: Option<NcclVersion>,
 }
 
 /// A node's snapshot and, when its files are a fixed point, what they hold.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Surveyed {
-    pub snapshot: NodeSnapshot,
+pub(crate) struct Surveyed {
+    pub(crate) snapshot: NodeSnapshot,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settled: Option<Settled>,
+    pub(crate) settled: Option<Settled>,
 }
 
 impl Call for Survey {
@@ -86,7 +86,7 @@ impl Call for Survey {
 }
 
 /// The machine `env` describes.
-pub fn snapshot(env: &NodeEnv) -> Result<NodeSnapshot, probe::ProbeError> {
+pub(crate) fn snapshot(env: &NodeEnv) -> Result<NodeSnapshot, probe::ProbeError> {
     let target = match &env.hwloc_xml {
         Some(xml) => ProbeTarget::HwlocXml(xml.clone()),
         None => ProbeTarget::Machine {
@@ -101,13 +101,13 @@ pub fn snapshot(env: &NodeEnv) -> Result<NodeSnapshot, probe::ProbeError> {
 
 /// Write (or check) the NCCL files a plan gives this node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Write {
-    pub bundle: Bundle,
-    pub check: bool,
-    pub diff: bool,
+pub(crate) struct Write {
+    pub(crate) bundle: Bundle,
+    pub(crate) check: bool,
+    pub(crate) diff: bool,
     /// The run id to record (a rollout's wave); none: a fresh one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
 }
 
 fn write_failure(e: WriteError) -> Failure {
@@ -152,9 +152,9 @@ impl Call for Write {
 
 /// Undo the last recorded write (with `run_id`: only if it is that run).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Rollback {
+pub(crate) struct Rollback {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
 }
 
 impl Call for Rollback {
@@ -185,7 +185,7 @@ fn system_of(env: &NodeEnv) -> &'static dyn System {
     crate::irq::system::for_root(env.fsroot.as_deref())
 }
 
-pub fn irq_failure(e: &IrqError) -> Failure {
+pub(crate) fn irq_failure(e: &IrqError) -> Failure {
     let kind = match e {
         IrqError::NotRoot => FailureKind::NotRoot,
         IrqError::Probe(_) => FailureKind::ProbeFailed,
@@ -201,11 +201,11 @@ pub fn irq_failure(e: &IrqError) -> Failure {
 
 /// Pin mlx5 interrupts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IrqPin(pub PinRequest);
+pub(crate) struct IrqPin(pub(crate) PinRequest);
 
 impl IrqPin {
     /// Run on the machine `env` describes, with its side effects through `sys`.
-    pub fn run(&self, env: &NodeEnv, sys: &dyn System) -> Result<PinReport, IrqError> {
+    pub(crate) fn run(&self, env: &NodeEnv, sys: &dyn System) -> Result<PinReport, IrqError> {
         let fs = fs_of(env);
         let snap = snapshot(env)?;
         pin::pin(&fs, &snap, &self.0, sys)
@@ -227,18 +227,18 @@ impl Call for IrqPin {
 
 /// Check the host basics.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Doctor(pub DoctorRequest);
+pub(crate) struct Doctor(pub(crate) DoctorRequest);
 
 /// A node's checks, with the hostname it answered as.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DoctorReport {
-    pub hostname: String,
-    pub checks: Vec<Check>,
+pub(crate) struct DoctorReport {
+    pub(crate) hostname: String,
+    pub(crate) checks: Vec<Check>,
 }
 
 impl Doctor {
     /// Check the machine `env` describes.
-    pub fn run(&self, env: &NodeEnv) -> Result<DoctorReport, probe::ProbeError> {
+    pub(crate) fn run(&self, env: &NodeEnv) -> Result<DoctorReport, probe::ProbeError> {
         let snap = snapshot(env)?;
         Ok(DoctorReport {
             hostname: snap.hostname.clone(),
@@ -263,9 +263,9 @@ impl Call for Doctor {
 
 /// Stage a canary's candidate beside the live files (`apply`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Stage {
-    pub bundle: Bundle,
-    pub rollout: String,
+pub(crate) struct Stage {
+    pub(crate) bundle: Bundle,
+    pub(crate) rollout: String,
 }
 
 impl Call for Stage {
@@ -283,8 +283,8 @@ impl Call for Stage {
 
 /// Remove a rollout's staged candidate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Unstage {
-    pub rollout: String,
+pub(crate) struct Unstage {
+    pub(crate) rollout: String,
 }
 
 impl Call for Unstage {
@@ -302,7 +302,7 @@ impl Call for Unstage {
 
 /// What topo-tune wrote and staged on the node, and whether it still holds (`status`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct State {}
+pub(crate) struct State {}
 
 impl Call for State {
     type Answer = NodeState;
@@ -319,8 +319,8 @@ impl Call for State {
 
 /// Run the benchmark once, for one variant (on the wave's first node, or here).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Bench {
-    pub request: BenchRequest,
+pub(crate) struct Bench {
+    pub(crate) request: BenchRequest,
 }
 
 impl Call for Bench {

@@ -5,7 +5,7 @@
 //! simulated node answers from paper. The controller side runs calls on many nodes through
 //! the one fan-out in `transport::fanout`.
 
-pub mod calls;
+pub(crate) mod calls;
 mod watch;
 
 use crate::config::{Inventory, NodeSpec};
@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Version of the request/report layout; a node answering another version is refused.
-pub const PROTOCOL: u32 = 1;
+pub(crate) const PROTOCOL: u32 = 1;
 
 /// One kind of node-side work.
-pub trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+pub(crate) trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     type Answer: Serialize + DeserializeOwned + Send + 'static;
     /// The name on the command line (`topo-tune node KIND`).
     const KIND: &'static str;
@@ -46,13 +46,13 @@ pub trait Call: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
 
 /// What a node answers: its answer or why there is none, with the protocol it speaks.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct NodeReport<T> {
-    pub protocol: u32,
-    pub tool_version: String,
+pub(crate) struct NodeReport<T> {
+    pub(crate) protocol: u32,
+    pub(crate) tool_version: String,
     #[serde(default = "none", skip_serializing_if = "Option::is_none")]
-    pub ok: Option<T>,
+    pub(crate) ok: Option<T>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Failure>,
+    pub(crate) error: Option<Failure>,
 }
 
 fn none<T>() -> Option<T> {
@@ -97,7 +97,7 @@ impl<T> NodeReport<T> {
 
 /// Why `topo-tune node` could not even produce a report.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     #[error("reading the request on stdin: {0}")]
     Stdin(std::io::Error),
     #[error("the request on stdin is larger than {} MiB", ssh::MAX_ANSWER_BYTES >> 20)]
@@ -130,7 +130,7 @@ impl crate::exit::Classify for ServeError {
 
 /// The node side of a command: the request read from stdin (bounded), served while a watch
 /// on stdout ends the process should the controller go away.
-pub fn serve_stdin(kind: &str, env: &NodeEnv) -> Result<String, ServeError> {
+pub(crate) fn serve_stdin(kind: &str, env: &NodeEnv) -> Result<String, ServeError> {
     use std::io::Read;
     let mut input = Vec::new();
     std::io::stdin()
@@ -151,7 +151,7 @@ pub fn serve_stdin(kind: &str, env: &NodeEnv) -> Result<String, ServeError> {
 
 /// Serve one request on this node: parse it, run it, print the report. Only input that is
 /// not a request at all fails the command; everything else is in the report.
-pub fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, ServeError> {
+pub(crate) fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, ServeError> {
     match kind {
         calls::Probe::KIND => serve_one::<calls::Probe>(input, env),
         calls::Survey::KIND => serve_one::<calls::Survey>(input, env),
@@ -177,24 +177,24 @@ fn serve_one<C: Call>(input: &[u8], env: &NodeEnv) -> Result<String, ServeError>
 
 /// How a command reaches its nodes, resolved once from the flags and cluster.yaml.
 #[derive(Clone)]
-pub struct Reach {
-    pub fan: FanOutOptions,
-    pub connect_timeout: Duration,
-    pub command_timeout: Duration,
+pub(crate) struct Reach {
+    pub(crate) fan: FanOutOptions,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
     /// The binary deployed to ssh nodes (default: this one).
-    pub remote_binary: Option<PathBuf>,
+    pub(crate) remote_binary: Option<PathBuf>,
     /// Extra delay per simulated node (benchmarks of the fan-out itself).
-    pub simulated_latency: Duration,
-    pub progress: Progress,
+    pub(crate) simulated_latency: Duration,
+    pub(crate) progress: Progress,
     /// Cancelled when SIGINT/SIGTERM ends the run: work in this process (a benchmark) ends.
-    pub cancel: crate::runner::Cancel,
+    pub(crate) cancel: crate::runner::Cancel,
 }
 
 /// One node's call and where it runs.
-pub struct NodeJob<C> {
-    pub node: NodeSpec,
-    pub target: Target,
-    pub call: C,
+pub(crate) struct NodeJob<C> {
+    pub(crate) node: NodeSpec,
+    pub(crate) target: Target,
+    pub(crate) call: C,
 }
 
 /// Everything a node task needs, shared by all of them.
@@ -206,7 +206,7 @@ struct Shared {
 
 /// Why a run on the nodes gave no answers.
 #[derive(Debug)]
-pub enum RunError {
+pub(crate) enum RunError {
     /// Nothing could start (no runtime, no ssh context).
     Failed(Failure),
     /// SIGINT or SIGTERM arrived: every node task was cancelled, its ssh master shut down
@@ -216,7 +216,7 @@ pub enum RunError {
 
 /// Run each job's call where its target says, at most `reach.fan.forks` at once. SIGINT and
 /// SIGTERM end the run cleanly instead of killing the process with work in flight.
-pub fn run<C: Call>(
+pub(crate) fn run<C: Call>(
     inv: &Inventory,
     reach: &Reach,
     jobs: Vec<NodeJob<C>>,
@@ -418,7 +418,7 @@ fn parse_report<T: DeserializeOwned>(out: &[u8]) -> Result<T, Failure> {
 
 /// Where a call that writes files runs: under `DIR/<host>` with `--output-dir`, on this
 /// machine for `transport: local`, on the node for ssh, nowhere for a simulated node.
-pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Target {
+pub(crate) fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Target {
     use crate::config::TransportKind;
     match (output_dir, node.transport) {
         (Some(d), _) => match crate::model::files::host_dir(d, &node.host) {
@@ -435,7 +435,7 @@ pub fn write_target(node: &NodeSpec, output_dir: Option<&std::path::Path>) -> Ta
 }
 
 /// Where a call that reads the machine runs.
-pub fn machine_target(node: &NodeSpec) -> Target {
+pub(crate) fn machine_target(node: &NodeSpec) -> Target {
     write_target(node, None)
 }
 

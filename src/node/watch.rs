@@ -14,7 +14,7 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
-    pub fn start() -> Watcher {
+    pub(crate) fn start() -> Watcher {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -38,7 +38,7 @@ impl Watcher {
     }
 
     /// Stop watching (hwloc reads a `--fsroot` tree only while the process is one thread).
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.thread.join();
     }

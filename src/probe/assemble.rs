@@ -14,26 +14,26 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Everything sysfs/procfs said (absent for hwloc XML input).
 #[derive(Debug, Clone, Default)]
-pub struct SysView {
-    pub pci: HashMap<Bdf, PciFacts>,
-    pub rdma: Vec<RdmaFacts>,
-    pub netdevs: Vec<NetdevFacts>,
-    pub interrupts: Option<Result<Interrupts, crate::model::Refusal>>,
-    pub irq_affinity: HashMap<u32, super::sysfs::IrqFacts>,
+pub(crate) struct SysView {
+    pub(crate) pci: HashMap<Bdf, PciFacts>,
+    pub(crate) rdma: Vec<RdmaFacts>,
+    pub(crate) netdevs: Vec<NetdevFacts>,
+    pub(crate) interrupts: Option<Result<Interrupts, crate::model::Refusal>>,
+    pub(crate) irq_affinity: HashMap<u32, super::sysfs::IrqFacts>,
 }
 
-pub struct Gathered {
-    pub view: HwlocView,
-    pub sys: Option<SysView>,
-    pub driver: Result<DriverReport, DriverError>,
+pub(crate) struct Gathered {
+    pub(crate) view: HwlocView,
+    pub(crate) sys: Option<SysView>,
+    pub(crate) driver: Result<DriverReport, DriverError>,
     /// Whether the driver was asked at all (it is not for machines described by files).
-    pub driver_queried: bool,
-    pub source: SnapshotSource,
-    pub hostname: String,
-    pub kernel: Option<String>,
+    pub(crate) driver_queried: bool,
+    pub(crate) source: SnapshotSource,
+    pub(crate) hostname: String,
+    pub(crate) kernel: Option<String>,
 }
 
-pub fn assemble(g: Gathered) -> NodeSnapshot {
+pub(crate) fn assemble(g: Gathered) -> NodeSnapshot {
     let mut notes = Vec::new();
     let view = &g.view;
     let sys = g.sys.as_ref();
@@ -321,7 +321,7 @@ fn link_of(facts: Option<&PciFacts>, hwloc_gbps: f32) -> PcieLink {
 }
 
 /// One-direction GB/s per NVLink that NCCL assumes for this GPU generation.
-pub fn nvlink_gbps(cc: Option<(i32, i32)>) -> Option<f64> {
+pub(crate) fn nvlink_gbps(cc: Option<(i32, i32)>) -> Option<f64> {
     cc.and_then(|(major, minor)| crate::model::topo_h::nvlink_gbps(major, minor))
 }
 

@@ -12,22 +12,22 @@ use std::sync::Arc;
 
 /// The most any sysfs or procfs file may hold (`/proc/interrupts` of a 1,000-IRQ, 512-CPU
 /// machine is about 6 MB); a larger one is refused with this figure, not cut short.
-pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A root under which absolute kernel paths (`/sys/...`, `/proc/...`) are read.
 #[derive(Debug, Clone)]
-pub struct FsRoot {
+pub(crate) struct FsRoot {
     root: PathBuf,
     /// The root directory, opened once; `None` when it cannot be opened (every read fails).
     fd: Option<Arc<OwnedFd>>,
 }
 
 impl FsRoot {
-    pub fn live() -> Self {
+    pub(crate) fn live() -> Self {
         Self::new("/")
     }
 
-    pub fn new(root: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let fd = rustix::fs::open(
             &root,
@@ -40,18 +40,18 @@ impl FsRoot {
     }
 
     /// The directory this root stands for.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// Whether this is the running machine (`/`, however it was spelled).
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         std::fs::canonicalize(&self.root).is_ok_and(|p| p == Path::new("/"))
     }
 
     /// The real path of a kernel path such as `/sys/bus/pci/devices` (for messages, and for
     /// hwloc's own `HWLOC_FSROOT`).
-    pub fn path(&self, kernel_path: &str) -> PathBuf {
+    pub(crate) fn path(&self, kernel_path: &str) -> PathBuf {
         self.root.join(kernel_path.trim_start_matches('/'))
     }
 
@@ -81,12 +81,12 @@ impl FsRoot {
 
     /// Read a small text file; `None` when absent or unreadable (sysfs attributes may refuse
     /// reads, e.g. unpopulated GID types answer EINVAL).
-    pub fn read(&self, kernel_path: &str) -> Option<String> {
+    pub(crate) fn read(&self, kernel_path: &str) -> Option<String> {
         self.read_required(kernel_path).ok()
     }
 
     /// Read a file that must exist, with the error kept for the caller.
-    pub fn read_required(&self, kernel_path: &str) -> std::io::Result<String> {
+    pub(crate) fn read_required(&self, kernel_path: &str) -> std::io::Result<String> {
         let fd = self.open(kernel_path, OFlags::RDONLY | OFlags::NONBLOCK, ResolveFlags::IN_ROOT)?;
         let st = rustix::fs::fstat(&fd)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -104,7 +104,7 @@ impl FsRoot {
     }
 
     /// Read and trim; empty content counts as absent.
-    pub fn read_trimmed(&self, kernel_path: &str) -> Option<String> {
+    pub(crate) fn read_trimmed(&self, kernel_path: &str) -> Option<String> {
         self.read(kernel_path)
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
@@ -112,7 +112,7 @@ impl FsRoot {
 
     /// Replace the content of a file that exists (a `/proc` or `/sys` attribute). No link is
     /// followed on the way, and nothing is created.
-    pub fn write_existing(&self, kernel_path: &str, content: &str) -> std::io::Result<()> {
+    pub(crate) fn write_existing(&self, kernel_path: &str, content: &str) -> std::io::Result<()> {
         let fd = self.open(
             kernel_path,
             OFlags::WRONLY | OFlags::TRUNC | OFlags::NONBLOCK,
@@ -126,13 +126,13 @@ impl FsRoot {
     }
 
     /// The permission bits of a file (`None` when absent).
-    pub fn mode(&self, kernel_path: &str) -> Option<u32> {
+    pub(crate) fn mode(&self, kernel_path: &str) -> Option<u32> {
         let fd = self.open(kernel_path, OFlags::PATH, ResolveFlags::IN_ROOT).ok()?;
         rustix::fs::fstat(&fd).ok().map(|st| st.st_mode & 0o7777)
     }
 
     /// Entry names of a directory, sorted; empty when absent.
-    pub fn list(&self, kernel_path: &str) -> Vec<String> {
+    pub(crate) fn list(&self, kernel_path: &str) -> Vec<String> {
         let Ok(fd) = self.open(kernel_path, OFlags::RDONLY | OFlags::DIRECTORY, ResolveFlags::IN_ROOT) else {
             return Vec::new();
         };
@@ -148,14 +148,14 @@ impl FsRoot {
         names
     }
 
-    pub fn exists(&self, kernel_path: &str) -> bool {
+    pub(crate) fn exists(&self, kernel_path: &str) -> bool {
         self.open(kernel_path, OFlags::PATH, ResolveFlags::IN_ROOT).is_ok()
     }
 
     /// Resolve a sysfs symlink chain to a kernel path (`/sys/devices/...`), staying inside the
     /// root: the links in sysfs are relative, so a test tree resolves inside itself; a link
     /// that leads out of a tree resolves to nothing.
-    pub fn resolve(&self, kernel_path: &str) -> Option<String> {
+    pub(crate) fn resolve(&self, kernel_path: &str) -> Option<String> {
         let real = std::fs::canonicalize(self.path(kernel_path)).ok()?;
         let root = std::fs::canonicalize(&self.root).ok()?;
         let rel = real.strip_prefix(&root).ok()?;
@@ -171,7 +171,7 @@ impl FsRoot {
 
     /// Basename of a symlink's target (e.g. the driver of a PCI device), the link read where
     /// it lies inside the root.
-    pub fn link_name(&self, kernel_path: &str) -> Option<String> {
+    pub(crate) fn link_name(&self, kernel_path: &str) -> Option<String> {
         let (parent, name) = kernel_path.rsplit_once('/')?;
         let dir = self
             .open(parent, OFlags::PATH | OFlags::DIRECTORY, ResolveFlags::IN_ROOT)

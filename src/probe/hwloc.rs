@@ -16,7 +16,7 @@ use std::sync::Mutex;
 static HWLOC_IMPORT: Mutex<()> = Mutex::new(());
 
 #[derive(Debug, thiserror::Error)]
-pub enum HwlocError {
+pub(crate) enum HwlocError {
     #[error("hwloc could not read {path}: {reason}")]
     BadXml { path: String, reason: String },
     #[error("hwloc could not discover the topology: {0}")]
@@ -24,34 +24,34 @@ pub enum HwlocError {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct HwlocView {
-    pub hostname: Option<String>,
-    pub product: Option<String>,
-    pub architecture: Option<String>,
-    pub kernel: Option<String>,
-    pub cpu_model: Option<String>,
-    pub packages: u32,
-    pub cores: u32,
-    pub pus: u32,
-    pub cpus: CpuList,
-    pub numa_nodes: Vec<NumaNode>,
-    pub host_bridges: Vec<HwHostBridge>,
-    pub bridges: Vec<HwBridge>,
-    pub devices: Vec<HwPciDevice>,
+pub(crate) struct HwlocView {
+    pub(crate) hostname: Option<String>,
+    pub(crate) product: Option<String>,
+    pub(crate) architecture: Option<String>,
+    pub(crate) kernel: Option<String>,
+    pub(crate) cpu_model: Option<String>,
+    pub(crate) packages: u32,
+    pub(crate) cores: u32,
+    pub(crate) pus: u32,
+    pub(crate) cpus: CpuList,
+    pub(crate) numa_nodes: Vec<NumaNode>,
+    pub(crate) host_bridges: Vec<HwHostBridge>,
+    pub(crate) bridges: Vec<HwBridge>,
+    pub(crate) devices: Vec<HwPciDevice>,
 }
 
 /// Locality of an I/O object: the CPUs and NUMA nodes of its first non-I/O ancestor.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Locality {
-    pub cpus: CpuList,
-    pub nodes: Vec<u32>,
+pub(crate) struct Locality {
+    pub(crate) cpus: CpuList,
+    pub(crate) nodes: Vec<u32>,
     /// The ancestor is the whole machine: hwloc knows no closer locality (e.g. `numa_node = -1`).
-    pub whole_machine: bool,
+    pub(crate) whole_machine: bool,
 }
 
 impl Locality {
     /// A single NUMA node, claimed only when hwloc attached the object below the machine level.
-    pub fn numa_node(&self) -> Option<u32> {
+    pub(crate) fn numa_node(&self) -> Option<u32> {
         match self.nodes.as_slice() {
             [one] if !self.whole_machine => Some(*one),
             _ => None,
@@ -60,58 +60,58 @@ impl Locality {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct HwHostBridge {
-    pub id: String,
-    pub domain: u32,
-    pub first_bus: u8,
-    pub last_bus: u8,
-    pub locality: Locality,
+pub(crate) struct HwHostBridge {
+    pub(crate) id: String,
+    pub(crate) domain: u32,
+    pub(crate) first_bus: u8,
+    pub(crate) last_bus: u8,
+    pub(crate) locality: Locality,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct HwBridge {
-    pub bdf: Bdf,
-    pub parent: PciParent,
-    pub vendor: u16,
-    pub device: u16,
-    pub secondary_bus: u8,
-    pub subordinate_bus: u8,
-    pub link_gbps: f32,
+pub(crate) struct HwBridge {
+    pub(crate) bdf: Bdf,
+    pub(crate) parent: PciParent,
+    pub(crate) vendor: u16,
+    pub(crate) device: u16,
+    pub(crate) secondary_bus: u8,
+    pub(crate) subordinate_bus: u8,
+    pub(crate) link_gbps: f32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct HwPciDevice {
-    pub bdf: Bdf,
-    pub parent: PciParent,
-    pub host_bridge: String,
-    pub vendor: u16,
-    pub device: u16,
+pub(crate) struct HwPciDevice {
+    pub(crate) bdf: Bdf,
+    pub(crate) parent: PciParent,
+    pub(crate) host_bridge: String,
+    pub(crate) vendor: u16,
+    pub(crate) device: u16,
     /// Class as hwloc stores it: base class and subclass (`0x0302`).
-    pub class_id: u16,
-    pub revision: u8,
-    pub link_gbps: f32,
+    pub(crate) class_id: u16,
+    pub(crate) revision: u8,
+    pub(crate) link_gbps: f32,
     /// `PCIDevice` info (from pci.ids), e.g. `GH100 [H200 SXM 141GB]`.
-    pub name: Option<String>,
-    pub locality: Locality,
-    pub os_devices: Vec<HwOsDevice>,
+    pub(crate) name: Option<String>,
+    pub(crate) locality: Locality,
+    pub(crate) os_devices: Vec<HwOsDevice>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct HwOsDevice {
-    pub name: String,
-    pub kind: OsDevKind,
-    pub infos: Vec<(String, String)>,
+pub(crate) struct HwOsDevice {
+    pub(crate) name: String,
+    pub(crate) kind: OsDevKind,
+    pub(crate) infos: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OsDevKind {
+pub(crate) enum OsDevKind {
     Network,
     OpenFabrics,
     Other,
 }
 
 /// Discover the running machine, or the tree under `fsroot` when given.
-pub fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
+pub(crate) fn discover(fsroot: Option<&Path>) -> Result<HwlocView, HwlocError> {
     let topology = match fsroot {
         // The x86 backend reads CPUID of the machine we run on, which would leak into a
         // description of another machine.
@@ -154,7 +154,7 @@ fn threads_in_process() -> Option<u32> {
 }
 
 /// Load hwloc XML from memory; `origin` names it in errors.
-pub fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> {
+pub(crate) fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, HwlocError> {
     let bad = |reason: String| HwlocError::BadXml {
         path: origin.to_string(),
         reason,

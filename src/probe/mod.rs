@@ -1,13 +1,13 @@
 //! Reads one machine: hwloc for CPUs/NUMA/PCI, sysfs for links/NICs/IRQs, procfs for IRQ
 //! names, NVML for GPUs — and assembles the NodeSnapshot.
 
-pub mod assemble;
-pub mod fsroot;
-pub mod hwloc;
-pub mod nvml;
-pub mod procfs;
-pub mod sysfs;
-pub mod xml;
+pub(crate) mod assemble;
+pub(crate) mod fsroot;
+pub(crate) mod hwloc;
+pub(crate) mod nvml;
+pub(crate) mod procfs;
+pub(crate) mod sysfs;
+pub(crate) mod xml;
 
 use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
 use crate::model::Refusal;
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// What to probe.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     /// This machine (`fsroot = None`) or a `/sys` + `/proc` tree under a directory.
     Machine { fsroot: Option<PathBuf> },
     /// An hwloc XML export (an NCCL topology file is recognised and read too).
@@ -29,14 +29,14 @@ pub enum Target {
 }
 
 #[derive(Debug, Clone)]
-pub struct ProbeRequest {
-    pub target: Target,
+pub(crate) struct ProbeRequest {
+    pub(crate) target: Target,
     /// Recorded NVML answers to use instead of the driver (tests, replays).
-    pub nvml_fixture: Option<PathBuf>,
+    pub(crate) nvml_fixture: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     #[error("--fsroot {0}: no such directory")]
     FsrootMissing(String),
     #[error("--fsroot {path}: not a sysfs/procfs tree ({missing} is missing)")]
@@ -96,7 +96,7 @@ impl crate::exit::Classify for ProbeError {
     }
 }
 
-pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
+pub(crate) fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
     match &req.target {
         Target::HwlocXml(path) => probe_xml(path, req.nvml_fixture.as_deref()),
         Target::NcclTopo(path) => probe_nccl_topo(path),
@@ -107,7 +107,7 @@ pub fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
 /// A topology file from an artifact (a plan's class, a rollout record's candidate), before it
 /// is written as `NCCL_TOPO_FILE`: an NCCL topology (`<system>`) topo-tune reads back, no
 /// larger than the most it reads of one of its files.
-pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), Refusal> {
+pub(crate) fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), Refusal> {
     let limit = crate::model::files::FILE_LIMIT;
     if xml.len() as u64 > limit {
         return Err(Refusal(format!(
@@ -125,7 +125,11 @@ pub fn check_topology_artifact(xml: &str, origin: &str) -> Result<(), Refusal> {
 
 /// A machine described by a file: an hwloc export or an NCCL topology file, told apart by
 /// the root element (`hostname`: the name to give it; the file's own, or its stem, if none).
-pub fn snapshot_from_xml_text(text: &str, origin: &str, hostname: Option<&str>) -> Result<NodeSnapshot, ProbeError> {
+pub(crate) fn snapshot_from_xml_text(
+    text: &str,
+    origin: &str,
+    hostname: Option<&str>,
+) -> Result<NodeSnapshot, ProbeError> {
     use xml::XmlKind;
     let stem = || {
         Path::new(origin)
@@ -193,13 +197,13 @@ const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// From now on, import hwloc exports given as files in a child process: if hwloc's C code
 /// crashes on a crafted file, the child dies, not topo-tune (the CLI calls this; a library
 /// user keeps imports in-process).
-pub fn isolate_imports() {
+pub(crate) fn isolate_imports() {
     ISOLATE.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// A machine described by a file: an hwloc export (isolated, see [`isolate_imports`]) or an
 /// NCCL topology file.
-pub fn snapshot_of_file(path: &Path) -> Result<NodeSnapshot, ProbeError> {
+pub(crate) fn snapshot_of_file(path: &Path) -> Result<NodeSnapshot, ProbeError> {
     probe_xml(path, None)
 }
 
@@ -247,7 +251,7 @@ fn checked(snap: NodeSnapshot, origin: &str) -> Result<NodeSnapshot, ProbeError>
 /// `BIN --output json probe --from-hwloc-xml FILE` in a child marked as the importer: its
 /// envelope carries the snapshot, read back through the snapshot's own checks. A child that
 /// dies on a signal (hwloc crashed) or runs too long is a refusal of that file, not a crash.
-pub fn import_in_child(exe: &Path, path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+pub(crate) fn import_in_child(exe: &Path, path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     use std::process::{Command, Stdio};
     let refused = |reason: String| ProbeError::NotATopology {
         path: path.display().to_string(),
@@ -322,7 +326,7 @@ fn crash_for_tests(path: &Path) {
 fn crash_for_tests(_path: &Path) {}
 
 /// A snapshot from an hwloc XML view with no driver answers (simulated nodes).
-pub fn snapshot_from_hwloc_view(view: hwloc::HwlocView, origin: &str) -> NodeSnapshot {
+pub(crate) fn snapshot_from_hwloc_view(view: hwloc::HwlocView, origin: &str) -> NodeSnapshot {
     assemble_xml(view, origin, nvml::NoDriver.report(), false)
 }
 
@@ -440,5 +444,5 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
     }
     Ok(snap)
 }
-pub mod nccl_lib;
-pub mod nccl_topo;
+pub(crate) mod nccl_lib;
+pub(crate) mod nccl_topo;

@@ -5,7 +5,7 @@
 use crate::model::NcclVersion;
 
 /// NCCL's version code: `X*10000 + Y*100 + Z` from 2.9 on, `X*1000 + Y*100 + Z` before.
-pub fn decode(code: i32) -> Option<NcclVersion> {
+pub(crate) fn decode(code: i32) -> Option<NcclVersion> {
     let c = u32::try_from(code).ok()?;
     if c >= 10_000 {
         Some(NcclVersion(c / 10_000, (c % 10_000) / 100, c % 100))
@@ -16,7 +16,7 @@ pub fn decode(code: i32) -> Option<NcclVersion> {
     }
 }
 
-pub fn installed_version() -> Option<NcclVersion> {
+pub(crate) fn installed_version() -> Option<NcclVersion> {
     // SAFETY: loading NCCL runs its (side-effect free) initialisers; ncclGetVersion has the
     // C signature `ncclResult_t ncclGetVersion(int *version)` in every NCCL 2.x.
     unsafe {

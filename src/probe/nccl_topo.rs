@@ -34,9 +34,9 @@ impl From<&str> for Malformed {
 
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: not a usable NCCL topology file: {reason}")]
-pub struct NcclTopoError {
-    pub path: String,
-    pub reason: String,
+pub(crate) struct NcclTopoError {
+    pub(crate) path: String,
+    pub(crate) reason: String,
 }
 
 /// The most NVLinks one `<nvlink>` element may claim (a GPU has 18 at most today).
@@ -44,7 +44,7 @@ const MAX_LINK_COUNT: u32 = 64;
 /// Deeper than any real topology (a PCI tree is a dozen levels).
 const MAX_DEPTH: usize = 256;
 
-pub fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<NodeSnapshot, NcclTopoError> {
+pub(crate) fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> Result<NodeSnapshot, NcclTopoError> {
     let bad = |reason: String| NcclTopoError {
         path: origin.display().to_string(),
         reason,

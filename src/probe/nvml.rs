@@ -13,41 +13,41 @@ const NVLINK_MAX_LINKS: u32 = 18;
 
 /// What the driver says, shaped like NVML's own answers.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DriverReport {
-    pub driver_version: Option<String>,
-    pub gpus: Vec<DriverGpu>,
+pub(crate) struct DriverReport {
+    pub(crate) driver_version: Option<String>,
+    pub(crate) gpus: Vec<DriverGpu>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DriverGpu {
-    pub index: u32,
-    pub name: String,
-    pub uuid: Option<String>,
+pub(crate) struct DriverGpu {
+    pub(crate) index: u32,
+    pub(crate) name: String,
+    pub(crate) uuid: Option<String>,
     /// NVML's bus id (`00000000:00:06.0`).
-    pub bus_id: String,
+    pub(crate) bus_id: String,
     /// `nvmlDeviceGetNumaNodeId`: only Grace-class GPUs answer (their own memory node).
-    pub numa_node: Option<u32>,
-    pub pcie_current_gen: Option<u32>,
-    pub pcie_current_width: Option<u32>,
-    pub pcie_max_gen: Option<u32>,
-    pub pcie_max_width: Option<u32>,
+    pub(crate) numa_node: Option<u32>,
+    pub(crate) pcie_current_gen: Option<u32>,
+    pub(crate) pcie_current_width: Option<u32>,
+    pub(crate) pcie_max_gen: Option<u32>,
+    pub(crate) pcie_max_width: Option<u32>,
     /// `nvmlDeviceGetCpuAffinity`, as a CPU list.
-    pub cpu_affinity: Option<String>,
-    pub compute_capability: Option<(i32, i32)>,
-    pub nvlinks: Vec<DriverNvLink>,
+    pub(crate) cpu_affinity: Option<String>,
+    pub(crate) compute_capability: Option<(i32, i32)>,
+    pub(crate) nvlinks: Vec<DriverNvLink>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DriverNvLink {
-    pub link: u32,
-    pub active: bool,
-    pub version: Option<u32>,
-    pub remote_bus_id: Option<String>,
+pub(crate) struct DriverNvLink {
+    pub(crate) link: u32,
+    pub(crate) active: bool,
+    pub(crate) version: Option<u32>,
+    pub(crate) remote_bus_id: Option<String>,
 }
 
 /// Why the driver gave no answer. None of these is an error for the probe.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DriverError {
+pub(crate) enum DriverError {
     #[error("NVIDIA driver library not found ({0}); install the NVIDIA driver's NVML library (Debian/Ubuntu: libnvidia-ml1 or nvidia-utils-<version>)")]
     LibraryMissing(String),
     #[error("NVIDIA kernel driver is not loaded (NVML: {0})")]
@@ -58,22 +58,22 @@ pub enum DriverError {
     Fixture { path: String, reason: String },
 }
 
-pub trait GpuDriver {
+pub(crate) trait GpuDriver {
     fn report(&self) -> Result<DriverReport, DriverError>;
 }
 
 /// The real driver, through NVML.
-pub struct Nvml {
-    pub lib_path: Option<PathBuf>,
+pub(crate) struct Nvml {
+    pub(crate) lib_path: Option<PathBuf>,
 }
 
 /// A recorded answer (JSON of [`DriverReport`]), for machines this one cannot be.
-pub struct NvmlFixture {
-    pub path: PathBuf,
+pub(crate) struct NvmlFixture {
+    pub(crate) path: PathBuf,
 }
 
 /// No driver at all (used for `--fsroot` and hwloc XML: the GPUs there are not this machine's).
-pub struct NoDriver;
+pub(crate) struct NoDriver;
 
 impl GpuDriver for NoDriver {
     fn report(&self) -> Result<DriverReport, DriverError> {
@@ -169,7 +169,7 @@ fn cpu_words() -> usize {
 }
 
 /// NVML's affinity is an array of unsigned longs, lowest CPUs in word 0.
-pub fn affinity_words_to_list(words: &[std::os::raw::c_ulong]) -> CpuList {
+pub(crate) fn affinity_words_to_list(words: &[std::os::raw::c_ulong]) -> CpuList {
     let bits = std::mem::size_of::<std::os::raw::c_ulong>() * 8;
     CpuList::from_ids(words.iter().enumerate().flat_map(|(w, word)| {
         (0..bits)
@@ -178,13 +178,13 @@ pub fn affinity_words_to_list(words: &[std::os::raw::c_ulong]) -> CpuList {
     }))
 }
 
-pub fn parse_bus_id(bus_id: &str) -> Option<Bdf> {
+pub(crate) fn parse_bus_id(bus_id: &str) -> Option<Bdf> {
     bus_id.trim().parse().ok()
 }
 
 /// The driver to use for a probe: a fixture if given, none for file-described machines,
 /// else the real NVML.
-pub fn driver_for(fixture: Option<&Path>, describes_this_machine: bool) -> Box<dyn GpuDriver> {
+pub(crate) fn driver_for(fixture: Option<&Path>, describes_this_machine: bool) -> Box<dyn GpuDriver> {
     match fixture {
         Some(p) => Box::new(NvmlFixture { path: p.to_path_buf() }),
         None if describes_this_machine => Box::new(Nvml { lib_path: None }),

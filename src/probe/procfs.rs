@@ -4,23 +4,23 @@ use std::collections::BTreeMap;
 
 /// One numbered IRQ row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterruptRow {
-    pub irq: u32,
+pub(crate) struct InterruptRow {
+    pub(crate) irq: u32,
     /// Count per online CPU, in header order.
-    pub per_cpu: Vec<u64>,
+    pub(crate) per_cpu: Vec<u64>,
     /// Action name(s), e.g. `mlx5_comp3@pci:0000:81:00.0`; `None` when the row has none.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     /// CPU ids of the columns (online CPUs only).
-    pub cpus: Vec<u32>,
-    pub rows: BTreeMap<u32, InterruptRow>,
+    pub(crate) cpus: Vec<u32>,
+    pub(crate) rows: BTreeMap<u32, InterruptRow>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InterruptsError {
+pub(crate) enum InterruptsError {
     #[error("line 1: no `CPU0 CPU1 ...` header (empty or not /proc/interrupts)")]
     NoHeader,
     #[error("line {line}: IRQ {irq} has {found} of {expected} CPU counts (file truncated?)")]
@@ -47,7 +47,7 @@ const FLOW_SUFFIXES: [&str; 8] = [
 ];
 
 impl Interrupts {
-    pub fn parse(text: &str) -> Result<Self, InterruptsError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, InterruptsError> {
         let mut lines = text.lines().enumerate().skip_while(|(_, l)| l.trim().is_empty());
         let (_, header) = lines.next().ok_or(InterruptsError::NoHeader)?;
         let cpus: Vec<u32> = header

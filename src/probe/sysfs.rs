@@ -8,18 +8,18 @@ use crate::model::{CpuList, LinkLayer, Netdev, PcieLink, RdmaPort};
 
 /// What sysfs says about one PCI function.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PciFacts {
+pub(crate) struct PciFacts {
     /// `numa_node`: `None` for `-1` (firmware gave no proximity) or when absent.
-    pub numa_node: Option<u32>,
+    pub(crate) numa_node: Option<u32>,
     /// Raw `numa_node` text was `-1`.
-    pub numa_unknown: bool,
-    pub local_cpus: Option<CpuList>,
-    pub link: PcieLink,
-    pub driver: Option<String>,
-    pub msi_irqs: Vec<u32>,
+    pub(crate) numa_unknown: bool,
+    pub(crate) local_cpus: Option<CpuList>,
+    pub(crate) link: PcieLink,
+    pub(crate) driver: Option<String>,
+    pub(crate) msi_irqs: Vec<u32>,
 }
 
-pub fn pci_facts(fs: &FsRoot, bdf: Bdf) -> PciFacts {
+pub(crate) fn pci_facts(fs: &FsRoot, bdf: Bdf) -> PciFacts {
     let base = format!("/sys/bus/pci/devices/{bdf}");
     let numa_raw = fs.read_trimmed(&format!("{base}/numa_node"));
     let numa_node = numa_raw
@@ -64,7 +64,7 @@ pub fn pci_facts(fs: &FsRoot, bdf: Bdf) -> PciFacts {
 /// The PCI function a class device (`/sys/class/net/eth0`, `/sys/class/infiniband/mlx5_0`)
 /// belongs to: the deepest `DDDD:BB:DD.F` component of its resolved sysfs path. `None` for
 /// virtual devices (`/sys/devices/virtual/...`).
-pub fn owning_pci_function(fs: &FsRoot, class_path: &str) -> Option<Bdf> {
+pub(crate) fn owning_pci_function(fs: &FsRoot, class_path: &str) -> Option<Bdf> {
     let real = fs.resolve(class_path)?;
     real.split('/').rev().find_map(|part| {
         // Only full 4-digit-domain names: `pci0000:00` (a root bus) does not parse as a BDF.
@@ -74,13 +74,13 @@ pub fn owning_pci_function(fs: &FsRoot, class_path: &str) -> Option<Bdf> {
 
 /// An RDMA device as `/sys/class/infiniband/<dev>` shows it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RdmaFacts {
-    pub device: String,
-    pub bdf: Option<Bdf>,
-    pub ports: Vec<RdmaPort>,
+pub(crate) struct RdmaFacts {
+    pub(crate) device: String,
+    pub(crate) bdf: Option<Bdf>,
+    pub(crate) ports: Vec<RdmaPort>,
 }
 
-pub fn rdma_devices(fs: &FsRoot) -> Vec<RdmaFacts> {
+pub(crate) fn rdma_devices(fs: &FsRoot) -> Vec<RdmaFacts> {
     fs.list("/sys/class/infiniband")
         .into_iter()
         .map(|dev| {
@@ -155,12 +155,12 @@ fn rdma_port(fs: &FsRoot, base: &str, port: u32) -> RdmaPort {
 
 /// A netdev with a PCI function behind it; virtual ones (`lo`, bridges, ifb) are skipped.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NetdevFacts {
-    pub netdev: Netdev,
-    pub bdf: Bdf,
+pub(crate) struct NetdevFacts {
+    pub(crate) netdev: Netdev,
+    pub(crate) bdf: Bdf,
 }
 
-pub fn pci_netdevs(fs: &FsRoot) -> Vec<NetdevFacts> {
+pub(crate) fn pci_netdevs(fs: &FsRoot) -> Vec<NetdevFacts> {
     fs.list("/sys/class/net")
         .into_iter()
         .filter_map(|name| {
@@ -187,16 +187,16 @@ pub fn pci_netdevs(fs: &FsRoot) -> Vec<NetdevFacts> {
 
 /// What `/proc/irq/N/` and `/sys/kernel/irq/N/` say about one interrupt.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct IrqFacts {
-    pub affinity: Option<CpuList>,
-    pub effective: Option<CpuList>,
+pub(crate) struct IrqFacts {
+    pub(crate) affinity: Option<CpuList>,
+    pub(crate) effective: Option<CpuList>,
     /// `affinity_hint` (a hex mask; all zeros means no hint).
-    pub hint: Option<CpuList>,
+    pub(crate) hint: Option<CpuList>,
     /// `/sys/kernel/irq/N/actions` (comma-separated action names), a fallback for names.
-    pub actions: Option<String>,
+    pub(crate) actions: Option<String>,
 }
 
-pub fn irq_facts(fs: &FsRoot, irq: u32) -> IrqFacts {
+pub(crate) fn irq_facts(fs: &FsRoot, irq: u32) -> IrqFacts {
     let read = |f: &str| {
         fs.read(&format!("/proc/irq/{irq}/{f}"))
             .and_then(|s| CpuList::parse(&s).ok())

@@ -4,7 +4,7 @@
 
 /// What an XML file holds, by its root element.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum XmlKind {
+pub(crate) enum XmlKind {
     /// `<topology>`: an hwloc export.
     Hwloc,
     /// `<system>`: an NCCL topology file.
@@ -15,7 +15,7 @@ pub enum XmlKind {
 }
 
 /// The name of the first element, skipping the declaration, comments and doctype.
-pub fn kind_of(text: &str) -> XmlKind {
+pub(crate) fn kind_of(text: &str) -> XmlKind {
     let mut rest = text;
     while let Some(i) = rest.find('<') {
         rest = &rest[i + 1..];
@@ -43,7 +43,7 @@ pub fn kind_of(text: &str) -> XmlKind {
 
 /// How deep elements nest, by a linear scan that stops past `limit` — before any parser
 /// recurses into the document (a few thousand levels overflow a recursive parser's stack).
-pub fn nesting_exceeds(text: &str, limit: usize) -> bool {
+pub(crate) fn nesting_exceeds(text: &str, limit: usize) -> bool {
     let b = text.as_bytes();
     let (mut depth, mut i) = (0usize, 0usize);
     while i < b.len() {

@@ -9,23 +9,23 @@ use serde::Serialize;
 
 /// One node's row of `apply`.
 #[derive(Debug, Default, Serialize)]
-pub struct ApplyDetail {
+pub(crate) struct ApplyDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wave: Option<usize>,
+    pub(crate) wave: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wave_name: Option<String>,
+    pub(crate) wave_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Phase>,
+    pub(crate) phase: Option<Phase>,
     /// The run the promotion recorded on this node (what `rollback` undoes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ApplyPayload {
+pub(crate) struct ApplyPayload {
     /// The whole record: options, waves, every round's figures, every decision.
-    pub rollout: Rollout,
-    pub state_file: String,
+    pub(crate) rollout: Rollout,
+    pub(crate) state_file: String,
 }
 
 fn change(c: &Change) -> String {
@@ -38,7 +38,7 @@ fn change(c: &Change) -> String {
 }
 
 /// Bytes as nccl-tests users read them: 8 B, 64 KiB, 4 GiB.
-pub fn size(b: u64) -> String {
+pub(crate) fn size(b: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (u, name) in UNITS {
         if b >= u && b.is_multiple_of(u) {
@@ -48,7 +48,7 @@ pub fn size(b: u64) -> String {
     format!("{b} B")
 }
 
-pub fn verdict_table(v: &Verdict) -> String {
+pub(crate) fn verdict_table(v: &Verdict) -> String {
     let bw = match v.metric {
         Metric::Busbw => "busbw",
         Metric::Algbw => "algbw",
@@ -95,7 +95,7 @@ pub fn verdict_table(v: &Verdict) -> String {
     out
 }
 
-pub fn render_apply<N: Serialize>(e: &Envelope<ApplyPayload, N>) -> String {
+pub(crate) fn render_apply<N: Serialize>(e: &Envelope<ApplyPayload, N>) -> String {
     let r = &e.payload.rollout;
     let mut out = String::new();
     for (i, w) in r.waves.iter().enumerate() {

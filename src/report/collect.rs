@@ -16,7 +16,7 @@ fn status_text(s: NodeStatus) -> &'static str {
     }
 }
 
-pub fn render_collect(e: &Envelope<CollectPayload, CollectDetail>) -> String {
+pub(crate) fn render_collect(e: &Envelope<CollectPayload, CollectDetail>) -> String {
     let mut t = table(&["Host", "Via", "Status", "Time", "Binary", "Detail"]);
     for r in &e.nodes {
         let d = &r.detail;
@@ -45,7 +45,7 @@ pub fn render_collect(e: &Envelope<CollectPayload, CollectDetail>) -> String {
     format!("{t}\n{}\n", e.msg)
 }
 
-pub fn render_list(e: &Envelope<CollectPayload, CollectDetail>) -> String {
+pub(crate) fn render_list(e: &Envelope<CollectPayload, CollectDetail>) -> String {
     let mut t = table(&["Host", "Via", "Declared at", "Labels"]);
     for r in &e.nodes {
         let d = &r.detail;
@@ -62,26 +62,26 @@ pub fn render_list(e: &Envelope<CollectPayload, CollectDetail>) -> String {
 
 /// One node's row of `init --collect-only` (and `--dry-run`).
 #[derive(Debug, Default, Serialize)]
-pub struct CollectDetail {
-    pub transport: &'static str,
+pub(crate) struct CollectDetail {
+    pub(crate) transport: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
+    pub(crate) duration_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub attempts: Option<u32>,
+    pub(crate) attempts: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deploy: Option<Deploy>,
+    pub(crate) deploy: Option<Deploy>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
+    pub(crate) snapshot: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub declared_at: Option<String>,
+    pub(crate) declared_at: Option<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct CollectPayload {
+pub(crate) struct CollectPayload {
     /// `init --list`: nothing was contacted.
-    pub list: bool,
-    pub output_dir: Option<String>,
-    pub summary: Summary,
+    pub(crate) list: bool,
+    pub(crate) output_dir: Option<String>,
+    pub(crate) summary: Summary,
 }

@@ -13,58 +13,58 @@ use std::fmt::Write as _;
 
 /// What the planner predicts for the swept nodes.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Prediction {
-    pub busbw_gbps: f64,
-    pub latency_us: f64,
+pub(crate) struct Prediction {
+    pub(crate) busbw_gbps: f64,
+    pub(crate) latency_us: f64,
 }
 
 #[derive(Debug, Serialize)]
-pub struct DiagnosePayload {
+pub(crate) struct DiagnosePayload {
     /// Ranks the sweep ran, as nccl-tests reports them.
-    pub ranks: u32,
+    pub(crate) ranks: u32,
     /// Nodes × GPUs per node: what the sweep should have run.
-    pub expected_ranks: u32,
-    pub sizes: Vec<SizeFigures>,
-    pub findings: Findings,
-    pub predicted: Prediction,
-    pub ceiling_fraction: f64,
-    pub below_ceiling: bool,
+    pub(crate) expected_ranks: u32,
+    pub(crate) sizes: Vec<SizeFigures>,
+    pub(crate) findings: Findings,
+    pub(crate) predicted: Prediction,
+    pub(crate) ceiling_fraction: f64,
+    pub(crate) below_ceiling: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub localisation: Option<Localisation>,
+    pub(crate) localisation: Option<Localisation>,
 }
 
 /// The localisation steps' runs and what they found, what doctor says, the final table.
 #[derive(Debug, Serialize)]
-pub struct Localisation {
-    pub budget: BudgetUse,
+pub(crate) struct Localisation {
+    pub(crate) budget: BudgetUse,
     /// Each node alone with its GPUs (no network), all at once.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub interiors: Option<Interiors>,
+    pub(crate) interiors: Option<Interiors>,
     /// The bisection of the node set (groups, then pairs, then re-pairs).
-    pub rounds: Vec<Round>,
+    pub(crate) rounds: Vec<Round>,
     /// The node the bisection named.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<Suspect>,
+    pub(crate) suspect: Option<Suspect>,
     /// sendrecv_perf between each pair of ring neighbours.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub edges: Option<Edges>,
+    pub(crate) edges: Option<Edges>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rails: Option<Rails>,
+    pub(crate) rails: Option<Rails>,
     /// Steps not run, and why.
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
     /// What doctor says on each suspect node.
-    pub doctor: Vec<DoctorOn>,
-    pub verdicts: Vec<Verdict>,
+    pub(crate) doctor: Vec<DoctorOn>,
+    pub(crate) verdicts: Vec<Verdict>,
 }
 
 impl Localisation {
     /// Whether any step ran runs to compare (on one GPU of one node, none can).
-    pub fn compared(&self) -> bool {
+    pub(crate) fn compared(&self) -> bool {
         self.interiors.is_some() || !self.rounds.is_empty() || self.edges.is_some() || self.rails.is_some()
     }
 
     /// What an empty verdict table means: nothing stood out, or nothing was compared.
-    pub fn no_verdict(&self) -> &'static str {
+    pub(crate) fn no_verdict(&self) -> &'static str {
         if self.compared() {
             "no outlier: no node, NIC, link or rail is slower than its peers"
         } else {
@@ -75,83 +75,83 @@ impl Localisation {
 
 /// `--budget` and what the runs took.
 #[derive(Debug, Serialize)]
-pub struct BudgetUse {
+pub(crate) struct BudgetUse {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_s: Option<u64>,
+    pub(crate) limit_s: Option<u64>,
     /// Seconds from the sweep's start to the last run's end.
-    pub spent_s: f64,
+    pub(crate) spent_s: f64,
     /// The step the budget cut short (nothing after it ran).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped_at: Option<String>,
+    pub(crate) stopped_at: Option<String>,
 }
 
 /// The intra-node-only round: one run per node with its GPUs.
 #[derive(Debug, Serialize)]
-pub struct Interiors {
-    pub gpus: u32,
+pub(crate) struct Interiors {
+    pub(crate) gpus: u32,
     /// The round number, the sweep being round 1.
-    pub round: usize,
-    pub figures: Round,
+    pub(crate) round: usize,
+    pub(crate) figures: Round,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slow: Option<Suspect>,
+    pub(crate) slow: Option<Suspect>,
 }
 
 /// The ring-neighbour runs: one figure per ring edge.
 #[derive(Debug, Serialize)]
-pub struct Edges {
+pub(crate) struct Edges {
     /// The round that completed them.
-    pub round: usize,
-    pub edges: Vec<EdgeFigure>,
-    pub median: f64,
+    pub(crate) round: usize,
+    pub(crate) edges: Vec<EdgeFigure>,
+    pub(crate) median: f64,
     /// Indices of the edges judged slow.
-    pub low: Vec<usize>,
+    pub(crate) low: Vec<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub blame: Option<EdgeBlame>,
+    pub(crate) blame: Option<EdgeBlame>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct EdgeFigure {
-    pub a: String,
-    pub b: String,
-    pub busbw: Option<f64>,
+pub(crate) struct EdgeFigure {
+    pub(crate) a: String,
+    pub(crate) b: String,
+    pub(crate) busbw: Option<f64>,
 }
 
 /// One run per rail (one GPU per node, every node), all at once.
 #[derive(Debug, Serialize)]
-pub struct Rails {
-    pub round: usize,
-    pub busbw: Vec<Option<f64>>,
-    pub median: f64,
+pub(crate) struct Rails {
+    pub(crate) round: usize,
+    pub(crate) busbw: Vec<Option<f64>>,
+    pub(crate) median: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slow: Option<u32>,
+    pub(crate) slow: Option<u32>,
     /// The bisection of the node set on the slow rail alone.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nic: Option<NicSearch>,
+    pub(crate) nic: Option<NicSearch>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct NicSearch {
-    pub rail: u32,
-    pub rounds: Vec<Round>,
+pub(crate) struct NicSearch {
+    pub(crate) rail: u32,
+    pub(crate) rounds: Vec<Round>,
     /// The node whose NIC on that rail is slow, and the round that named it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspect: Option<Suspect>,
-    pub round: usize,
+    pub(crate) suspect: Option<Suspect>,
+    pub(crate) round: usize,
 }
 
 /// doctor's failing and warning checks on one suspect, or why it could not check.
 #[derive(Debug, Serialize)]
-pub struct DoctorOn {
-    pub host: String,
-    pub checks: Vec<Check>,
+pub(crate) struct DoctorOn {
+    pub(crate) host: String,
+    pub(crate) checks: Vec<Check>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// What a verdict accuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SuspectKind {
+pub(crate) enum SuspectKind {
     /// A node's network side: every run across nodes with it is slow.
     Node,
     /// A node's inside (NVLink, PCIe): slow even alone.
@@ -165,7 +165,7 @@ pub enum SuspectKind {
 }
 
 impl SuspectKind {
-    pub fn words(self) -> &'static str {
+    pub(crate) fn words(self) -> &'static str {
         match self {
             SuspectKind::Node => "the slow node",
             SuspectKind::NodeInside => "the slow inside of a node",
@@ -178,17 +178,17 @@ impl SuspectKind {
 
 /// One line of the final table.
 #[derive(Debug, Serialize)]
-pub struct Verdict {
-    pub kind: SuspectKind,
-    pub suspect: String,
+pub(crate) struct Verdict {
+    pub(crate) kind: SuspectKind,
+    pub(crate) suspect: String,
     /// The round that named it, the sweep being round 1.
-    pub round: usize,
-    pub evidence: String,
-    pub cause: String,
-    pub fix: String,
+    pub(crate) round: usize,
+    pub(crate) evidence: String,
+    pub(crate) cause: String,
+    pub(crate) fix: String,
 }
 
-pub fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
+pub(crate) fn render(e: &Envelope<DiagnosePayload, NoDetail>) -> String {
     let p = &e.payload;
     let mut t = table(&["Size", "Time us", "busbw GB/s", "P99 us"]);
     for r in &p.sizes {

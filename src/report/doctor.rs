@@ -8,7 +8,7 @@ use crate::irq::doctor::Status;
 use crate::node::calls::DoctorReport;
 use serde::Serialize;
 
-pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
+pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
     let mut t = table(&["Host", "Check", "Status", "Detail", "Fix"]);
     for r in &e.nodes {
         if let Some(f) = &r.error {
@@ -53,8 +53,8 @@ pub fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
 
 /// One node's checks.
 #[derive(Debug, Clone, Serialize)]
-pub struct DoctorDetail {
-    pub checks: Vec<Check>,
+pub(crate) struct DoctorDetail {
+    pub(crate) checks: Vec<Check>,
 }
 
 impl From<&DoctorReport> for DoctorDetail {
@@ -66,9 +66,9 @@ impl From<&DoctorReport> for DoctorDetail {
 }
 
 #[derive(Serialize)]
-pub struct DoctorPayload {
-    pub summary: Summary,
+pub(crate) struct DoctorPayload {
+    pub(crate) summary: Summary,
     /// Where `--textfile` wrote the metrics.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub textfile: Option<String>,
+    pub(crate) textfile: Option<String>,
 }

@@ -7,20 +7,20 @@ use crate::model::{Failure, NodeOutcome};
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
-pub struct Envelope<P: Serialize, N: Serialize> {
-    pub command: &'static str,
-    pub changed: bool,
-    pub failed: bool,
-    pub msg: String,
-    pub exit_code: crate::exit::ExitCode,
-    pub nodes: Vec<NodeRow<N>>,
+pub(crate) struct Envelope<P: Serialize, N: Serialize> {
+    pub(crate) command: &'static str,
+    pub(crate) changed: bool,
+    pub(crate) failed: bool,
+    pub(crate) msg: String,
+    pub(crate) exit_code: crate::exit::ExitCode,
+    pub(crate) nodes: Vec<NodeRow<N>>,
     #[serde(flatten)]
-    pub payload: P,
+    pub(crate) payload: P,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NodeStatus {
+pub(crate) enum NodeStatus {
     Ok,
     Failed,
     /// Not acted on, with the reason in `error` (a simulated node, `--max-fail` spent).
@@ -30,18 +30,18 @@ pub enum NodeStatus {
 }
 
 #[derive(Debug, Serialize)]
-pub struct NodeRow<N: Serialize> {
-    pub host: String,
-    pub status: NodeStatus,
-    pub changed: bool,
+pub(crate) struct NodeRow<N: Serialize> {
+    pub(crate) host: String,
+    pub(crate) status: NodeStatus,
+    pub(crate) changed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<Failure>,
+    pub(crate) error: Option<Failure>,
     #[serde(flatten)]
-    pub detail: N,
+    pub(crate) detail: N,
 }
 
 impl<N: Serialize> NodeRow<N> {
-    pub fn ok(host: &str, changed: bool, detail: N) -> Self {
+    pub(crate) fn ok(host: &str, changed: bool, detail: N) -> Self {
         NodeRow {
             host: host.to_string(),
             status: NodeStatus::Ok,
@@ -52,7 +52,7 @@ impl<N: Serialize> NodeRow<N> {
     }
 
     /// A failed (or, for skip-kinds, skipped) node.
-    pub fn failed(host: &str, error: Failure, detail: N) -> Self {
+    pub(crate) fn failed(host: &str, error: Failure, detail: N) -> Self {
         use crate::model::FailureKind;
         let status = match error.kind {
             FailureKind::Skipped | FailureKind::Simulated => NodeStatus::Skipped,
@@ -69,7 +69,11 @@ impl<N: Serialize> NodeRow<N> {
 
     /// A row from a node's outcome: its answer becomes `detail` (and says whether it changed
     /// anything), a failure becomes `error` with `detail` from `empty`.
-    pub fn from_outcome<T>(o: &NodeOutcome<T>, ok: impl FnOnce(&T) -> (bool, N), empty: impl FnOnce() -> N) -> Self {
+    pub(crate) fn from_outcome<T>(
+        o: &NodeOutcome<T>,
+        ok: impl FnOnce(&T) -> (bool, N),
+        empty: impl FnOnce() -> N,
+    ) -> Self {
         match &o.result {
             Ok(a) => {
                 let (changed, detail) = ok(a);
@@ -82,34 +86,34 @@ impl<N: Serialize> NodeRow<N> {
 
 /// Node rows with nothing of their own.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct NoDetail {}
+pub(crate) struct NoDetail {}
 
 /// The top-level error, in the same envelope (also for usage errors under `--output json`).
 #[derive(Debug, Serialize)]
-pub struct ErrorPayload {
-    pub error: ErrorDetail,
+pub(crate) struct ErrorPayload {
+    pub(crate) error: ErrorDetail,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ErrorDetail {
-    pub kind: &'static str,
-    pub message: String,
+pub(crate) struct ErrorDetail {
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
 }
 
 /// Counts of a fan-out, for messages and summaries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Summary {
-    pub nodes: usize,
-    pub ok: usize,
-    pub failed: usize,
-    pub skipped: usize,
-    pub changed: usize,
+pub(crate) struct Summary {
+    pub(crate) nodes: usize,
+    pub(crate) ok: usize,
+    pub(crate) failed: usize,
+    pub(crate) skipped: usize,
+    pub(crate) changed: usize,
 }
 
 impl Summary {
-    pub fn of<N: Serialize>(rows: &[NodeRow<N>]) -> Summary {
+    pub(crate) fn of<N: Serialize>(rows: &[NodeRow<N>]) -> Summary {
         let count = |s: NodeStatus| rows.iter().filter(|r| r.status == s).count();
         Summary {
             nodes: rows.len(),
@@ -121,13 +125,13 @@ impl Summary {
     }
 
     /// 8 when no node succeeded, 4 when some did not, `None` when all did.
-    pub fn failure_exit(&self) -> Option<crate::exit::ExitCode> {
+    pub(crate) fn failure_exit(&self) -> Option<crate::exit::ExitCode> {
         crate::exit::for_nodes(self.nodes, self.ok)
     }
 
     /// The same, where a node that exists only on paper is not one to act on (`doctor`,
     /// `irq-pin`: nothing to check or pin there, so it is neither a success nor a failure).
-    pub fn failure_exit_beside_paper<N: Serialize>(&self, rows: &[NodeRow<N>]) -> Option<crate::exit::ExitCode> {
+    pub(crate) fn failure_exit_beside_paper<N: Serialize>(&self, rows: &[NodeRow<N>]) -> Option<crate::exit::ExitCode> {
         let paper = rows.iter().filter(|r| r.on_paper()).count();
         crate::exit::for_nodes(self.nodes - paper, self.ok)
     }
@@ -135,7 +139,7 @@ impl Summary {
 
 impl<N: Serialize> NodeRow<N> {
     /// Skipped because the node is simulated.
-    pub fn on_paper(&self) -> bool {
+    pub(crate) fn on_paper(&self) -> bool {
         self.error
             .as_ref()
             .is_some_and(|e| e.kind == crate::model::FailureKind::Simulated)
@@ -144,6 +148,6 @@ impl<N: Serialize> NodeRow<N> {
 
 /// Pretty JSON with a final newline; a value that cannot be serialised is an error, never an
 /// empty document.
-pub fn to_json<T: Serialize>(value: &T) -> Result<String, serde_json::Error> {
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(value).map(|t| t + "\n")
 }

@@ -7,7 +7,7 @@ use crate::irq::pin::PinReport;
 use crate::irq::{IrqPlan, PinAction};
 use serde::Serialize;
 
-pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
+pub(crate) fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
     let mut t = table(&[
         "Host", "IRQ", "NIC", "Name", "Class", "Current", "Target", "Action", "Why",
     ]);
@@ -53,10 +53,10 @@ pub fn render_pin(e: &Envelope<PinPayload, Option<PinDetail>>) -> String {
 
 /// One node's pins (its `changed` is the row's).
 #[derive(Debug, Clone, Serialize)]
-pub struct PinDetail {
-    pub msg: String,
-    pub notes: Vec<String>,
-    pub plan: IrqPlan,
+pub(crate) struct PinDetail {
+    pub(crate) msg: String,
+    pub(crate) notes: Vec<String>,
+    pub(crate) plan: IrqPlan,
 }
 
 impl From<&PinReport> for PinDetail {
@@ -70,18 +70,18 @@ impl From<&PinReport> for PinDetail {
 }
 
 impl PinDetail {
-    pub fn failed(&self) -> usize {
+    pub(crate) fn failed(&self) -> usize {
         self.plan.pins.iter().filter(|p| p.action == PinAction::Failed).count()
     }
 
     /// Some interrupt is (or, in a dry run, would be) moved.
-    pub fn would_move(&self) -> bool {
+    pub(crate) fn would_move(&self) -> bool {
         self.plan.pins.iter().any(|p| p.action == PinAction::Set)
     }
 }
 
 #[derive(Serialize)]
-pub struct PinPayload {
-    pub dry_run: bool,
-    pub summary: Summary,
+pub(crate) struct PinPayload {
+    pub(crate) dry_run: bool,
+    pub(crate) summary: Summary,
 }

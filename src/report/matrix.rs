@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 /// The matrix; `nvlink_unknown`: the source cannot say whether GPUs have NVLink, so the
 /// legend says the GPU↔GPU cells show PCIe paths only.
-pub fn render(m: &PathMatrix, nvlink_unknown: bool) -> String {
+pub(crate) fn render(m: &PathMatrix, nvlink_unknown: bool) -> String {
     let mut header: Vec<String> = vec![String::new()];
     header.extend(m.devices.iter().map(|d| d.label.clone()));
     header.extend(["CPU Affinity", "NUMA Affinity", "Link"].map(String::from));

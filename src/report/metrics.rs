@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// The file node-exporter's textfile collector reads (only `*.prom`; the temporary file a
 /// write goes through does not end so).
-pub const TEXTFILE: &str = "topo_tune_doctor.prom";
+pub(crate) const TEXTFILE: &str = "topo_tune_doctor.prom";
 
 /// A label value in the exposition format: `\`, `"` and newlines escaped.
 fn label(value: &str) -> String {
@@ -35,7 +35,7 @@ fn gauge(out: &mut String, name: &str, help: &str, samples: impl IntoIterator<It
 }
 
 /// The metrics for these rows, taken at `unix_seconds`.
-pub fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> String {
+pub(crate) fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64) -> String {
     let mut out = String::new();
     let node = |r: &NodeRow<Option<DoctorDetail>>| format!("node=\"{}\"", label(&r.host));
     gauge(

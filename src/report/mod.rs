@@ -1,27 +1,27 @@
 //! Renders typed results for people (tables) and for programs (the JSON envelope): one source,
 //! two forms.
 
-pub mod apply;
-pub mod collect;
-pub mod diagnose;
-pub mod doctor;
-pub mod envelope;
-pub mod irq;
-pub mod matrix;
-pub mod metrics;
-pub mod plan;
-pub mod printer;
-pub mod probe;
-pub mod status;
-pub mod write;
+pub(crate) mod apply;
+pub(crate) mod collect;
+pub(crate) mod diagnose;
+pub(crate) mod doctor;
+pub(crate) mod envelope;
+pub(crate) mod irq;
+pub(crate) mod matrix;
+pub(crate) mod metrics;
+pub(crate) mod plan;
+pub(crate) mod printer;
+pub(crate) mod probe;
+pub(crate) mod status;
+pub(crate) mod write;
 
-pub use printer::{Format, Printer};
+pub(crate) use printer::{Format, Printer};
 
 use crate::model::Failure;
 use comfy_table::{presets, ContentArrangement, Table};
 
 /// A table in the house style: plain aligned columns (grep- and eye-friendly, like kubectl).
-pub fn table(headers: &[&str]) -> Table {
+pub(crate) fn table(headers: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_style(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -33,7 +33,7 @@ pub fn table(headers: &[&str]) -> Table {
 /// do): `\x1b`, `\r`, `\t`… Newlines stay. Everything topo-tune prints for people goes
 /// through here, so no name or message from a node can move the cursor, rewrite a line or
 /// set a window title.
-pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn visible(text: &str) -> std::borrow::Cow<'_, str> {
     let hidden = |c: char| (c.is_control() && c != '\n') || crate::model::is_deceptive(c);
     if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
@@ -53,7 +53,7 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A node's failure, the same words in every table: `kind: message`.
-pub fn failure_text(f: &Failure) -> String {
+pub(crate) fn failure_text(f: &Failure) -> String {
     format!("{}: {}", f.kind.name(), f.message)
 }
 

@@ -16,7 +16,7 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-pub fn render(e: &Envelope<PlanPayload, NoDetail>) -> String {
+pub(crate) fn render(e: &Envelope<PlanPayload, NoDetail>) -> String {
     let p = &e.payload.plan;
     let mut out = String::new();
     order(&mut out, p);
@@ -155,8 +155,8 @@ fn classes(out: &mut String, p: &Plan) {
 }
 
 #[derive(Serialize)]
-pub struct PlanPayload {
+pub(crate) struct PlanPayload {
     #[serde(flatten)]
-    pub plan: Plan,
-    pub output_dir: Option<String>,
+    pub(crate) plan: Plan,
+    pub(crate) output_dir: Option<String>,
 }

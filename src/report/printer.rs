@@ -4,7 +4,7 @@
 
 /// The result's form on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Tables for people.
     Human,
     /// One JSON envelope for programs.
@@ -12,15 +12,15 @@ pub enum Format {
 }
 
 #[derive(Debug, Clone)]
-pub struct Printer {
-    pub format: Format,
+pub(crate) struct Printer {
+    pub(crate) format: Format,
     /// Progress on stderr: human output, to a terminal, not turned off.
     progress: bool,
 }
 
 impl Printer {
     /// `stderr_is_terminal`: read once by the caller (`main`), never again below it.
-    pub fn new(format: Format, no_progress: bool, stderr_is_terminal: bool) -> Printer {
+    pub(crate) fn new(format: Format, no_progress: bool, stderr_is_terminal: bool) -> Printer {
         Printer {
             format,
             progress: format == Format::Human && !no_progress && stderr_is_terminal,
@@ -28,17 +28,17 @@ impl Printer {
     }
 
     /// A printer for work that reports to nothing (tests, the node side).
-    pub fn quiet(format: Format) -> Printer {
+    pub(crate) fn quiet(format: Format) -> Printer {
         Printer::new(format, true, false)
     }
 
-    pub fn json(&self) -> bool {
+    pub(crate) fn json(&self) -> bool {
         self.format == Format::Json
     }
 
     /// A progress bar over `len` nodes for a fan-out (elapsed time, ETA, the last failure),
     /// hidden when progress is not shown.
-    pub fn nodes_bar(&self, len: usize) -> indicatif::ProgressBar {
+    pub(crate) fn nodes_bar(&self, len: usize) -> indicatif::ProgressBar {
         if !self.progress {
             return indicatif::ProgressBar::hidden();
         }
@@ -54,7 +54,7 @@ impl Printer {
     }
 
     /// A progress line on stderr, shown as text (control characters escaped).
-    pub fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         if self.progress {
             eprintln!("{}", super::visible(text));
         }

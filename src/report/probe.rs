@@ -4,7 +4,7 @@ use super::table;
 use crate::model::snapshot::{NicKind, NodeSnapshot, NoteLevel};
 use std::fmt::Write;
 
-pub fn render(s: &NodeSnapshot) -> String {
+pub(crate) fn render(s: &NodeSnapshot) -> String {
     let mut out = String::new();
     let source = match &s.source.path {
         Some(p) => format!("{:?} {p}", s.source.kind).to_lowercase(),

@@ -9,43 +9,43 @@ use serde::Serialize;
 
 /// Where a node stands in the latest rollout that touched it.
 #[derive(Debug, Clone, Serialize)]
-pub struct RolloutRef {
-    pub id: String,
-    pub status: RolloutStatus,
-    pub wave: usize,
-    pub wave_name: String,
-    pub phase: Phase,
+pub(crate) struct RolloutRef {
+    pub(crate) id: String,
+    pub(crate) status: RolloutStatus,
+    pub(crate) wave: usize,
+    pub(crate) wave_name: String,
+    pub(crate) phase: Phase,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
+    pub(crate) decision: Option<Decision>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub large_change: Option<Change>,
+    pub(crate) large_change: Option<Change>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
     /// What this node says against the record (its promoted run undone since).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_node: Option<String>,
+    pub(crate) on_node: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
-pub struct StatusDetail {
+pub(crate) struct StatusDetail {
     /// A file topo-tune wrote was changed or removed since.
-    pub drift: bool,
+    pub(crate) drift: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<NodeState>,
+    pub(crate) state: Option<NodeState>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<RolloutRef>,
+    pub(crate) rollout: Option<RolloutRef>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct StatusPayload {
-    pub state_dir: String,
-    pub summary: Summary,
+pub(crate) struct StatusPayload {
+    pub(crate) state_dir: String,
+    pub(crate) summary: Summary,
     /// This cluster's rollouts that stopped before their end (`apply --resume ID`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unfinished: Vec<String>,
+    pub(crate) unfinished: Vec<String>,
     /// Records in the state directory that could not be read or are not believed, with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unreadable_records: Vec<Unreadable>,
+    pub(crate) unreadable_records: Vec<Unreadable>,
 }
 
 fn name<T: Serialize>(v: T) -> String {
@@ -109,7 +109,7 @@ fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
     }
 }
 
-pub fn render_status(e: &Envelope<StatusPayload, StatusDetail>) -> String {
+pub(crate) fn render_status(e: &Envelope<StatusPayload, StatusDetail>) -> String {
     let mut t = table(&["Host", "Last run", "Files", "Staged", "Rollout"]);
     for r in &e.nodes {
         t.add_row(row(r));

@@ -36,7 +36,7 @@ fn files_table(rows: &[NodeRow<WriteDetail>]) -> (String, String) {
     (t.to_string(), diffs)
 }
 
-pub fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
+pub(crate) fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
     let mut settings = table(&["Host", "Setting", "Why"]);
     for r in &e.nodes {
         for s in &r.detail.settings {
@@ -69,7 +69,7 @@ fn left_out(rows: &[NodeRow<WriteDetail>]) -> String {
         .collect()
 }
 
-pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
+pub(crate) fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
     let (files, _) = files_table(&e.nodes);
     let notes: String = e
         .nodes
@@ -86,35 +86,35 @@ pub fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
 
 /// One node's row of `init`: what it was told and what changed.
 #[derive(Debug, Default, Serialize)]
-pub struct WriteDetail {
-    pub transport: &'static str,
+pub(crate) struct WriteDetail {
+    pub(crate) transport: &'static str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub settings: Vec<Setting>,
+    pub(crate) settings: Vec<Setting>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub left_out: Vec<String>,
+    pub(crate) left_out: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<FileReport>,
+    pub(crate) files: Vec<FileReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     /// Why nothing was done (`rollback` with nothing newer to undo).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct WritePayload {
+pub(crate) struct WritePayload {
     /// `--check`: something would change.
-    pub pending: bool,
-    pub check: bool,
+    pub(crate) pending: bool,
+    pub(crate) check: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan_file: Option<String>,
+    pub(crate) plan_file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_dir: Option<String>,
-    pub summary: Summary,
+    pub(crate) output_dir: Option<String>,
+    pub(crate) summary: Summary,
 }
 
 #[derive(Serialize)]
-pub struct RollbackPayload {
-    pub output_dir: Option<String>,
-    pub summary: Summary,
+pub(crate) struct RollbackPayload {
+    pub(crate) output_dir: Option<String>,
+    pub(crate) summary: Summary,
 }

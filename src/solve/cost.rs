@@ -31,7 +31,7 @@ impl Bottleneck {
 /// Ring edges routed over each link, per direction (`true` = up).
 type Loads = HashMap<(EdgeIndex, bool), usize>;
 
-pub fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) -> Prediction {
+pub(crate) fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) -> Prediction {
     let mut b = Bottleneck {
         gbps: f64::INFINITY,
         what: "none".into(),

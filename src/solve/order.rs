@@ -10,13 +10,13 @@ use crate::model::plan::Crossings;
 use std::collections::HashSet;
 
 /// The solved order: the cluster graph's hosts, depth first.
-pub fn solved_order(g: &ClusterGraph) -> Vec<String> {
+pub(crate) fn solved_order(g: &ClusterGraph) -> Vec<String> {
     g.depth_first_hosts()
 }
 
 /// What launchers do by default: hosts in lexicographic order (torchrun's node ranks, a
 /// sorted hostfile).
-pub fn default_order(hosts: &[String]) -> Vec<String> {
+pub(crate) fn default_order(hosts: &[String]) -> Vec<String> {
     let mut v = hosts.to_vec();
     v.sort();
     v
@@ -25,7 +25,7 @@ pub fn default_order(hosts: &[String]) -> Vec<String> {
 const LEVELS: [Level; 3] = [Level::Spine, Level::Leaf, Level::Rack];
 
 /// Ring edges that change group, per level.
-pub fn crossings(order: &[String], g: &ClusterGraph) -> Crossings {
+pub(crate) fn crossings(order: &[String], g: &ClusterGraph) -> Crossings {
     let n = order.len();
     let mut c = [0usize; 3];
     if n >= 2 {
@@ -44,7 +44,7 @@ pub fn crossings(order: &[String], g: &ClusterGraph) -> Crossings {
 }
 
 /// The fewest crossings any ring can have: the number of groups at each level (0 for one).
-pub fn lower_bound(hosts: &[String], g: &ClusterGraph) -> Crossings {
+pub(crate) fn lower_bound(hosts: &[String], g: &ClusterGraph) -> Crossings {
     let count = |level: Level| {
         let groups: HashSet<_> = hosts.iter().map(|h| g.group_at(h, level)).collect();
         if groups.len() > 1 {

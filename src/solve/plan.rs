@@ -43,16 +43,16 @@ pub struct PlanInput<'a> {
 }
 
 /// What the plan is made for, beside the nodes.
-pub struct Context<'a> {
-    pub fabric: Option<&'a Fabric>,
-    pub message_bytes: u64,
-    pub nccl: &'a NcclPolicy,
+pub(crate) struct Context<'a> {
+    pub(crate) fabric: Option<&'a Fabric>,
+    pub(crate) message_bytes: u64,
+    pub(crate) nccl: &'a NcclPolicy,
 }
 
 /// One node as the planner keeps it once its snapshot has been read: its decisions and the
 /// few facts the cluster-wide steps need. A fleet is planned from these, so a snapshot can
 /// be dropped as soon as it is digested (16,384 snapshots need not be held at once).
-pub struct Digest {
+pub(crate) struct Digest {
     host: String,
     labels: BTreeMap<String, String>,
     nvlink_hint: NvlinkHint,
@@ -68,7 +68,7 @@ pub struct Digest {
 }
 
 /// Everything the planner decides for one node from its own facts.
-pub fn digest(n: &PlanNode, cx: &Context) -> Digest {
+pub(crate) fn digest(n: &PlanNode, cx: &Context) -> Digest {
     let classes = path_classes(n.snapshot);
     let basis = nvlink_basis(n.snapshot, &n.hints);
     let nccl = node_nccl(n, cx, &classes);
@@ -126,7 +126,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 }
 
 /// The plan of digested nodes (in inventory order).
-pub fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
+pub(crate) fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
     let notes_of_nodes = nvlink_notes(&nodes);
     let usable: Vec<&Digest> = nodes.iter().filter(|n| n.has_gpus).collect();
     let matrices: Vec<&LinkMatrix> = usable.iter().filter_map(|n| n.matrix.as_ref()).collect();

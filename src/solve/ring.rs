@@ -6,13 +6,13 @@
 //! least that fast; the first threshold with a cycle is the optimal bottleneck. Above that, a
 //! greedy tour improved by 2-opt, reported with its gap to an upper bound.
 
-pub use crate::model::ring::{LinkMatrix, Method, Ring};
+pub(crate) use crate::model::ring::{LinkMatrix, Method, Ring};
 
 /// Largest GPU count solved exactly (2^16 × 16 states).
-pub const EXACT_MAX: usize = 16;
+pub(crate) const EXACT_MAX: usize = 16;
 
 /// Is `a` a better (bottleneck, cost) than `b`?
-pub fn better(a: (f64, u32), b: (f64, u32)) -> bool {
+pub(crate) fn better(a: (f64, u32), b: (f64, u32)) -> bool {
     a.0 > b.0 + 1e-9 || ((a.0 - b.0).abs() <= 1e-9 && a.1 < b.1)
 }
 
@@ -197,7 +197,7 @@ pub(crate) mod tests {
     use proptest::prelude::*;
 
     /// Every cycle through GPU 0 (the other n-1 permuted): the reference answer.
-    pub fn brute_force(m: &LinkMatrix) -> (f64, u32) {
+    pub(crate) fn brute_force(m: &LinkMatrix) -> (f64, u32) {
         let n = m.len();
         let mut rest: Vec<usize> = (1..n).collect();
         let mut best = (f64::NEG_INFINITY, u32::MAX);
@@ -225,7 +225,7 @@ pub(crate) mod tests {
     }
 
     /// Random but realistic: a few bandwidth classes (NVLink bonds, PCIe, SYS), symmetric.
-    pub fn matrix_strategy(n: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = LinkMatrix> {
+    pub(crate) fn matrix_strategy(n: std::ops::RangeInclusive<usize>) -> impl Strategy<Value = LinkMatrix> {
         n.prop_flat_map(|n| {
             proptest::collection::vec(
                 (

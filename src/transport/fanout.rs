@@ -9,28 +9,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::config::MAX_FORKS;
+pub(crate) use crate::config::MAX_FORKS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FanOutOptions {
+pub(crate) struct FanOutOptions {
     /// Nodes in flight at once, 1 ..= [`MAX_FORKS`].
-    pub forks: usize,
+    pub(crate) forks: usize,
     /// Stop starting new nodes once more than this many have failed.
-    pub max_fail: Option<usize>,
+    pub(crate) max_fail: Option<usize>,
 }
 
 /// Called once per finished node, from that node's task: host, and whether it succeeded.
-pub type Progress = Arc<dyn Fn(&str, bool) + Send + Sync>;
+pub(crate) type Progress = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// What one node's work produced.
-pub struct Attempt<T> {
-    pub result: Result<T, Failure>,
-    pub attempts: u32,
-    pub deploy: Option<Deploy>,
+pub(crate) struct Attempt<T> {
+    pub(crate) result: Result<T, Failure>,
+    pub(crate) attempts: u32,
+    pub(crate) deploy: Option<Deploy>,
 }
 
 impl<T> Attempt<T> {
-    pub fn once(result: Result<T, Failure>) -> Self {
+    pub(crate) fn once(result: Result<T, Failure>) -> Self {
         Attempt {
             result,
             attempts: 0,
@@ -40,14 +40,14 @@ impl<T> Attempt<T> {
 }
 
 /// One unit of work: the node's name, how it is reached, and the job.
-pub struct Job<I> {
-    pub host: String,
-    pub transport: &'static str,
-    pub item: I,
+pub(crate) struct Job<I> {
+    pub(crate) host: String,
+    pub(crate) transport: &'static str,
+    pub(crate) item: I,
 }
 
 /// Run `work` on every job, at most `opts.forks` at once. Needs a tokio runtime.
-pub async fn fan_out<I, T, W, Fut>(
+pub(crate) async fn fan_out<I, T, W, Fut>(
     jobs: Vec<Job<I>>,
     opts: FanOutOptions,
     progress: Progress,

@@ -3,7 +3,7 @@
 //! per-node failures (`model::outcome`).
 
 pub(crate) mod fanout;
-pub mod simulated;
+pub(crate) mod simulated;
 pub(crate) mod ssh;
 
 use crate::config::NodeSpec;
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 /// Where one node's command runs.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     /// In this process, with the node's files under `env` (`/` for `transport: local`, or
     /// `DIR/<host>` for `--output-dir`).
     Here(NodeEnv),
@@ -25,20 +25,20 @@ pub enum Target {
 
 /// What a node-side command reads and writes: its files' root and the machine it describes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NodeEnv {
+pub(crate) struct NodeEnv {
     /// Root of the files written (`/` on a real node).
-    pub write_root: PathBuf,
+    pub(crate) write_root: PathBuf,
     /// Read `/sys` and `/proc` under this directory instead of `/`.
-    pub fsroot: Option<PathBuf>,
+    pub(crate) fsroot: Option<PathBuf>,
     /// Describe the machine from this hwloc export instead (tests, replays).
-    pub hwloc_xml: Option<PathBuf>,
+    pub(crate) hwloc_xml: Option<PathBuf>,
     /// Cancelled when a signal ends the run the call belongs to (a benchmark in flight ends).
-    pub cancel: crate::runner::Cancel,
+    pub(crate) cancel: crate::runner::Cancel,
 }
 
 impl NodeEnv {
     /// This machine, its real files.
-    pub fn live() -> NodeEnv {
+    pub(crate) fn live() -> NodeEnv {
         NodeEnv {
             write_root: PathBuf::from("/"),
             fsroot: None,
@@ -49,7 +49,7 @@ impl NodeEnv {
 }
 
 /// The transport's name as JSON and tables show it.
-pub fn transport_name(node: &NodeSpec) -> &'static str {
+pub(crate) fn transport_name(node: &NodeSpec) -> &'static str {
     match node.transport {
         crate::config::TransportKind::Ssh => "ssh",
         crate::config::TransportKind::Local => "local",

@@ -19,7 +19,7 @@ fn slot(source: &str) -> Arc<OnceLock<Cached>> {
     Arc::clone(map.entry(source.to_string()).or_default())
 }
 
-pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
+pub(crate) fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
     let source = node
         .simulate
         .as_deref()
@@ -29,7 +29,7 @@ pub fn snapshot(node: &NodeSpec) -> Result<NodeSnapshot, Failure> {
 
 /// The one snapshot of a source, shared by every node made from it (named `simulated`:
 /// callers that show a host name use the node's). Checked once, as a node's answer is.
-pub fn shared(node: &NodeSpec) -> Result<Arc<NodeSnapshot>, Failure> {
+pub(crate) fn shared(node: &NodeSpec) -> Result<Arc<NodeSnapshot>, Failure> {
     let source = node
         .simulate
         .as_deref()

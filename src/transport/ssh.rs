@@ -14,32 +14,32 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 
 /// A probe answer larger than this is refused (a real snapshot is well under 1 MiB).
-pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 /// The node-side timeout of a remote command exceeds ours by this much, so ours fires first.
 const REMOTE_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
 /// How to reach nodes over ssh, resolved once per command.
 #[derive(Debug, Clone)]
-pub struct SshOptions {
-    pub settings: SshSettings,
-    pub connect_timeout: Duration,
-    pub command_timeout: Duration,
+pub(crate) struct SshOptions {
+    pub(crate) settings: SshSettings,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) command_timeout: Duration,
     /// The binary copied to nodes (read only when some node uses ssh), being read and hashed
     /// while the first connections are set up.
-    pub remote_binary: PendingBinary,
+    pub(crate) remote_binary: PendingBinary,
     /// Connection set-ups in flight, bounded apart from the commands (`ssh.max_startups`).
-    pub startups: Arc<tokio::sync::Semaphore>,
+    pub(crate) startups: Arc<tokio::sync::Semaphore>,
 }
 
 /// The binary to deploy, read once: its bytes and SHA-256.
 #[derive(Debug)]
-pub struct LocalBinary {
-    pub bytes: Vec<u8>,
-    pub sha256: String,
+pub(crate) struct LocalBinary {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) sha256: String,
 }
 
 impl LocalBinary {
-    pub fn load(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn load(path: &Path) -> std::io::Result<Self> {
         let bytes = std::fs::read(path)?;
         let sha256 = crate::digest::sha256_hex(&bytes);
         Ok(LocalBinary { bytes, sha256 })
@@ -47,7 +47,7 @@ impl LocalBinary {
 
     /// [`LocalBinary::load`] once per process and path: a command that fans out many times
     /// (`apply`: stage, every benchmark run, promote) reads and hashes the binary once.
-    pub fn load_cached(path: &Path) -> std::io::Result<Arc<Self>> {
+    pub(crate) fn load_cached(path: &Path) -> std::io::Result<Arc<Self>> {
         static CACHE: std::sync::Mutex<Option<(std::path::PathBuf, Arc<LocalBinary>)>> = std::sync::Mutex::new(None);
         let mut cache = CACHE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((_, b)) = cache.as_ref().filter(|(p, _)| p == path) {
@@ -60,7 +60,7 @@ impl LocalBinary {
 
     /// Where it lives on a node: one directory per version and content, so upgrades never
     /// overwrite a binary another run is using.
-    pub fn remote_dir(&self, base: &str) -> String {
+    pub(crate) fn remote_dir(&self, base: &str) -> String {
         format!(
             "{}/{}-{}",
             base.trim_end_matches('/'),
@@ -74,11 +74,11 @@ impl LocalBinary {
 /// ssh set-ups (key exchange, authentication) run meanwhile instead of after it, and a node
 /// waits for it only once its session is up.
 #[derive(Debug, Clone)]
-pub struct PendingBinary(tokio::sync::watch::Receiver<Option<Result<Arc<LocalBinary>, Failure>>>);
+pub(crate) struct PendingBinary(tokio::sync::watch::Receiver<Option<Result<Arc<LocalBinary>, Failure>>>);
 
 impl PendingBinary {
     /// Start reading `path` ([`LocalBinary::load_cached`]).
-    pub fn start(path: std::path::PathBuf) -> PendingBinary {
+    pub(crate) fn start(path: std::path::PathBuf) -> PendingBinary {
         let (tx, rx) = tokio::sync::watch::channel(None);
         std::thread::spawn(move || {
             let loaded = LocalBinary::load_cached(&path)
@@ -89,7 +89,7 @@ impl PendingBinary {
     }
 
     /// The binary, once read; a failure to read it fails the node that needed it.
-    pub async fn get(&self) -> Result<Arc<LocalBinary>, Failure> {
+    pub(crate) async fn get(&self) -> Result<Arc<LocalBinary>, Failure> {
         let mut rx = self.0.clone();
         let ready = rx
             .wait_for(Option::is_some)
@@ -105,10 +105,10 @@ impl PendingBinary {
 
 /// A private directory (mode 0700) for this run's control sockets, removed at the end.
 #[derive(Debug, Clone)]
-pub struct ControlDir(Arc<tempfile::TempDir>);
+pub(crate) struct ControlDir(Arc<tempfile::TempDir>);
 
 impl ControlDir {
-    pub fn create() -> Option<Self> {
+    pub(crate) fn create() -> Option<Self> {
         // Socket paths are limited to ~108 bytes: stay in /tmp, not a deep home directory.
         tempfile::Builder::new()
             .prefix("topo-tune-ssh-")
@@ -116,14 +116,14 @@ impl ControlDir {
             .ok()
             .map(|d| ControlDir(Arc::new(d)))
     }
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.0.path()
     }
 }
 
 /// Deploy the binary and run `topo-tune node KIND` on the node with `request` on its stdin;
 /// its stdout (the node's report) comes back. Connection attempts are counted.
-pub async fn call(
+pub(crate) async fn call(
     node: &NodeSpec,
     opts: &SshOptions,
     dir: &ControlDir,
@@ -259,7 +259,7 @@ async fn connect(node: &NodeSpec, opts: &SshOptions, dir: &ControlDir) -> Result
 }
 
 /// Turn ssh's words into a failure kind and a message an operator can act on.
-pub fn classify(host: &str, err: &openssh::Error) -> Failure {
+pub(crate) fn classify(host: &str, err: &openssh::Error) -> Failure {
     let mut text = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(s) = source {
@@ -491,7 +491,7 @@ impl Tool<'_> {
 }
 
 /// Name the missing piece when the probe cannot start on a node.
-pub fn diagnose(status: Option<i32>, stderr: &str, host: &str) -> Failure {
+pub(crate) fn diagnose(status: Option<i32>, stderr: &str, host: &str) -> Failure {
     let lib = |name: &str| stderr.contains("error while loading shared libraries") && stderr.contains(name);
     if lib("libhwloc") {
         Failure::new(FailureKind::MissingLibrary, format!("{host} lacks libhwloc 2.x, which the probe needs: install libhwloc15 (Debian/Ubuntu) or hwloc-libs (RHEL/Rocky)"))

@@ -7,7 +7,7 @@ pub mod machines;
 pub mod sshd;
 
 use assert_cmd::Command;
-use topo_tune::model::NodeSnapshot;
+use topo_tune::api::NodeSnapshot;
 
 pub fn topo_tune() -> Command {
     let mut c = Command::cargo_bin("topo-tune").unwrap();

@@ -9,10 +9,10 @@ use crate::runner::FailedRun;
 
 /// One benchmark run: `template` on `hosts` with their live NCCL files.
 pub(crate) struct Run<'a> {
-    pub template: &'a str,
-    pub hosts: &'a [String],
-    pub gpus: u32,
-    pub rail: Option<u32>,
+    pub(crate) template: &'a str,
+    pub(crate) hosts: &'a [String],
+    pub(crate) gpus: u32,
+    pub(crate) rail: Option<u32>,
 }
 
 /// Where runs are made.
@@ -35,15 +35,15 @@ pub(crate) fn figure(run: &BenchRun) -> f64 {
 
 /// Rounds counted, and the step the budget cut short: what the localisation steps read.
 pub(crate) struct Bench<B> {
-    pub bencher: B,
+    pub(crate) bencher: B,
     /// Rounds run so far, the sweep included.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// The step the budget cut short, once it is spent: no round runs after it.
-    pub stopped: Option<String>,
+    pub(crate) stopped: Option<String>,
 }
 
 impl<B: Bencher> Bench<B> {
-    pub fn new(bencher: B) -> Self {
+    pub(crate) fn new(bencher: B) -> Self {
         Bench {
             bencher,
             rounds: 0,
@@ -51,7 +51,7 @@ impl<B: Bencher> Bench<B> {
         }
     }
 
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         self.bencher.command().to_string()
     }
 
@@ -72,7 +72,7 @@ impl<B: Bencher> Bench<B> {
     }
 
     /// The sweep on the whole set; a failed run is an error, never a figure.
-    pub fn sweep(&mut self, hosts: &[String], gpus: u32) -> Result<BenchRun, Error> {
+    pub(crate) fn sweep(&mut self, hosts: &[String], gpus: u32) -> Result<BenchRun, Error> {
         let command = self.command();
         let run = Run {
             template: &command,
@@ -95,7 +95,7 @@ impl<B: Bencher> Bench<B> {
 
     /// One round's large-message bandwidth per run (`None`: that run failed), or `None`
     /// when the budget is spent.
-    pub fn figures(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Option<f64>>>, Error> {
+    pub(crate) fn figures(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Option<f64>>>, Error> {
         Ok(self
             .round(step, round)?
             .map(|runs| runs.into_iter().map(|r| r.ok().map(|run| figure(&run))).collect()))

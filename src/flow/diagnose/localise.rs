@@ -11,13 +11,13 @@ use crate::report::diagnose::{EdgeFigure, Edges, Interiors, NicSearch, Rails};
 
 /// What the steps found, before doctor and the verdicts.
 pub(crate) struct Found {
-    pub interiors: Option<Interiors>,
-    pub located: Located,
+    pub(crate) interiors: Option<Interiors>,
+    pub(crate) located: Located,
     /// The round in which the bisection ended.
-    pub located_round: usize,
-    pub edges: Option<Edges>,
-    pub rails: Option<Rails>,
-    pub skipped: Vec<String>,
+    pub(crate) located_round: usize,
+    pub(crate) edges: Option<Edges>,
+    pub(crate) rails: Option<Rails>,
+    pub(crate) skipped: Vec<String>,
 }
 
 pub(crate) fn localise<B: Bencher>(b: &mut Bench<B>, order: &[String], gpus: u32) -> Result<Found, Error> {

@@ -29,10 +29,10 @@ use bench::{Bench, Bencher};
 /// What a diagnosis found: the set in ring order, everything measured and judged, its
 /// summary line, and whether the benchmark measured the set it was given.
 pub(crate) struct Diagnosis {
-    pub order: Vec<String>,
-    pub payload: DiagnosePayload,
-    pub msg: String,
-    pub set_measured: bool,
+    pub(crate) order: Vec<String>,
+    pub(crate) payload: DiagnosePayload,
+    pub(crate) msg: String,
+    pub(crate) set_measured: bool,
 }
 
 /// The sweep on the selected nodes, read and held against the plan's prediction; localised

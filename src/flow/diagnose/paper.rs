@@ -23,16 +23,16 @@ pub(crate) enum Slow {
 }
 
 pub(crate) struct Paper {
-    pub slow: Vec<Slow>,
+    pub(crate) slow: Vec<Slow>,
     /// ± this fraction per run, drawn from `seed` and the run counter.
-    pub noise: f64,
-    pub seed: u64,
-    pub command: String,
-    pub runs: u64,
+    pub(crate) noise: f64,
+    pub(crate) seed: u64,
+    pub(crate) command: String,
+    pub(crate) runs: u64,
 }
 
 impl Paper {
-    pub fn new(slow: Vec<Slow>, noise: f64, seed: u64) -> Paper {
+    pub(crate) fn new(slow: Vec<Slow>, noise: f64, seed: u64) -> Paper {
         Paper {
             slow,
             noise,

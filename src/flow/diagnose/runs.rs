@@ -35,16 +35,16 @@ impl Budget {
 
 /// Runs of the cluster's command on its nodes, under one budget.
 pub(crate) struct NodeBencher<'a> {
-    pub inv: &'a Inventory,
-    pub reach: &'a ReachSettings,
-    pub printer: &'a Printer,
-    pub output_dir: Option<&'a Path>,
+    pub(crate) inv: &'a Inventory,
+    pub(crate) reach: &'a ReachSettings,
+    pub(crate) printer: &'a Printer,
+    pub(crate) output_dir: Option<&'a Path>,
     budget: Budget,
     rounds: usize,
 }
 
 impl<'a> NodeBencher<'a> {
-    pub fn new(
+    pub(crate) fn new(
         inv: &'a Inventory,
         reach: &'a ReachSettings,
         printer: &'a Printer,
