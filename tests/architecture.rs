@@ -198,3 +198,120 @@ fn the_checker_sees_what_it_must() {
     ]);
     assert!(cycle_from(&looped, "a").is_some());
 }
+
+/// Files of one top-level module: its first-level child (`src/m/a.rs` and `src/m/a/**` are
+/// `a`) → that child's code. `mod.rs` is left out: it declares and re-exports its children.
+fn rooms(module: &str) -> BTreeMap<String, String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(module);
+    let mut files = Vec::new();
+    sources(&dir, &mut files);
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for f in files {
+        let child = module_of(&dir, &f);
+        if child == "mod" {
+            continue;
+        }
+        out.entry(child)
+            .or_default()
+            .push_str(&code(&std::fs::read_to_string(&f).unwrap()));
+    }
+    out
+}
+
+/// The siblings a child of `module` names: `super::x` (from a direct child file) and
+/// `crate::module::x`, grouped forms included.
+fn sibling_imports(module: &str, code: &str, siblings: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for prefix in ["super::".to_string(), format!("crate::{module}::")] {
+        let mut rest = code;
+        while let Some(i) = rest.find(&prefix) {
+            rest = &rest[i + prefix.len()..];
+            // `super::super::x` leaves the room: not a sibling.
+            if rest.starts_with("super::") {
+                rest = rest.trim_start_matches("super::");
+                continue;
+            }
+            let names: Vec<String> = match rest.strip_prefix('{') {
+                Some(group) => group[..group.find('}').unwrap_or(group.len())]
+                    .split(',')
+                    .map(|p| {
+                        p.trim()
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect()
+                    })
+                    .collect(),
+                None => vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()],
+            };
+            out.extend(names.into_iter().filter(|n| siblings.contains(n)));
+        }
+    }
+    out
+}
+
+#[test]
+fn flow_imports_no_cli_and_no_clap() {
+    let (deps, texts) = graph();
+    assert!(!deps["flow"].contains("cli"), "flow imports cli: {:?}", deps["flow"]);
+    assert!(!deps["flow"].contains("cmd"), "flow imports cmd: {:?}", deps["flow"]);
+    assert!(!texts["flow"].contains("clap"), "flow names clap");
+    for m in deps
+        .keys()
+        .filter(|m| !["cli", "cmd", "error", "fuzz", "api"].contains(&m.as_str()))
+    {
+        assert!(
+            !deps[m].contains("cli"),
+            "`{m}` imports cli: settings are resolved once, in cli"
+        );
+    }
+}
+
+#[test]
+fn no_cmd_file_imports_another() {
+    let files = rooms("cmd");
+    let names: BTreeSet<String> = files.keys().cloned().collect();
+    for (file, code) in &files {
+        let mut others = sibling_imports("cmd", code, &names);
+        others.remove(file);
+        assert!(
+            others.is_empty(),
+            "cmd/{file} imports cmd/{others:?}: shared flows live in flow/"
+        );
+    }
+}
+
+#[test]
+fn no_circle_inside_a_room() {
+    let (deps, _) = graph();
+    for module in deps.keys() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(module);
+        if !dir.is_dir() {
+            continue;
+        }
+        let files = rooms(module);
+        let names: BTreeSet<String> = files.keys().cloned().collect();
+        let inner: BTreeMap<String, BTreeSet<String>> = files
+            .iter()
+            .map(|(f, code)| {
+                let mut d = sibling_imports(module, code, &names);
+                d.remove(f);
+                (f.clone(), d)
+            })
+            .collect();
+        for f in inner.keys() {
+            assert_eq!(cycle_from(&inner, f), None, "a circle inside {module}/");
+        }
+    }
+}
+
+#[test]
+fn the_room_checker_sees_siblings_only() {
+    let names: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    let c = code("use super::{a::X, b};\nuse super::super::c;\nlet y = crate::m::c::f();\n// super::b");
+    assert_eq!(
+        sibling_imports("m", &c, &names),
+        ["a", "b", "c"].iter().map(|s| s.to_string()).collect()
+    );
+    let only_outer = code("use super::super::c;");
+    assert!(sibling_imports("m", &only_outer, &names).is_empty());
+}

@@ -266,3 +266,179 @@ pub(crate) fn state(root: &Path) -> Result<NodeState, WriteError> {
         undone: manifest.undone.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::writer::write_bundle;
+    use crate::model::NcclVersion;
+
+    const ROLLOUT: &str = "20261201T100000Z-42";
+    const OTHER: &str = "20261201T110000Z-43";
+
+    fn bundle(timeout: u32, topology: bool) -> Bundle {
+        let topo_line = if topology {
+            format!("NCCL_TOPO_FILE={TOPOLOGY}\n")
+        } else {
+            String::new()
+        };
+        Bundle {
+            dropin: format!("# topo-tune\nNCCL_IB_TIMEOUT={timeout}\n{topo_line}"),
+            topology_xml: topology.then(|| "<system version=\"1\"/>\n".to_string()),
+            nccl_version: Some(NcclVersion(2, 28, 9)),
+        }
+    }
+
+    fn site() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        dir
+    }
+
+    fn at(root: &Path, path: &str) -> std::path::PathBuf {
+        root.join(path.trim_start_matches('/'))
+    }
+
+    fn read(root: &Path, path: &str) -> Option<String> {
+        std::fs::read_to_string(at(root, path)).ok()
+    }
+
+    #[test]
+    fn staging_leaves_the_live_files_alone_and_records_what_it_staged() {
+        let dir = site();
+        let root = dir.path();
+        std::fs::write(at(root, NCCL_CONF), "NCCL_IB_TIMEOUT=20\n").unwrap();
+        let record = stage(root, &bundle(22, true), ROLLOUT).unwrap();
+        assert!(record.changed);
+        assert_eq!(
+            read(root, NCCL_CONF).as_deref(),
+            Some("NCCL_IB_TIMEOUT=20\n"),
+            "live untouched"
+        );
+        let conf = read(root, STAGE_CONF).unwrap();
+        assert!(conf.contains("NCCL_IB_TIMEOUT=22"), "{conf}");
+        assert!(
+            conf.contains(&format!("NCCL_TOPO_FILE={STAGE_TOPOLOGY}\n")),
+            "the staged topology: {conf}"
+        );
+        assert!(!conf.contains(&format!("={TOPOLOGY}\n")));
+        assert!(read(root, STAGE_BASELINE_ENV).unwrap().contains("NCCL_IB_TIMEOUT=20"));
+        assert!(read(root, STAGE_ENV).unwrap().contains("NCCL_IB_TIMEOUT=22"));
+        for (path, sha) in &record.files {
+            assert_eq!(sha256_hex(read(root, path).unwrap().as_bytes()), *sha, "{path}");
+        }
+        assert_eq!(record.live[NCCL_CONF], sha256_hex(b"NCCL_IB_TIMEOUT=20\n"));
+        let on_disk: StageRecord = serde_json::from_str(&read(root, STAGE_RECORD).unwrap()).unwrap();
+        assert_eq!(on_disk.rollout, ROLLOUT);
+        assert_eq!(on_disk.files, record.files);
+    }
+
+    #[test]
+    fn the_same_stage_twice_changes_nothing_and_another_bundle_replaces_it() {
+        let dir = site();
+        stage(dir.path(), &bundle(22, true), ROLLOUT).unwrap();
+        assert!(!stage(dir.path(), &bundle(22, true), ROLLOUT).unwrap().changed);
+        let again = stage(dir.path(), &bundle(23, false), ROLLOUT).unwrap();
+        assert!(again.changed);
+        assert_eq!(
+            read(dir.path(), STAGE_TOPOLOGY),
+            None,
+            "no topology in the new bundle: removed"
+        );
+        assert!(!again.files.contains_key(STAGE_TOPOLOGY));
+    }
+
+    #[test]
+    fn another_rollouts_stage_is_neither_replaced_nor_removed() {
+        let dir = site();
+        stage(dir.path(), &bundle(22, false), ROLLOUT).unwrap();
+        let before = read(dir.path(), STAGE_CONF);
+        match stage(dir.path(), &bundle(23, false), OTHER) {
+            Err(WriteError::Invalid { message, .. }) => assert!(message.contains(ROLLOUT), "{message}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let left = unstage(dir.path(), OTHER).unwrap();
+        assert!(!left.changed);
+        assert!(left.caveats[0].contains(ROLLOUT), "{:?}", left.caveats);
+        assert_eq!(read(dir.path(), STAGE_CONF), before);
+    }
+
+    #[test]
+    fn unstage_removes_every_staged_file_and_the_directory_once() {
+        let dir = site();
+        stage(dir.path(), &bundle(22, true), ROLLOUT).unwrap();
+        assert!(unstage(dir.path(), ROLLOUT).unwrap().changed);
+        assert!(!at(dir.path(), STAGE_DIR).exists());
+        assert!(!unstage(dir.path(), ROLLOUT).unwrap().changed, "nothing staged is fine");
+    }
+
+    #[test]
+    fn a_rollout_id_topo_tune_does_not_make_is_refused_before_anything_is_written() {
+        let dir = site();
+        for id in ["../../etc", "", "x y", "20261201T100000Z-42/.."] {
+            assert!(stage(dir.path(), &bundle(22, false), id).is_err(), "{id:?}");
+        }
+        assert!(!at(dir.path(), STAGE_DIR).exists());
+    }
+
+    #[test]
+    fn live_settings_the_candidate_drops_are_caveats() {
+        let caveats = leaks("NCCL_IB_TIMEOUT=20\nNCCL_IB_SL=3\n", "NCCL_IB_TIMEOUT=22\n");
+        assert_eq!(caveats.len(), 1);
+        assert!(caveats[0].starts_with("NCCL_IB_SL:"), "{caveats:?}");
+        assert!(leaks("NCCL_IB_SL=3\n", "NCCL_IB_SL=4\n").is_empty());
+    }
+
+    #[test]
+    fn state_says_what_holds_what_drifted_and_what_is_staged() {
+        let dir = site();
+        let root = dir.path();
+        let empty = state(root).unwrap();
+        assert_eq!(
+            (empty.last_run.as_deref(), empty.files.len(), empty.drift()),
+            (None, 0, false)
+        );
+        write_bundle(root, &bundle(22, true), false, false, Some(ROLLOUT)).unwrap();
+        let s = state(root).unwrap();
+        s.check().unwrap();
+        assert_eq!(s.last_run.as_deref(), Some(ROLLOUT));
+        assert!(!s.pending && !s.drift() && !s.files.is_empty());
+        std::fs::write(at(root, TOPOLOGY), "<system version=\"2\"/>\n").unwrap();
+        std::fs::remove_file(at(root, crate::model::files::DROPIN)).unwrap();
+        stage(root, &bundle(23, false), OTHER).unwrap();
+        let s = state(root).unwrap();
+        let live = |p: &str| s.files.iter().find(|f| f.path == p).map(|f| f.live);
+        assert_eq!(live(TOPOLOGY), Some(LiveState::Modified));
+        assert_eq!(live(crate::model::files::DROPIN), Some(LiveState::Missing));
+        assert!(s.drift());
+        assert_eq!(s.staged.as_ref().map(|r| r.rollout.as_str()), Some(OTHER));
+        let conf = read(root, NCCL_CONF).unwrap();
+        assert_eq!(s.current[NCCL_CONF], sha256_hex(conf.as_bytes()));
+        assert_eq!(s.current[STAGE_TOPOLOGY], "", "absent");
+    }
+
+    #[test]
+    fn a_node_state_naming_foreign_files_is_a_bad_answer() {
+        let good = NodeState {
+            files: vec![OwnedFile {
+                path: NCCL_CONF.into(),
+                sha256: sha256_hex(b"x"),
+                live: LiveState::Matches,
+            }],
+            ..NodeState::default()
+        };
+        good.check().unwrap();
+        let mut foreign = good.clone();
+        foreign.files[0].path = "/etc/shadow".into();
+        assert!(foreign.check().is_err());
+        let mut bad_hash = good.clone();
+        bad_hash.files[0].sha256 = "not-a-hash".into();
+        assert!(bad_hash.check().is_err());
+        let mut odd_current = good.clone();
+        odd_current.current.insert("/etc/passwd".into(), String::new());
+        assert!(odd_current.check().is_err());
+        let mut odd_run = good;
+        odd_run.runs = vec!["rm -rf /".into()];
+        assert!(odd_run.check().is_err());
+    }
+}

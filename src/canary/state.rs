@@ -386,4 +386,116 @@ mod tests {
         assert!(!dead.exists(), "a dead saver's temp stays no more");
         assert!(live.exists(), "a save in flight is not pulled from under it");
     }
+    fn record(id: &str, created_unix: u64) -> Rollout {
+        Rollout {
+            version: STATE_VERSION,
+            id: id.into(),
+            cluster_config: "/etc/topo-tune/cluster.yaml".into(),
+            created_unix,
+            options: Options {
+                canary: Some("rack-1".into()),
+                wave_size: None,
+                canary_only: true,
+                max_fail: 0,
+                rounds: 6,
+                gate: Gate::default(),
+                benchmark: Benchmark::default(),
+                output_dir: None,
+            },
+            status: RolloutStatus::Running,
+            bundles: Vec::new(),
+            host_bundle: BTreeMap::new(),
+            gpus: BTreeMap::from([("a".to_string(), 8), ("b".to_string(), 4)]),
+            waves: vec![Wave::pending(
+                "canary".into(),
+                vec!["a".into(), "b".into()],
+                format!("{id}-1"),
+            )],
+            untouched: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_saved_record_reads_back_as_it_was_and_privately() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let r = record("20261201T100000Z-7", 5);
+        store.save(&r).unwrap();
+        assert_eq!(store.load(&r.id).unwrap(), r);
+        let file = dir.path().join("rollouts/20261201T100000Z-7.json");
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_record_under_another_name_or_version_is_not_believed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let r = record("20261201T100000Z-7", 5);
+        store.save(&r).unwrap();
+        let rollouts = dir.path().join("rollouts");
+        std::fs::copy(
+            rollouts.join("20261201T100000Z-7.json"),
+            rollouts.join("20261201T100000Z-8.json"),
+        )
+        .unwrap();
+        let e = store.load("20261201T100000Z-8").unwrap_err().to_string();
+        assert!(e.contains("is not this record's"), "{e}");
+        let mut old = r.clone();
+        old.version = STATE_VERSION + 1;
+        store.save(&old).unwrap();
+        assert!(store.load(&r.id).is_err());
+        assert!(matches!(
+            store.load("../../etc/passwd"),
+            Err(StateError::Invalid { .. })
+        ));
+        assert!(matches!(
+            store.load("20261201T100000Z-9"),
+            Err(StateError::Unknown { .. })
+        ));
+    }
+
+    #[test]
+    fn all_lists_records_oldest_first_and_names_the_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.save(&record("20261201T100000Z-2", 20)).unwrap();
+        store.save(&record("20261201T100000Z-1", 10)).unwrap();
+        std::fs::write(dir.path().join("rollouts/20261201T100000Z-3.json"), "{not json").unwrap();
+        let (records, unreadable) = store.all().unwrap();
+        let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["20261201T100000Z-1", "20261201T100000Z-2"]);
+        assert_eq!(unreadable.len(), 1);
+        assert!(unreadable[0].path.ends_with("20261201T100000Z-3.json"));
+        assert!(
+            unreadable[0].reason.contains("not a rollout record"),
+            "{}",
+            unreadable[0].reason
+        );
+    }
+
+    #[test]
+    fn one_rollout_per_cluster_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let yaml = dir.path().join("cluster.yaml");
+        std::fs::write(&yaml, "nodes: []\n").unwrap();
+        let held = store.lock(&yaml).unwrap();
+        assert!(store.lock(&yaml).is_err(), "a second rollout of the same cluster");
+        let other = dir.path().join("other.yaml");
+        std::fs::write(&other, "nodes: []\n").unwrap();
+        let _other = store.lock(&other).unwrap();
+        drop(held);
+        assert!(store.lock(&yaml).is_ok(), "free once the first ends");
+    }
+
+    #[test]
+    fn ranks_per_node_come_from_cluster_yaml_else_the_fewest_gpus() {
+        let mut r = record("20261201T100000Z-7", 5);
+        let hosts = ["a".to_string(), "b".to_string()];
+        assert_eq!(r.gpus_per_node(&hosts), 4);
+        assert_eq!(r.gpus_per_node(&hosts[..1]), 8);
+        assert_eq!(r.gpus_per_node(&["ghost".to_string()]), 1);
+        r.options.benchmark.gpus_per_node = Some(2);
+        assert_eq!(r.gpus_per_node(&hosts), 2);
+    }
 }

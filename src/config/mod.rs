@@ -873,3 +873,166 @@ pub(crate) const PROFILES: &[(&str, &str)] = &[
 pub(crate) fn profile_xml(name: &str) -> Option<&'static str> {
     PROFILES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Inventory, ConfigError> {
+        Inventory::parse(Path::new("/etc/topo-tune/cluster.yaml"), text)
+    }
+
+    /// The error's `file:line:col` and message.
+    fn refused(text: &str) -> (String, String) {
+        match parse(text) {
+            Err(ConfigError::Invalid { at, message }) => (at, message),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_fill_what_the_file_leaves_out() {
+        let inv = parse("nodes:\n  - host: gpu01\n").unwrap();
+        assert_eq!(inv.ssh.forks, DEFAULT_FORKS);
+        assert_eq!(inv.ssh.connect_timeout_s, DEFAULT_CONNECT_TIMEOUT_S);
+        assert_eq!(inv.ssh.command_timeout_s, DEFAULT_COMMAND_TIMEOUT_S);
+        assert_eq!(inv.ssh.remote_dir, DEFAULT_REMOTE_DIR);
+        assert_eq!(inv.ssh.max_startups as u64, DEFAULT_MAX_STARTUPS);
+        let n = &inv.nodes[0];
+        assert_eq!((n.transport, n.slurm_name.as_str()), (TransportKind::Ssh, "gpu01"));
+        assert_eq!(n.declared_at, "/etc/topo-tune/cluster.yaml:2:11");
+    }
+
+    #[test]
+    fn ranges_expand_and_inherit_the_entry() {
+        let inv = parse(
+            "ssh: {user: ops, port: 2222}\nnodes:\n  - host: \"gpu[01-03]\"\n    labels: {rack: r1}\n    slurm_name: \"n[1-3]\"\n",
+        )
+        .unwrap();
+        let hosts: Vec<(&str, &str, Option<u16>)> = inv
+            .nodes
+            .iter()
+            .map(|n| (n.host.as_str(), n.slurm_name.as_str(), n.port))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                ("gpu01", "n1", Some(2222)),
+                ("gpu02", "n2", Some(2222)),
+                ("gpu03", "n3", Some(2222))
+            ]
+        );
+        assert!(inv
+            .nodes
+            .iter()
+            .all(|n| n.user.as_deref() == Some("ops") && n.labels["rack"] == "r1"));
+    }
+
+    #[test]
+    fn relative_paths_are_relative_to_the_file() {
+        let inv = parse("ssh: {known_hosts: keys/known_hosts}\nnodes:\n  - host: a\n    simulate: x.xml\n  - host: b\n    simulate: aws-p5en\n").unwrap();
+        assert_eq!(
+            inv.ssh.known_hosts.as_deref(),
+            Some(Path::new("/etc/topo-tune/keys/known_hosts"))
+        );
+        assert_eq!(inv.nodes[0].simulate.as_deref(), Some("/etc/topo-tune/x.xml"));
+        assert_eq!(
+            inv.nodes[1].simulate.as_deref(),
+            Some("aws-p5en"),
+            "a bundled profile stays a name"
+        );
+    }
+
+    #[test]
+    fn every_refusal_names_the_line() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("nodes:\n  - host: a\n  - host: a\n", ":3:", "listed twice"),
+            ("nodes:\n  - host: a\n    port: 0\n", ":3:", "port 0"),
+            ("nodes:\n  - host: a\n    gpu: h9000\n", ":3:", "GPU part"),
+            (
+                "nodes:\n  - host: a\n    transport: simulated\n",
+                ":2:",
+                "needs `simulate:",
+            ),
+            ("ssh:\n  remote_dir: ../x\nnodes:\n  - host: a\n", ":2:", "remote_dir"),
+            (
+                "fabric:\n  racks:\n    r1: {leaf: nowhere}\nnodes:\n  - host: a\n",
+                ":3:",
+                "does not declare",
+            ),
+            (
+                "fabric:\n  racks: {r1: {}}\nnodes:\n  - host: a\n    labels: {rack: r9}\n",
+                ":5:",
+                "points nowhere",
+            ),
+            (
+                "nodes:\n  - host: a\n    slurm_name: \"n[1-2]\"\n",
+                ":3:",
+                "one name per host",
+            ),
+            ("nodes:\n  - host: !!str a\n", ":2:", "YAML tags"),
+            ("nodes:\n  - host: a\r  - host: b\n", ":2:", "carriage return"),
+        ];
+        for (text, line, words) in cases {
+            let (at, message) = refused(text);
+            assert!(at.starts_with("/etc/topo-tune/cluster.yaml"), "{at}");
+            assert!(at.contains(line), "{text:?}: {at} (wanted {line})");
+            assert!(message.contains(words), "{text:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_switch_is_on_one_level() {
+        let (_, m) = refused("fabric:\n  leaves: {l1: {spine: l1}}\nnodes:\n  - host: a\n");
+        assert!(m.contains("a switch is on one level"), "{m}");
+        let (_, m) = refused("fabric:\n  leaves: {l1: {spine: s1}}\n  racks: {s1: {}}\nnodes:\n  - host: a\n");
+        assert!(m.contains("rack `s1`"), "{m}");
+        let (_, m) = refused("nodes:\n  - host: a\n    labels: {rack: x, leaf: x}\n");
+        assert!(m.contains("another level"), "{m}");
+    }
+
+    #[test]
+    fn numbers_outside_their_range_are_refused() {
+        for (text, key) in [
+            ("ssh: {forks: 0}\nnodes: [{host: a}]\n", "ssh.forks"),
+            ("ssh: {forks: 100000}\nnodes: [{host: a}]\n", "ssh.forks"),
+            ("ssh: {connect_timeout: 0}\nnodes: [{host: a}]\n", "ssh.connect_timeout"),
+            ("fabric: {rails: 0}\nnodes: [{host: a}]\n", "fabric.rails"),
+            (
+                "fabric: {leaves: {l: {uplink_gbps: -1}}}\nnodes: [{host: a}]\n",
+                "uplink_gbps",
+            ),
+        ] {
+            let (_, m) = refused(text);
+            assert!(m.contains(key), "{text:?}: {m}");
+        }
+    }
+
+    #[test]
+    fn nccl_overrides_are_checked_at_load() {
+        let (at, m) = refused("nccl: {NCCL_DEBUG: INFO}\nnodes: [{host: a}]\n");
+        assert!(at.ends_with("nccl.NCCL_DEBUG"), "{at}");
+        assert!(!m.is_empty());
+        assert!(parse("nccl: {NCCL_IB_TIMEOUT: \"22\"}\nnodes: [{host: a}]\n").is_ok());
+    }
+
+    #[test]
+    fn tags_are_found_outside_quotes_and_comments_only() {
+        assert_eq!(yaml_tag_at("  host: !!str a"), Some(8));
+        assert_eq!(yaml_tag_at("- !custom x"), Some(2));
+        assert_eq!(yaml_tag_at("  host: \"a!b\""), None);
+        assert_eq!(yaml_tag_at("  host: 'it!s'"), None);
+        assert_eq!(yaml_tag_at("  host: a # !not a tag"), None);
+        assert_eq!(yaml_tag_at("  command: echo hi!"), None, "inside a plain value");
+    }
+
+    #[test]
+    fn remote_dirs_are_plain_paths() {
+        for ok in [".cache/topo-tune", "/opt/topo-tune", "a_b-c.d"] {
+            assert!(check_remote_dir(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a/../b", "a b", "$HOME/x", "a;b"] {
+            assert!(check_remote_dir(bad).is_err(), "{bad:?}");
+        }
+    }
+}

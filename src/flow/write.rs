@@ -44,36 +44,17 @@ pub(crate) fn write_plan(
     let mut jobs = Vec::new();
     let mut slots = Vec::new();
     for n in &inv.nodes {
-        let detail = |class: Option<&&NcclClass>| WriteDetail {
+        let detail = |class: Option<&NcclClass>| WriteDetail {
             transport: transport_name(n),
             settings: class.map(|c| c.settings.clone()).unwrap_or_default(),
             left_out: class.map(|c| c.left_out.clone()).unwrap_or_default(),
             ..WriteDetail::default()
         };
-        let class = by_host.get(n.host.as_str());
-        // A node that could not say what it is gets nothing, with its own failure.
-        if let Some(f) = facts.failed.get(&n.host) {
-            rows.push(Some(NodeRow::failed(&n.host, f.clone(), detail(class))));
-            continue;
-        }
-        // What would be written passes the class checks and the guard, against the node's
-        // own ports (a plan may have been edited since it was made).
-        let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
-        if let Some(Err(why)) = class.map(|c| admit(inv, n, c, ports)) {
-            let f = Failure::new(FailureKind::NotPlanned, why.0);
-            rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
-            continue;
-        }
-        let bundle = match class.map(|c| Bundle::of(c)) {
-            Some(Ok(b)) => b,
-            Some(Err(r)) => {
-                let f = Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}"));
+        let class = by_host.get(n.host.as_str()).copied();
+        let bundle = match bundle_for(inv, n, plan, class, facts) {
+            Ok(b) => b,
+            Err(f) => {
                 rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
-                continue;
-            }
-            None => {
-                let f = Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host));
-                rows.push(Some(NodeRow::failed(&n.host, f, detail(None))));
                 continue;
             }
         };
@@ -116,6 +97,27 @@ pub(crate) fn write_plan(
         });
     }
     Ok(rows.into_iter().flatten().collect())
+}
+
+/// What one node is to be written, or why it gets nothing: a node that could not say what it
+/// is gets nothing, with its own failure; what would be written passes the class checks and
+/// the guard against the node's own ports (a plan may have been edited since it was made).
+fn bundle_for(
+    inv: &crate::config::Inventory,
+    n: &crate::config::NodeSpec,
+    plan: &Plan,
+    class: Option<&NcclClass>,
+    facts: &Facts,
+) -> Result<Bundle, Failure> {
+    if let Some(f) = facts.failed.get(&n.host) {
+        return Err(f.clone());
+    }
+    let Some(class) = class else {
+        return Err(Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host)));
+    };
+    let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
+    admit(inv, n, class, ports).map_err(|why| Failure::new(FailureKind::NotPlanned, why.0))?;
+    Bundle::of(class).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))
 }
 
 /// `rollback` on every node: its last run undone (or the run named), one row per node.

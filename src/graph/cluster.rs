@@ -297,3 +297,142 @@ fn truncated(p: &Placement, level: Level) -> Placement {
         rack: if level >= Level::Rack { p.rack.clone() } else { None },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fabric::Leaf;
+
+    fn facts(net_gbps: f64) -> HostFacts {
+        HostFacts {
+            gpus: 8,
+            ring_gbps: 150.0,
+            hop_latency_us: 0.6,
+            net_gbps,
+        }
+    }
+
+    /// Two spines; leaf-a and leaf-b under s1 (leaf-a with a 3,200 Gb/s uplink), leaf-c under
+    /// s2; racks r1, r2 on leaf-a, r3 on leaf-b, r4 on leaf-c.
+    fn fabric() -> Fabric {
+        let leaf = |spine: &str, uplink: Option<f64>| Leaf {
+            spine: Some(spine.into()),
+            uplink_gbps: uplink,
+        };
+        Fabric {
+            racks: [("r1", "leaf-a"), ("r2", "leaf-a"), ("r3", "leaf-b"), ("r4", "leaf-c")]
+                .into_iter()
+                .map(|(r, l)| (r.to_string(), Some(l.to_string())))
+                .collect(),
+            leaves: BTreeMap::from([
+                ("leaf-a".to_string(), leaf("s1", Some(3200.0))),
+                ("leaf-b".to_string(), leaf("s1", None)),
+                ("leaf-c".to_string(), leaf("s2", None)),
+            ]),
+            rails: None,
+        }
+    }
+
+    fn build(hosts: &[(&str, &str)], fabric: Option<&Fabric>) -> ClusterGraph {
+        let labels: Vec<BTreeMap<String, String>> = hosts
+            .iter()
+            .map(|(_, rack)| match *rack {
+                "" => BTreeMap::new(),
+                r => BTreeMap::from([("rack".to_string(), r.to_string())]),
+            })
+            .collect();
+        let specs: Vec<HostSpec> = hosts
+            .iter()
+            .zip(&labels)
+            .map(|((name, _), labels)| HostSpec {
+                name,
+                labels,
+                facts: facts(50.0),
+            })
+            .collect();
+        ClusterGraph::build(&specs, fabric)
+    }
+
+    fn kinds(g: &ClusterGraph, edges: &[EdgeIndex]) -> Vec<LinkKind> {
+        edges.iter().map(|&e| g.link(e).kind).collect()
+    }
+
+    #[test]
+    fn hosts_in_one_rack_meet_at_the_rack() {
+        let f = fabric();
+        let g = build(&[("a", "r1"), ("b", "r1")], Some(&f));
+        let r = g.route("a", "b").unwrap();
+        assert_eq!(kinds(&g, &r.up), [LinkKind::Network]);
+        assert_eq!(kinds(&g, &r.down), [LinkKind::Network]);
+        assert_eq!(g.route_latency_us(&r), LAT_NET_US);
+        assert_eq!(g.below(r.up[0]).name, "a");
+        assert_eq!(g.link(r.up[0]).gbps, 50.0);
+    }
+
+    #[test]
+    fn crossing_leaves_climbs_to_the_spine_and_pays_one_tier() {
+        let f = fabric();
+        let g = build(&[("a", "r1"), ("b", "r3")], Some(&f));
+        let r = g.route("a", "b").unwrap();
+        let path = [LinkKind::Network, LinkKind::Grouping, LinkKind::Uplink];
+        assert_eq!(kinds(&g, &r.up), path);
+        let mut down = path.to_vec();
+        down.reverse();
+        assert_eq!(kinds(&g, &r.down), down);
+        assert!((g.route_latency_us(&r) - (LAT_NET_US + LAT_PER_TIER_US)).abs() < 1e-9);
+        // leaf-a's uplink is 3,200 Gb/s: 400 GB/s one way; leaf-b's is undeclared.
+        assert_eq!(g.link(r.up[2]).gbps, 400.0);
+        assert_eq!(g.link(r.down[0]).gbps, f64::INFINITY);
+        assert_eq!(g.below(r.up[2]).name, "leaf-a");
+    }
+
+    #[test]
+    fn crossing_spines_goes_through_the_core() {
+        let f = fabric();
+        let g = build(&[("a", "r1"), ("b", "r4")], Some(&f));
+        let r = g.route("a", "b").unwrap();
+        assert_eq!(r.up.len(), 4);
+        assert_eq!(g.link(r.up[3]).kind, LinkKind::Trunk);
+        assert!((g.route_latency_us(&r) - (LAT_NET_US + 2.0 * LAT_PER_TIER_US)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_same_vertex_is_made_once_and_unknown_hosts_have_no_route() {
+        let f = fabric();
+        let g = build(&[("a", "r1"), ("b", "r2"), ("c", "r1")], Some(&f));
+        assert_eq!(g.group_at("a", Level::Rack), g.group_at("c", Level::Rack));
+        assert_ne!(g.group_at("a", Level::Rack), g.group_at("b", Level::Rack));
+        assert_eq!(g.group_at("a", Level::Leaf), g.group_at("b", Level::Leaf));
+        assert_eq!(g.route("a", "ghost"), None);
+        assert_eq!(g.host("ghost"), None);
+        assert_eq!(g.host("a"), Some(&facts(50.0)));
+    }
+
+    #[test]
+    fn a_host_without_placement_hangs_off_the_core() {
+        let f = fabric();
+        let g = build(&[("a", "r1"), ("loose", "")], Some(&f));
+        let r = g.route("a", "loose").unwrap();
+        assert_eq!(r.down.len(), 1, "straight from the core");
+        assert_eq!(g.group_at("loose", Level::Leaf), g.group_at("a", Level::Core));
+    }
+
+    #[test]
+    fn depth_first_order_visits_each_group_once_in_natural_order() {
+        let f = fabric();
+        let g = build(
+            &[("n10", "r1"), ("n1", "r4"), ("n2", "r1"), ("n3", "r3"), ("n9", "r2")],
+            Some(&f),
+        );
+        assert_eq!(g.depth_first_hosts(), ["n2", "n10", "n9", "n3", "n1"]);
+    }
+
+    #[test]
+    fn without_a_fabric_every_host_is_one_hop_from_the_core() {
+        let g = build(&[("a", "r1"), ("b", "r2")], None);
+        let r = g.route("a", "b").unwrap();
+        // Racks are still groups (from labels), with no cable of their own.
+        assert_eq!(kinds(&g, &r.up), [LinkKind::Network, LinkKind::Grouping]);
+        assert_eq!(g.route_latency_us(&r), LAT_NET_US);
+    }
+}

@@ -174,12 +174,7 @@ pub(crate) fn plan(
     include_control: bool,
     managed: &dyn Fn(u32) -> bool,
 ) -> Result<IrqPlan, IrqError> {
-    let mut blocked = reserved.clone();
-    for cpu in reserved.iter() {
-        if let Some(s) = topo.siblings.get(&cpu) {
-            blocked = blocked.union(s);
-        }
-    }
+    let blocked = with_siblings(reserved, topo);
     let mut nics: Vec<&Nic> = snap.nics.iter().filter(|n| is_mlx5(n)).collect();
     nics.sort_by_key(|n| crate::model::natural_key(&n.name));
     let mut notes = Vec::new();
@@ -187,28 +182,13 @@ pub(crate) fn plan(
     let mut pins = Vec::new();
     for nic in nics {
         let Some(p) = &nic.pci else { continue };
-        let (local, key) = match p.numa_node.and_then(|n| snap.numa_nodes.iter().find(|x| x.id == n)) {
-            Some(node) => (node.cpus.clone(), format!("node{}", node.id)),
-            None => {
-                notes.push(format!(
-                    "{}: NUMA node unknown (numa_node = -1): using its local_cpulist {}",
-                    nic.name, p.cpu_affinity
-                ));
-                (p.cpu_affinity.clone(), format!("cpus{}", p.cpu_affinity))
-            }
-        };
+        let (local, key) = local_cpus(snap, &nic.name, p, &mut notes);
         let candidates: Vec<u32> = local
             .iter()
             .filter(|c| topo.online.is_empty() || topo.online.contains(*c))
             .filter(|c| !blocked.contains(*c))
             .collect();
-        // One thread per physical core: the lowest candidate of each core.
-        let mut per_core: BTreeMap<u32, u32> = BTreeMap::new();
-        for c in &candidates {
-            let core = topo.core_of.get(c).copied().unwrap_or(*c);
-            per_core.entry(core).or_insert(*c);
-        }
-        let cores: Vec<u32> = per_core.values().copied().collect();
+        let cores = one_thread_per_core(&candidates, topo);
         let mut irqs: Vec<&crate::model::Irq> = nic.irqs.iter().collect();
         irqs.sort_by_key(|i| i.irq);
         if cores.is_empty() && irqs.iter().any(|i| i.class == IrqClass::Completion) {
@@ -238,27 +218,7 @@ pub(crate) fn plan(
                 ),
                 _ => (None, "control vector: left alone".to_string()),
             };
-            let action = match &target {
-                None => PinAction::Leave,
-                Some(_) if managed(i.irq) => PinAction::Unsupported,
-                Some(t) if i.affinity.as_ref() == Some(t) => PinAction::Keep,
-                Some(_) => PinAction::Set,
-            };
-            let reason = if action == PinAction::Unsupported {
-                "managed by the kernel (smp_affinity_list is read-only): cannot be moved from user space".to_string()
-            } else {
-                reason
-            };
-            pins.push(IrqPin {
-                nic: nic.name.clone(),
-                irq: i.irq,
-                name: i.name.clone(),
-                class: i.class,
-                current: i.affinity.clone(),
-                target,
-                action,
-                reason,
-            });
+            pins.push(pin(&nic.name, i, target, reason, managed));
         }
     }
     let plan = IrqPlan {
@@ -268,6 +228,78 @@ pub(crate) fn plan(
     };
     verify(&plan, topo, &blocked)?;
     Ok(plan)
+}
+
+/// The reserved CPUs and their hyperthread siblings: no interrupt goes to either.
+fn with_siblings(reserved: &CpuList, topo: &CpuTopology) -> CpuList {
+    let mut blocked = reserved.clone();
+    for cpu in reserved.iter() {
+        if let Some(s) = topo.siblings.get(&cpu) {
+            blocked = blocked.union(s);
+        }
+    }
+    blocked
+}
+
+/// A NIC's local CPUs (its NUMA node's, else its own `local_cpulist`, said in a note) and the
+/// key vectors are spread under (NICs of one NUMA node share the round-robin).
+fn local_cpus(
+    snap: &NodeSnapshot,
+    nic: &str,
+    p: &crate::model::PciPlacement,
+    notes: &mut Vec<String>,
+) -> (CpuList, String) {
+    match p.numa_node.and_then(|n| snap.numa_nodes.iter().find(|x| x.id == n)) {
+        Some(node) => (node.cpus.clone(), format!("node{}", node.id)),
+        None => {
+            notes.push(format!(
+                "{nic}: NUMA node unknown (numa_node = -1): using its local_cpulist {}",
+                p.cpu_affinity
+            ));
+            (p.cpu_affinity.clone(), format!("cpus{}", p.cpu_affinity))
+        }
+    }
+}
+
+/// One thread per physical core: the lowest candidate of each core.
+fn one_thread_per_core(candidates: &[u32], topo: &CpuTopology) -> Vec<u32> {
+    let mut per_core: BTreeMap<u32, u32> = BTreeMap::new();
+    for c in candidates {
+        let core = topo.core_of.get(c).copied().unwrap_or(*c);
+        per_core.entry(core).or_insert(*c);
+    }
+    per_core.values().copied().collect()
+}
+
+/// What happens to one interrupt given its target.
+fn pin(
+    nic: &str,
+    i: &crate::model::Irq,
+    target: Option<CpuList>,
+    reason: String,
+    managed: &dyn Fn(u32) -> bool,
+) -> IrqPin {
+    let action = match &target {
+        None => PinAction::Leave,
+        Some(_) if managed(i.irq) => PinAction::Unsupported,
+        Some(t) if i.affinity.as_ref() == Some(t) => PinAction::Keep,
+        Some(_) => PinAction::Set,
+    };
+    let reason = if action == PinAction::Unsupported {
+        "managed by the kernel (smp_affinity_list is read-only): cannot be moved from user space".to_string()
+    } else {
+        reason
+    };
+    IrqPin {
+        nic: nic.to_string(),
+        irq: i.irq,
+        name: i.name.clone(),
+        class: i.class,
+        current: i.affinity.clone(),
+        target,
+        action,
+        reason,
+    }
 }
 
 /// The one promise, checked on the finished plan whatever the input: no interrupt goes to a

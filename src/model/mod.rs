@@ -15,6 +15,8 @@ pub(crate) mod ring;
 pub(crate) mod size;
 pub(crate) mod snapshot;
 pub(crate) mod snapshot_check;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod topo_h;
 
 pub(crate) use cpulist::CpuList;

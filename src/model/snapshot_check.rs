@@ -2,7 +2,9 @@
 //! command line or a terminal is checked against its grammar, and every collection against a
 //! bound, before anything uses it. A snapshot that fails names the field. Pure.
 
-use super::snapshot::{Nic, NodeSnapshot, PciPlacement, OLDEST_READABLE, SCHEMA_VERSION};
+use super::snapshot::{
+    Gpu, MachineInfo, Nic, NodeSnapshot, PciPlacement, PciTopology, OLDEST_READABLE, SCHEMA_VERSION,
+};
 use serde::Deserialize;
 
 /// Most GPUs one node may report (an NVL72 tray shows 4; 8-GPU and 16-GPU boards are usual).
@@ -206,20 +208,43 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     token("hostname", &s.hostname, 253, "._-", "a host name")?;
     text("tool_version", &s.tool_version, 64)?;
     opt_text("source.path", s.source.path.as_deref(), 4096)?;
-    let m = &s.machine;
+    machine(&s.machine)?;
+    bounded("numa_nodes", &s.numa_nodes, MAX_ITEMS)?;
+    pci_tree(&s.pci)?;
+    bounded("gpus", &s.gpus, MAX_GPUS)?;
+    for (i, g) in s.gpus.iter().enumerate() {
+        gpu(i, g)?;
+    }
+    bounded("nics", &s.nics, MAX_NICS)?;
+    for (i, n) in s.nics.iter().enumerate() {
+        nic(i, n)?;
+    }
+    unique_names(s)?;
+    one_device_per_function(s)?;
+    bounded("notes", &s.notes, MAX_ITEMS)?;
+    for (i, n) in s.notes.iter().enumerate() {
+        token(&format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
+        text(&format!("notes[{i}].message"), &n.message, 4096)?;
+    }
+    Ok(())
+}
+
+fn machine(m: &MachineInfo) -> Result<(), FieldError> {
     opt_text("machine.product", m.product.as_deref(), 256)?;
     if let Some(a) = &m.architecture {
         token("machine.architecture", a, 32, "_", "an architecture")?;
     }
     opt_text("machine.kernel", m.kernel.as_deref(), 256)?;
     opt_text("machine.cpu_model", m.cpu_model.as_deref(), 256)?;
-    opt_text("machine.nvidia_driver", m.nvidia_driver.as_deref(), 64)?;
-    bounded("numa_nodes", &s.numa_nodes, MAX_ITEMS)?;
-    bounded("pci.host_bridges", &s.pci.host_bridges, MAX_PCI)?;
-    bounded("pci.bridges", &s.pci.bridges, MAX_PCI)?;
-    bounded("pci.switches", &s.pci.switches, MAX_PCI)?;
-    bounded("pci.nvswitches", &s.pci.nvswitches, MAX_PCI)?;
-    for (i, h) in s.pci.host_bridges.iter().enumerate() {
+    opt_text("machine.nvidia_driver", m.nvidia_driver.as_deref(), 64)
+}
+
+fn pci_tree(pci: &PciTopology) -> Result<(), FieldError> {
+    bounded("pci.host_bridges", &pci.host_bridges, MAX_PCI)?;
+    bounded("pci.bridges", &pci.bridges, MAX_PCI)?;
+    bounded("pci.switches", &pci.switches, MAX_PCI)?;
+    bounded("pci.nvswitches", &pci.nvswitches, MAX_PCI)?;
+    for (i, h) in pci.host_bridges.iter().enumerate() {
         token(
             &format!("pci.host_bridges[{i}].id"),
             &h.id,
@@ -228,7 +253,7 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
             "a host bridge id",
         )?;
     }
-    for (i, b) in s.pci.bridges.iter().enumerate() {
+    for (i, b) in pci.bridges.iter().enumerate() {
         // Empty when the source does not say (an NCCL topology file).
         if !(b.vendor_id.is_empty() && b.device_id.is_empty()) {
             hex_id(
@@ -237,7 +262,7 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
             )?;
         }
     }
-    for (i, sw) in s.pci.switches.iter().enumerate() {
+    for (i, sw) in pci.switches.iter().enumerate() {
         if let Some(id) = &sw.pci_id {
             hex_id(&format!("pci.switches[{i}].pci_id"), id)?;
         }
@@ -247,32 +272,33 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
             MAX_PCI,
         )?;
     }
-    bounded("gpus", &s.gpus, MAX_GPUS)?;
-    for (i, g) in s.gpus.iter().enumerate() {
-        text(&format!("gpus[{i}].name"), &g.name, 128)?;
-        if let Some(u) = &g.uuid {
-            token(&format!("gpus[{i}].uuid"), u, 128, "-", "a GPU UUID")?;
-        }
-        if let Some(cc) = &g.compute_capability {
-            token(
-                &format!("gpus[{i}].compute_capability"),
-                cc,
-                8,
-                ".",
-                "a compute capability",
-            )?;
-        }
-        placement(&format!("gpus[{i}]"), &g.placement)?;
-        if let Some(l) = &g.nvlinks {
-            bounded(&format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
-        }
+    Ok(())
+}
+
+fn gpu(i: usize, g: &Gpu) -> Result<(), FieldError> {
+    text(&format!("gpus[{i}].name"), &g.name, 128)?;
+    if let Some(u) = &g.uuid {
+        token(&format!("gpus[{i}].uuid"), u, 128, "-", "a GPU UUID")?;
     }
-    bounded("nics", &s.nics, MAX_NICS)?;
-    for (i, n) in s.nics.iter().enumerate() {
-        nic(i, n)?;
+    if let Some(cc) = &g.compute_capability {
+        token(
+            &format!("gpus[{i}].compute_capability"),
+            cc,
+            8,
+            ".",
+            "a compute capability",
+        )?;
     }
-    unique_names(s)?;
-    // The ports of one multi-port NIC share a PCI function: then they share its placement.
+    placement(&format!("gpus[{i}]"), &g.placement)?;
+    if let Some(l) = &g.nvlinks {
+        bounded(&format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
+    }
+    Ok(())
+}
+
+/// The ports of one multi-port NIC share a PCI function, and then its placement; a GPU's bus
+/// id appears once, and is no NIC's.
+fn one_device_per_function(s: &NodeSnapshot) -> Result<(), FieldError> {
     for (i, n) in s.nics.iter().enumerate() {
         let Some(p) = &n.pci else { continue };
         if s.nics[..i]
@@ -286,8 +312,6 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
             ));
         }
     }
-    // One device per PCI function: a GPU's bus id appears once, and is no NIC's (the ports
-    // of one multi-port NIC do share theirs).
     let mut gpu_bdfs = std::collections::HashSet::new();
     for (i, g) in s.gpus.iter().enumerate() {
         let bdf = g.placement.bdf;
@@ -295,11 +319,6 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
         if !gpu_bdfs.insert(bdf) || nic_has_it {
             return Err(err(format!("gpus[{i}].bdf"), format!("bus id {bdf} appears twice")));
         }
-    }
-    bounded("notes", &s.notes, MAX_ITEMS)?;
-    for (i, n) in s.notes.iter().enumerate() {
-        token(&format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
-        text(&format!("notes[{i}].message"), &n.message, 4096)?;
     }
     Ok(())
 }

@@ -412,3 +412,140 @@ fn apply_overrides(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing::{as_connectx, p5en};
+
+    fn none() -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    fn value<'a>(d: &'a Derived, name: &str) -> Option<&'a str> {
+        d.settings.iter().find(|s| s.name == name).map(|s| s.value.as_str())
+    }
+
+    #[test]
+    fn efa_devices_get_no_ib_hca_and_say_why() {
+        let d = derive(&p5en(), None, None, &none()).unwrap();
+        assert_eq!(value(&d, "NCCL_IB_HCA"), None);
+        assert!(
+            d.left_out.iter().any(|w| w.contains("aws-ofi-nccl")),
+            "{:?}",
+            d.left_out
+        );
+    }
+
+    #[test]
+    fn connectx_devices_are_named_exactly_in_natural_order() {
+        let d = derive(&as_connectx(p5en()), None, None, &none()).unwrap();
+        let hca = value(&d, "NCCL_IB_HCA").unwrap();
+        let names: Vec<String> = (0..16).map(|i| format!("mlx5_{i}")).collect();
+        assert_eq!(
+            hca,
+            format!("={}", names.join(",")),
+            "mlx5_10 after mlx5_9, `=` for exact names"
+        );
+    }
+
+    #[test]
+    fn a_down_port_leaves_its_device_out_of_ib_hca() {
+        let mut s = as_connectx(p5en());
+        let nic = s.nics.iter_mut().find(|n| n.name == "mlx5_3").unwrap();
+        for p in &mut nic.rdma.as_mut().unwrap().ports {
+            p.state = Some("DOWN".into());
+            p.state_code = Some(1);
+        }
+        let d = derive(&s, None, None, &none()).unwrap();
+        let hca = value(&d, "NCCL_IB_HCA").unwrap();
+        assert!(!hca.split([',', '=']).any(|n| n == "mlx5_3"), "{hca}");
+        assert!(hca.contains("mlx5_2") && hca.contains("mlx5_4"), "{hca}");
+    }
+
+    #[test]
+    fn roce_gid_index_is_forced_only_below_nccl_2_21() {
+        let mut s = as_connectx(p5en());
+        for nic in s.nics.iter_mut().filter(|n| n.rdma.is_some()) {
+            for p in &mut nic.rdma.as_mut().unwrap().ports {
+                p.link_layer = LinkLayer::Ethernet;
+                p.roce_v2_gid_indexes = vec![1, 3];
+            }
+        }
+        let old = derive(&s, None, Some(NcclVersion(2, 20, 5)), &none()).unwrap();
+        assert_eq!(value(&old, "NCCL_IB_GID_INDEX"), Some("3"), "the last RoCE v2 GID");
+        let new = derive(&s, None, Some(NcclVersion(2, 21, 0)), &none()).unwrap();
+        assert_eq!(value(&new, "NCCL_IB_GID_INDEX"), None);
+        assert!(new
+            .left_out
+            .iter()
+            .any(|w| w.contains("selects the RoCE v2 GID itself")));
+        // Ports that disagree: nothing is forced.
+        s.nics
+            .iter_mut()
+            .find(|n| n.name == "mlx5_0")
+            .unwrap()
+            .rdma
+            .as_mut()
+            .unwrap()
+            .ports[0]
+            .roce_v2_gid_indexes = vec![2];
+        let mixed = derive(&s, None, Some(NcclVersion(2, 20, 5)), &none()).unwrap();
+        assert_eq!(value(&mixed, "NCCL_IB_GID_INDEX"), None);
+    }
+
+    #[test]
+    fn rails_keep_rings_on_one_nic() {
+        let d = derive(&p5en(), Some(8), None, &none()).unwrap();
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), Some("0"));
+        let d = derive(&p5en(), None, None, &none()).unwrap();
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), None);
+    }
+
+    #[test]
+    fn socket_ifname_needs_known_states_and_names_the_first_up_interface() {
+        let mut s = as_connectx(p5en());
+        let d = derive(&s, None, None, &none()).unwrap();
+        assert_eq!(value(&d, "NCCL_SOCKET_IFNAME"), None, "states unknown in a file");
+        for (i, dev) in s
+            .nics
+            .iter_mut()
+            .filter(|n| n.kind == NicKind::Ethernet)
+            .flat_map(|n| n.netdevs.iter_mut())
+            .enumerate()
+        {
+            dev.operstate = Some(if i == 0 { "down" } else { "up" }.into());
+        }
+        let d = derive(&s, None, None, &none()).unwrap();
+        assert_eq!(value(&d, "NCCL_SOCKET_IFNAME"), Some("=enp72s0"));
+    }
+
+    #[test]
+    fn overrides_win_and_are_checked_like_the_rest() {
+        let forced = BTreeMap::from([("NCCL_IB_HCA".to_string(), "=mlx5_0".to_string())]);
+        let d = derive(&as_connectx(p5en()), None, None, &forced).unwrap();
+        let s = d.settings.iter().find(|s| s.name == "NCCL_IB_HCA").unwrap();
+        assert_eq!(
+            (s.value.as_str(), s.reason.as_str()),
+            ("=mlx5_0", "cluster.yaml `nccl:` override")
+        );
+        assert_eq!(d.settings.iter().filter(|s| s.name == "NCCL_IB_HCA").count(), 1);
+        let debug = BTreeMap::from([("NCCL_P2P_DISABLE".to_string(), "1".to_string())]);
+        assert!(
+            derive(&p5en(), None, None, &debug).is_err(),
+            "a debug variable is not set node-wide"
+        );
+        let unknown = BTreeMap::from([("NCCL_NO_SUCH_THING".to_string(), "1".to_string())]);
+        assert!(derive(&p5en(), None, None, &unknown).is_err());
+    }
+
+    #[test]
+    fn settings_come_out_sorted_by_name() {
+        let d = derive(&as_connectx(p5en()), Some(16), None, &none()).unwrap();
+        let names: Vec<&str> = d.settings.iter().map(|s| s.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        assert!(names.len() >= 2, "{names:?}");
+    }
+}

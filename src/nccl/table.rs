@@ -375,33 +375,46 @@ pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) ->
     }
     let var = lookup(name)
         .ok_or_else(|| reject("unknown to topo-tune's NCCL table (a typo is silently ignored by NCCL)".into()))?;
-    if value.is_empty() {
-        return Err(reject("empty value: an empty variable blocks NCCL's default".into()));
-    }
-    if value.len() > 1023 {
-        return Err(reject("longer than NCCL's 1023-character limit".into()));
-    }
-    if let Some(c) = value.chars().find(|c| c.is_whitespace()) {
-        return Err(reject(format!(
-            "contains whitespace ({:?}): NCCL keeps it in the value, so the setting never matches",
-            c
-        )));
-    }
-    if value.contains('"') || value.contains('\'') {
-        return Err(reject(
-            "contains quotes: NCCL keeps them in the value (\"eth0\" is no interface)".into(),
-        ));
-    }
-    if value.contains('#') {
-        return Err(reject(
-            "contains `#`: NCCL has no inline comments, the rest would be part of the value".into(),
-        ));
-    }
+    value_as_nccl_reads_it(value).map_err(reject)?;
     if let Some(v) = version {
         if v < var.since {
             return Err(reject(format!("NCCL {v} does not read it (since {})", var.since)));
         }
     }
+    of_its_syntax(var, value, version).map_err(reject)?;
+    if var.name == "NCCL_NTHREADS" && value.parse::<i64>().is_ok_and(|n| n % 32 != 0) {
+        return Err(reject(
+            "must be a multiple of 32 (NCCL resets it to 512 otherwise)".into(),
+        ));
+    }
+    Ok(var)
+}
+
+/// What NCCL's config-file reader keeps in a value that the writer did not mean: it trims
+/// nothing, has no quoting and no inline comments.
+fn value_as_nccl_reads_it(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("empty value: an empty variable blocks NCCL's default".into());
+    }
+    if value.len() > 1023 {
+        return Err("longer than NCCL's 1023-character limit".into());
+    }
+    if let Some(c) = value.chars().find(|c| c.is_whitespace()) {
+        return Err(format!(
+            "contains whitespace ({c:?}): NCCL keeps it in the value, so the setting never matches"
+        ));
+    }
+    if value.contains('"') || value.contains('\'') {
+        return Err("contains quotes: NCCL keeps them in the value (\"eth0\" is no interface)".into());
+    }
+    if value.contains('#') {
+        return Err("contains `#`: NCCL has no inline comments, the rest would be part of the value".into());
+    }
+    Ok(())
+}
+
+/// The value against the variable's syntax (levels by NCCL version).
+fn of_its_syntax(var: &Var, value: &str, version: Option<NcclVersion>) -> Result<(), String> {
     let ok = match var.syntax {
         Syntax::Int(lo, hi) => value.parse::<i64>().is_ok_and(|n| n >= lo && n <= hi),
         Syntax::OneOf(opts) => opts.contains(&value),
@@ -410,10 +423,10 @@ pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) ->
                 && !(value == "C2C" && version.is_some_and(|v| v < NcclVersion(2, 26, 0)))
                 && !(value == "P2C" && version.is_some_and(|v| v < NcclVersion(2, 27, 0)));
             if !known && LEVELS.contains(&value.to_ascii_uppercase().as_str()) {
-                return Err(reject(format!(
+                return Err(format!(
                     "level names are upper case: NCCL silently ignores `{value}` (write {})",
                     value.to_ascii_uppercase()
-                )));
+                ));
             }
             known
         }
@@ -435,24 +448,19 @@ pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) ->
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | ',' | ';' | '^' | '/')),
     };
-    if !ok {
-        let expected = match var.syntax {
-            Syntax::Int(lo, hi) => format!("an integer from {lo} to {hi}"),
-            Syntax::OneOf(opts) => format!("one of {}", opts.join(", ")),
-            Syntax::Level => "a level name: LOC NVL NVB PIX PXB PXN PHB SYS (C2C 2.26+, P2C 2.27+)".into(),
-            Syntax::DeviceList => "a device list such as =mlx5_0,mlx5_1 or ^docker".into(),
-            Syntax::Path => "an absolute path without `..`".into(),
-            Syntax::SubsysList => "a comma list such as INIT,NET".into(),
-            Syntax::Name => "a name".into(),
-        };
-        return Err(reject(format!("expected {expected}")));
+    if ok {
+        return Ok(());
     }
-    if var.name == "NCCL_NTHREADS" && value.parse::<i64>().is_ok_and(|n| n % 32 != 0) {
-        return Err(reject(
-            "must be a multiple of 32 (NCCL resets it to 512 otherwise)".into(),
-        ));
-    }
-    Ok(var)
+    let expected = match var.syntax {
+        Syntax::Int(lo, hi) => format!("an integer from {lo} to {hi}"),
+        Syntax::OneOf(opts) => format!("one of {}", opts.join(", ")),
+        Syntax::Level => "a level name: LOC NVL NVB PIX PXB PXN PHB SYS (C2C 2.26+, P2C 2.27+)".into(),
+        Syntax::DeviceList => "a device list such as =mlx5_0,mlx5_1 or ^docker".into(),
+        Syntax::Path => "an absolute path without `..`".into(),
+        Syntax::SubsysList => "a comma list such as INIT,NET".into(),
+        Syntax::Name => "a name".into(),
+    };
+    Err(format!("expected {expected}"))
 }
 
 /// What every node-wide file may hold, whoever asked for the setting (a rule, cluster.yaml's

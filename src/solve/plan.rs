@@ -378,3 +378,163 @@ fn nvlink_notes(nodes: &[Digest]) -> Vec<Note> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing::{as_connectx, p4d, p5en};
+
+    const GIB: u64 = 1 << 30;
+
+    fn node<'a>(host: &str, rack: &str, snapshot: &'a NodeSnapshot) -> PlanNode<'a> {
+        PlanNode {
+            host: host.into(),
+            labels: BTreeMap::from([("rack".to_string(), rack.to_string())]),
+            snapshot,
+            hints: NodeHints::default(),
+        }
+    }
+
+    fn plan_of(nodes: &[PlanNode], fabric: Option<&Fabric>, nccl: &NcclPolicy) -> Plan {
+        plan(&PlanInput {
+            nodes,
+            fabric,
+            message_bytes: GIB,
+            nccl,
+        })
+    }
+
+    fn two_racks() -> Fabric {
+        Fabric {
+            racks: BTreeMap::from([
+                ("r1".to_string(), Some("leaf-a".to_string())),
+                ("r2".to_string(), Some("leaf-b".to_string())),
+            ]),
+            leaves: BTreeMap::new(),
+            rails: None,
+        }
+    }
+
+    #[test]
+    fn identical_nodes_make_one_class_and_one_set_of_files() {
+        let s = as_connectx(p5en());
+        let nodes: Vec<PlanNode> = (0..4).map(|i| node(&format!("n{i}"), "r1", &s)).collect();
+        let p = plan_of(&nodes, None, &NcclPolicy::default());
+        assert_eq!(p.node_classes.len(), 1);
+        assert_eq!(p.node_classes[0].hosts, ["n0", "n1", "n2", "n3"]);
+        assert_eq!(p.node_classes[0].gpus, 8);
+        assert_eq!(p.nccl.classes.len(), 1);
+        assert_eq!(p.nccl.classes[0].hosts.len(), 4);
+        let mut order = p.node_order.clone();
+        order.sort();
+        assert_eq!(order, ["n0", "n1", "n2", "n3"], "every host once");
+        assert!(p.excluded.is_empty() && p.nccl.refused.is_empty());
+        assert_eq!(p.message_bytes, GIB);
+    }
+
+    #[test]
+    fn different_boards_are_different_classes() {
+        let (a, b) = (p4d(), p5en());
+        let nodes = [node("a0", "r1", &a), node("b0", "r1", &b), node("a1", "r1", &a)];
+        let p = plan_of(&nodes, None, &NcclPolicy::default());
+        assert_eq!(p.node_classes.len(), 2);
+        assert_eq!(p.node_classes[0].hosts, ["a0", "a1"]);
+        assert_eq!(p.node_classes[1].hosts, ["b0"]);
+    }
+
+    #[test]
+    fn a_node_without_gpus_holds_no_rank_but_gets_nccl_files() {
+        let s = p5en();
+        let mut bare = p5en();
+        bare.gpus.clear();
+        let nodes = [node("gpu0", "r1", &s), node("login", "r1", &bare)];
+        let p = plan_of(&nodes, None, &NcclPolicy::default());
+        assert_eq!(p.node_order, ["gpu0"]);
+        assert_eq!(p.excluded.len(), 1);
+        assert_eq!(p.excluded[0].host, "login");
+        assert!(p.excluded[0].reason.contains("no GPU"));
+        let with_files: Vec<&String> = p.nccl.classes.iter().flat_map(|c| &c.hosts).collect();
+        assert!(
+            with_files.contains(&&"login".to_string()),
+            "bootstrap runs NCCL there too"
+        );
+    }
+
+    #[test]
+    fn a_refused_override_refuses_every_node_and_names_why() {
+        let s = as_connectx(p5en());
+        let nodes = [node("n0", "r1", &s), node("n1", "r1", &s)];
+        let policy = NcclPolicy {
+            cluster_version: None,
+            overrides: BTreeMap::from([("NCCL_IB_HCA".to_string(), "=lo".to_string())]),
+        };
+        let p = plan_of(&nodes, None, &policy);
+        assert!(p.nccl.classes.is_empty());
+        assert_eq!(p.nccl.refused.len(), 2);
+        assert!(
+            p.nccl.refused[0].reason.contains("never-slower guard"),
+            "{}",
+            p.nccl.refused[0].reason
+        );
+    }
+
+    #[test]
+    fn the_cluster_version_applies_where_the_node_does_not_say() {
+        let s = p5en();
+        assert_eq!(s.nccl_version, None);
+        let nodes = [node("n0", "r1", &s)];
+        let policy = NcclPolicy {
+            cluster_version: Some(NcclVersion(2, 18, 1)),
+            overrides: BTreeMap::new(),
+        };
+        let p = plan_of(&nodes, None, &policy);
+        assert_eq!(p.nccl.classes[0].nccl_version, Some(NcclVersion(2, 18, 1)));
+    }
+
+    #[test]
+    fn the_solved_order_keeps_racks_together_and_is_never_predicted_worse() {
+        let s = as_connectx(p5en());
+        let fabric = two_racks();
+        // Inventory order alternates racks: the default ring crosses between them each hop.
+        let nodes: Vec<PlanNode> = (0..8)
+            .map(|i| node(&format!("n{i}"), if i % 2 == 0 { "r1" } else { "r2" }, &s))
+            .collect();
+        let p = plan_of(&nodes, Some(&fabric), &NcclPolicy::default());
+        assert!(p.crossings.solved.rack < p.crossings.default.rack, "{:?}", p.crossings);
+        assert!(p.crossings.solved.rack >= p.crossings.lower_bound.rack);
+        assert!(p.predicted.gain >= 1.0, "gain {}", p.predicted.gain);
+        assert_eq!(p.default_order, (0..8).map(|i| format!("n{i}")).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unplaced_nodes_among_placed_ones_are_a_warning() {
+        let s = p5en();
+        let fabric = two_racks();
+        let mut loose = node("loose", "r1", &s);
+        loose.labels.clear();
+        let nodes = [node("n0", "r1", &s), loose];
+        let p = plan_of(&nodes, Some(&fabric), &NcclPolicy::default());
+        assert!(p.notes.iter().any(|n| n.code == "unplaced-nodes"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn planning_from_digests_is_what_plan_does() {
+        // `init` digests each snapshot as it arrives and plans the digests; tests and benches
+        // call `plan`. Both must be the same plan.
+        let (a, b) = (as_connectx(p5en()), p4d());
+        let nodes = [node("a", "r1", &a), node("b", "r2", &b), node("c", "r2", &a)];
+        let fabric = two_racks();
+        let policy = NcclPolicy::default();
+        let whole = plan_of(&nodes, Some(&fabric), &policy);
+        let cx = Context {
+            fabric: Some(&fabric),
+            message_bytes: GIB,
+            nccl: &policy,
+        };
+        let streamed = plan_digests(nodes.iter().map(|n| digest(n, &cx)).collect(), &cx);
+        assert_eq!(
+            serde_json::to_value(&whole).unwrap(),
+            serde_json::to_value(&streamed).unwrap()
+        );
+    }
+}
