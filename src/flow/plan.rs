@@ -269,7 +269,7 @@ fn check_plan_files(plan: &Plan) -> Result<(), Refusal> {
         for p in &c.gpu_ports {
             if p.device.parse::<crate::model::pci::Bdf>().is_err() {
                 crate::model::snapshot_check::device_name(
-                    &format!("nccl.classes[{}].gpu_ports", c.name),
+                    || format!("nccl.classes[{}].gpu_ports", c.name),
                     &p.device,
                     63,
                 )

@@ -35,14 +35,32 @@ fn err(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
     }
 }
 
+/// A field's name, made only when its check fails: a snapshot has thousands of fields, and
+/// reading a fleet's snapshots should not format a name for each.
+pub(crate) trait Field: Copy {
+    fn name(self) -> String;
+}
+
+impl Field for &str {
+    fn name(self) -> String {
+        self.to_string()
+    }
+}
+
+impl<F: Fn() -> String + Copy> Field for F {
+    fn name(self) -> String {
+        self()
+    }
+}
+
 /// Free text shown to people (a GPU model, a note): bounded, no control characters.
-fn text(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
+fn text(field: impl Field, s: &str, max: usize) -> Result<(), FieldError> {
     if s.len() > max {
-        return Err(err(field, format!("{} bytes, more than {max}", s.len())));
+        return Err(err(field.name(), format!("{} bytes, more than {max}", s.len())));
     }
     if let Some(c) = s.chars().find(|c| c.is_control() || super::is_deceptive(*c)) {
         return Err(err(
-            field,
+            field.name(),
             format!(
                 "holds the control or invisible formatting character {}",
                 c.escape_default()
@@ -52,18 +70,18 @@ fn text(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
     Ok(())
 }
 
-fn opt_text(field: &str, s: Option<&str>, max: usize) -> Result<(), FieldError> {
+fn opt_text(field: impl Field, s: Option<&str>, max: usize) -> Result<(), FieldError> {
     s.map_or(Ok(()), |s| text(field, s, max))
 }
 
 /// A token from a restricted alphabet, 1 to `max` bytes.
-fn token(field: &str, s: &str, max: usize, extra: &str, what: &str) -> Result<(), FieldError> {
+fn token(field: impl Field, s: &str, max: usize, extra: &str, what: &str) -> Result<(), FieldError> {
     let ok = !s.is_empty() && s.len() <= max && s.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(c));
     if ok {
         Ok(())
     } else {
         Err(err(
-            field,
+            field.name(),
             format!(
                 "{:?} is not {what} (letters, digits and `{extra}`, 1 to {max} characters)",
                 s.escape_default().to_string()
@@ -75,44 +93,44 @@ fn token(field: &str, s: &str, max: usize, extra: &str, what: &str) -> Result<()
 /// A network interface or RDMA device name as NCCL lists take them: the kernel's names
 /// without anything NCCL's list syntax reads as a separator (`,`, `=`, `:`, `^`, spaces).
 /// `max`: 15 for interfaces (IFNAMSIZ − 1), 63 for RDMA devices.
-pub(crate) fn device_name(field: &str, s: &str, max: usize) -> Result<(), FieldError> {
+pub(crate) fn device_name(field: impl Field, s: &str, max: usize) -> Result<(), FieldError> {
     token(field, s, max, "_.-", "a device name")?;
     if s == "." || s == ".." {
-        return Err(err(field, "`.` and `..` are not device names"));
+        return Err(err(field.name(), "`.` and `..` are not device names"));
     }
     Ok(())
 }
 
-fn bounded<T>(field: &str, items: &[T], max: usize) -> Result<(), FieldError> {
+fn bounded<T>(field: impl Field, items: &[T], max: usize) -> Result<(), FieldError> {
     if items.len() > max {
-        Err(err(field, format!("{} entries, more than {max}", items.len())))
+        Err(err(field.name(), format!("{} entries, more than {max}", items.len())))
     } else {
         Ok(())
     }
 }
 
-fn hex_id(field: &str, s: &str) -> Result<(), FieldError> {
+fn hex_id(field: impl Field, s: &str) -> Result<(), FieldError> {
     let ok =
         s.len() == 9 && s.as_bytes()[4] == b':' && s.bytes().enumerate().all(|(i, b)| i == 4 || b.is_ascii_hexdigit());
     if ok {
         Ok(())
     } else {
         Err(err(
-            field,
+            field.name(),
             format!("{:?} is not a vendor:device id", s.escape_default().to_string()),
         ))
     }
 }
 
-fn placement(field: &str, p: &PciPlacement) -> Result<(), FieldError> {
+fn placement(field: impl Field, p: &PciPlacement) -> Result<(), FieldError> {
     if let Some(id) = &p.pci_id {
-        hex_id(&format!("{field}.pci_id"), id)?;
+        hex_id(|| format!("{}.pci_id", field.name()), id)?;
     }
     let class_ok =
         p.class.len() == 8 && p.class.starts_with("0x") && p.class[2..].bytes().all(|b| b.is_ascii_hexdigit());
     if !class_ok {
         return Err(err(
-            format!("{field}.class"),
+            format!("{}.class", field.name()),
             format!(
                 "{:?} is not a PCI class (0xCCSSPP)",
                 p.class.escape_default().to_string()
@@ -120,50 +138,58 @@ fn placement(field: &str, p: &PciPlacement) -> Result<(), FieldError> {
         ));
     }
     token(
-        &format!("{field}.host_bridge"),
+        || format!("{}.host_bridge", field.name()),
         &p.host_bridge,
         128,
         ":.@_-",
         "a host bridge id",
     )?;
-    bounded(&format!("{field}.numa_affinity"), &p.numa_affinity, MAX_ITEMS)
+    bounded(
+        || format!("{}.numa_affinity", field.name()),
+        &p.numa_affinity,
+        MAX_ITEMS,
+    )
 }
 
 fn nic(i: usize, n: &Nic) -> Result<(), FieldError> {
-    let f = |k: &str| format!("nics[{i}].{k}");
+    let f = |k: &'static str| move || format!("nics[{i}].{k}");
     // A NIC known only by its bus id (an NCCL file without names) is named by it.
     if n.name.parse::<super::Bdf>().is_err() {
-        device_name(&f("name"), &n.name, 63)?;
+        device_name(f("name"), &n.name, 63)?;
     }
     if let Some(p) = &n.pci {
-        placement(&f("pci"), p)?;
+        placement(f("pci"), p)?;
     }
     if let Some(r) = &n.rdma {
         if r.device.parse::<super::Bdf>().is_err() {
-            device_name(&f("rdma.device"), &r.device, 63)?;
+            device_name(f("rdma.device"), &r.device, 63)?;
         }
-        bounded(&f("rdma.ports"), &r.ports, MAX_ITEMS)?;
+        bounded(f("rdma.ports"), &r.ports, MAX_ITEMS)?;
         for (j, p) in r.ports.iter().enumerate() {
-            let g = |k: &str| format!("nics[{i}].rdma.ports[{j}].{k}");
-            opt_text(&g("state"), p.state.as_deref(), 64)?;
-            opt_text(&g("rate"), p.rate.as_deref(), 128)?;
+            let g = |k: &'static str| move || format!("nics[{i}].rdma.ports[{j}].{k}");
+            opt_text(g("state"), p.state.as_deref(), 64)?;
+            opt_text(g("rate"), p.rate.as_deref(), 128)?;
             if let Some(d) = &p.netdev {
-                device_name(&g("netdev"), d, 15)?;
+                device_name(g("netdev"), d, 15)?;
             }
-            bounded(&g("roce_v2_gid_indexes"), &p.roce_v2_gid_indexes, MAX_ITEMS)?;
+            bounded(g("roce_v2_gid_indexes"), &p.roce_v2_gid_indexes, MAX_ITEMS)?;
         }
     }
-    bounded(&f("netdevs"), &n.netdevs, MAX_ITEMS)?;
+    bounded(f("netdevs"), &n.netdevs, MAX_ITEMS)?;
     for (j, d) in n.netdevs.iter().enumerate() {
-        device_name(&format!("nics[{i}].netdevs[{j}].name"), &d.name, 15)?;
-        opt_text(&format!("nics[{i}].netdevs[{j}].operstate"), d.operstate.as_deref(), 32)?;
+        device_name(|| format!("nics[{i}].netdevs[{j}].name"), &d.name, 15)?;
+        opt_text(
+            || format!("nics[{i}].netdevs[{j}].operstate"),
+            d.operstate.as_deref(),
+            32,
+        )?;
     }
     if let Some(d) = &n.driver {
-        token(&f("driver"), d, 64, "_.-", "a driver name")?;
+        token(f("driver"), d, 64, "_.-", "a driver name")?;
     }
-    bounded(&f("irqs"), &n.irqs, MAX_IRQS)?;
+    bounded(f("irqs"), &n.irqs, MAX_IRQS)?;
     for (j, q) in n.irqs.iter().enumerate() {
-        opt_text(&format!("nics[{i}].irqs[{j}].name"), q.name.as_deref(), 256)?;
+        opt_text(|| format!("nics[{i}].irqs[{j}].name"), q.name.as_deref(), 256)?;
     }
     Ok(())
 }
@@ -174,21 +200,29 @@ fn nic(i: usize, n: &Nic) -> Result<(), FieldError> {
 fn unique_names(s: &NodeSnapshot) -> Result<(), FieldError> {
     let mut seen = std::collections::HashSet::new();
     for (i, n) in s.nics.iter().enumerate() {
-        let mut names = vec![(format!("nics[{i}].name"), n.name.as_str())];
-        if let Some(r) = &n.rdma {
-            if r.device != n.name {
-                names.push((format!("nics[{i}].rdma.device"), r.device.as_str()));
-            }
+        let mut rdma = n.rdma.iter().map(|r| r.device.as_str()).filter(|d| *d != n.name);
+        if !seen.insert(n.name.as_str()) {
+            return Err(err(
+                format!("nics[{i}].name"),
+                format!("{:?} names two devices", n.name),
+            ));
         }
-        for (j, d) in n.netdevs.iter().enumerate() {
-            if d.name != n.name {
-                names.push((format!("nics[{i}].netdevs[{j}].name"), d.name.as_str()));
-            }
+        if let Some(d) = rdma.find(|d| !seen.insert(*d)) {
+            return Err(err(
+                format!("nics[{i}].rdma.device"),
+                format!("{d:?} names two devices"),
+            ));
         }
-        for (field, name) in names {
-            if !seen.insert(name) {
-                return Err(err(field, format!("{name:?} names two devices")));
-            }
+        if let Some((j, d)) = n
+            .netdevs
+            .iter()
+            .enumerate()
+            .find(|(_, d)| d.name != n.name && !seen.insert(d.name.as_str()))
+        {
+            return Err(err(
+                format!("nics[{i}].netdevs[{j}].name"),
+                format!("{:?} names two devices", d.name),
+            ));
         }
     }
     let mut indexes = std::collections::HashSet::new();
@@ -223,8 +257,8 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     one_device_per_function(s)?;
     bounded("notes", &s.notes, MAX_ITEMS)?;
     for (i, n) in s.notes.iter().enumerate() {
-        token(&format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
-        text(&format!("notes[{i}].message"), &n.message, 4096)?;
+        token(|| format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
+        text(|| format!("notes[{i}].message"), &n.message, 4096)?;
     }
     Ok(())
 }
@@ -246,7 +280,7 @@ fn pci_tree(pci: &PciTopology) -> Result<(), FieldError> {
     bounded("pci.nvswitches", &pci.nvswitches, MAX_PCI)?;
     for (i, h) in pci.host_bridges.iter().enumerate() {
         token(
-            &format!("pci.host_bridges[{i}].id"),
+            || format!("pci.host_bridges[{i}].id"),
             &h.id,
             128,
             ":.@_-",
@@ -257,17 +291,17 @@ fn pci_tree(pci: &PciTopology) -> Result<(), FieldError> {
         // Empty when the source does not say (an NCCL topology file).
         if !(b.vendor_id.is_empty() && b.device_id.is_empty()) {
             hex_id(
-                &format!("pci.bridges[{i}]"),
+                || format!("pci.bridges[{i}]"),
                 &format!("{}:{}", b.vendor_id, b.device_id),
             )?;
         }
     }
     for (i, sw) in pci.switches.iter().enumerate() {
         if let Some(id) = &sw.pci_id {
-            hex_id(&format!("pci.switches[{i}].pci_id"), id)?;
+            hex_id(|| format!("pci.switches[{i}].pci_id"), id)?;
         }
         bounded(
-            &format!("pci.switches[{i}].downstream_ports"),
+            || format!("pci.switches[{i}].downstream_ports"),
             &sw.downstream_ports,
             MAX_PCI,
         )?;
@@ -276,22 +310,22 @@ fn pci_tree(pci: &PciTopology) -> Result<(), FieldError> {
 }
 
 fn gpu(i: usize, g: &Gpu) -> Result<(), FieldError> {
-    text(&format!("gpus[{i}].name"), &g.name, 128)?;
+    text(|| format!("gpus[{i}].name"), &g.name, 128)?;
     if let Some(u) = &g.uuid {
-        token(&format!("gpus[{i}].uuid"), u, 128, "-", "a GPU UUID")?;
+        token(|| format!("gpus[{i}].uuid"), u, 128, "-", "a GPU UUID")?;
     }
     if let Some(cc) = &g.compute_capability {
         token(
-            &format!("gpus[{i}].compute_capability"),
+            || format!("gpus[{i}].compute_capability"),
             cc,
             8,
             ".",
             "a compute capability",
         )?;
     }
-    placement(&format!("gpus[{i}]"), &g.placement)?;
+    placement(|| format!("gpus[{i}]"), &g.placement)?;
     if let Some(l) = &g.nvlinks {
-        bounded(&format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
+        bounded(|| format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
     }
     Ok(())
 }
