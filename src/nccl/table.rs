@@ -375,13 +375,13 @@ pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) ->
     }
     let var = lookup(name)
         .ok_or_else(|| reject("unknown to topo-tune's NCCL table (a typo is silently ignored by NCCL)".into()))?;
-    value_as_nccl_reads_it(value).map_err(reject)?;
+    value_as_nccl_reads_it(value, &reject)?;
     if let Some(v) = version {
         if v < var.since {
             return Err(reject(format!("NCCL {v} does not read it (since {})", var.since)));
         }
     }
-    of_its_syntax(var, value, version).map_err(reject)?;
+    of_its_syntax(var, value, version, &reject)?;
     if var.name == "NCCL_NTHREADS" && value.parse::<i64>().is_ok_and(|n| n % 32 != 0) {
         return Err(reject(
             "must be a multiple of 32 (NCCL resets it to 512 otherwise)".into(),
@@ -392,29 +392,38 @@ pub(crate) fn validate(name: &str, value: &str, version: Option<NcclVersion>) ->
 
 /// What NCCL's config-file reader keeps in a value that the writer did not mean: it trims
 /// nothing, has no quoting and no inline comments.
-fn value_as_nccl_reads_it(value: &str) -> Result<(), String> {
+fn value_as_nccl_reads_it(value: &str, reject: &dyn Fn(String) -> Rejection) -> Result<(), Rejection> {
     if value.is_empty() {
-        return Err("empty value: an empty variable blocks NCCL's default".into());
+        return Err(reject("empty value: an empty variable blocks NCCL's default".into()));
     }
     if value.len() > 1023 {
-        return Err("longer than NCCL's 1023-character limit".into());
+        return Err(reject("longer than NCCL's 1023-character limit".into()));
     }
     if let Some(c) = value.chars().find(|c| c.is_whitespace()) {
-        return Err(format!(
+        return Err(reject(format!(
             "contains whitespace ({c:?}): NCCL keeps it in the value, so the setting never matches"
-        ));
+        )));
     }
     if value.contains('"') || value.contains('\'') {
-        return Err("contains quotes: NCCL keeps them in the value (\"eth0\" is no interface)".into());
+        return Err(reject(
+            "contains quotes: NCCL keeps them in the value (\"eth0\" is no interface)".into(),
+        ));
     }
     if value.contains('#') {
-        return Err("contains `#`: NCCL has no inline comments, the rest would be part of the value".into());
+        return Err(reject(
+            "contains `#`: NCCL has no inline comments, the rest would be part of the value".into(),
+        ));
     }
     Ok(())
 }
 
 /// The value against the variable's syntax (levels by NCCL version).
-fn of_its_syntax(var: &Var, value: &str, version: Option<NcclVersion>) -> Result<(), String> {
+fn of_its_syntax(
+    var: &Var,
+    value: &str,
+    version: Option<NcclVersion>,
+    reject: &dyn Fn(String) -> Rejection,
+) -> Result<(), Rejection> {
     let ok = match var.syntax {
         Syntax::Int(lo, hi) => value.parse::<i64>().is_ok_and(|n| n >= lo && n <= hi),
         Syntax::OneOf(opts) => opts.contains(&value),
@@ -423,10 +432,10 @@ fn of_its_syntax(var: &Var, value: &str, version: Option<NcclVersion>) -> Result
                 && !(value == "C2C" && version.is_some_and(|v| v < NcclVersion(2, 26, 0)))
                 && !(value == "P2C" && version.is_some_and(|v| v < NcclVersion(2, 27, 0)));
             if !known && LEVELS.contains(&value.to_ascii_uppercase().as_str()) {
-                return Err(format!(
+                return Err(reject(format!(
                     "level names are upper case: NCCL silently ignores `{value}` (write {})",
                     value.to_ascii_uppercase()
-                ));
+                )));
             }
             known
         }
@@ -460,7 +469,7 @@ fn of_its_syntax(var: &Var, value: &str, version: Option<NcclVersion>) -> Result
         Syntax::SubsysList => "a comma list such as INIT,NET".into(),
         Syntax::Name => "a name".into(),
     };
-    Err(format!("expected {expected}"))
+    Err(reject(format!("expected {expected}")))
 }
 
 /// What every node-wide file may hold, whoever asked for the setting (a rule, cluster.yaml's
