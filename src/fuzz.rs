@@ -191,12 +191,14 @@ pub fn plan_json(data: &[u8]) -> String {
         return "skip:inventory".into();
     };
     let r = crate::flow::plan::plan_from_text(&text(data), &inv).and_then(|plan| {
+        // The plan's own facts, as a fresh plan's (the fuzzer has no nodes to ask).
+        let facts = crate::flow::plan::Facts::of_plan(&plan, &[]);
         for class in &plan.nccl.classes {
             for host in &class.hosts {
                 let Some(node) = inv.nodes.iter().find(|n| &n.host == host) else {
                     continue;
                 };
-                crate::flow::plan::admit(&inv, node, class, &class.gpu_ports)?;
+                crate::flow::plan::admit(&inv, node, class, &facts)?;
                 crate::apply::writer::Bundle::of(class).map_err(|e| crate::model::Refusal(e.to_string()))?;
             }
         }

@@ -548,7 +548,7 @@ fn init_applies_a_reviewed_plan_exactly() {
     assert_eq!(o.status.code(), Some(0));
     let plan_json = plan_dir.join("plan.json");
     let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_json).unwrap()).unwrap();
-    assert_eq!(plan["schema_version"], 2);
+    assert_eq!(plan["schema_version"], 3);
     let hosts: Vec<&str> = plan["nccl"]["classes"]
         .as_array()
         .unwrap()

@@ -79,6 +79,9 @@ pub(crate) struct Settled {
     pub(crate) fingerprint: String,
     /// What a write of that bundle reports (every file unchanged).
     pub(crate) files: Vec<FileReport>,
+    /// The operator's own NCCL files, as a write reports them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) operator: Vec<OperatorFile>,
 }
 
 impl Settled {
@@ -95,6 +98,7 @@ impl Settled {
         }
         WriteReport {
             files: self.files.clone(),
+            operator: self.operator.clone(),
             ..WriteReport::default()
         }
         .check()
@@ -104,6 +108,7 @@ impl Settled {
     pub(crate) fn report_for(&self, bundle: &Bundle) -> Option<WriteReport> {
         (self.fingerprint == bundle.fingerprint()).then(|| WriteReport {
             files: self.files.clone(),
+            operator: self.operator.clone(),
             ..WriteReport::default()
         })
     }
@@ -148,6 +153,32 @@ pub(crate) struct WriteReport {
     /// Why nothing was done, when that is the answer (a rollback with nothing newer to undo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
+    /// The operator's own NCCL files and what they set (kept as they are): the controller
+    /// warns of those that would turn NVLink off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) operator: Vec<OperatorFile>,
+}
+
+/// One NCCL file topo-tune did not write, and its settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OperatorFile {
+    pub(crate) path: String,
+    pub(crate) settings: Vec<(String, String)>,
+}
+
+/// At most this many operator files, and settings per file, in an answer.
+const MAX_OPERATOR_FILES: usize = 64;
+const MAX_OPERATOR_SETTINGS: usize = 512;
+
+/// Operator files as an answer holds them: bounded, names and values plain text.
+fn operator_ok(files: &[OperatorFile]) -> bool {
+    let text = |t: &str| t.len() <= 1024 && !t.chars().any(|c| c.is_control() || crate::model::is_deceptive(c));
+    files.len() <= MAX_OPERATOR_FILES
+        && files.iter().all(|f| {
+            text(&f.path)
+                && f.settings.len() <= MAX_OPERATOR_SETTINGS
+                && f.settings.iter().all(|(n, v)| text(n) && text(v))
+        })
 }
 
 impl WriteReport {
@@ -159,6 +190,9 @@ impl WriteReport {
                 "run_id {:?} is not one topo-tune makes",
                 id.escape_default().to_string()
             )));
+        }
+        if !operator_ok(&self.operator) {
+            return Err(BadAnswer("operator files are not bounded plain text".into()));
         }
         if self
             .note
@@ -199,6 +233,7 @@ impl WriteReport {
         WriteReport {
             run_id,
             note: None,
+            operator: Vec::new(),
             files: changes
                 .iter()
                 .map(|c| FileReport {
@@ -431,11 +466,9 @@ pub(crate) fn write_bundle(
                 ),
             });
         }
-        return Ok(WriteReport::of(
-            &changes_with(&tree, &manifest, bundle)?,
-            with_diff,
-            None,
-        ));
+        let mut report = WriteReport::of(&changes_with(&tree, &manifest, bundle)?, with_diff, None);
+        report.operator = operator_files(&tree, &manifest)?;
+        return Ok(report);
     }
     let _lock = tree.lock(LOCK, LOCK_WAIT)?;
     tidy(&tree)?;
@@ -449,7 +482,9 @@ pub(crate) fn write_bundle(
     if let Some(id) = &recorded {
         tracing::info!(root = %root.display(), run = id, "files written");
     }
-    Ok(WriteReport::of(&applied, with_diff, recorded))
+    let mut report = WriteReport::of(&applied, with_diff, recorded);
+    report.operator = operator_files(&tree, &manifest)?;
+    Ok(report)
 }
 
 /// Temp files a killed run left (under the lock no other writer of this tree is running).
@@ -504,6 +539,7 @@ pub(crate) fn settled(root: &Path, version: Option<NcclVersion>) -> Option<Settl
     Some(Settled {
         fingerprint: bundle.fingerprint(),
         files: WriteReport::of(&changes, false, None).files,
+        operator: operator_files(&tree, &manifest).ok()?,
     })
 }
 
@@ -615,6 +651,37 @@ pub(crate) fn foreign_conf(
         added = true;
     }
     Ok((added || !edited).then_some(text))
+}
+
+/// The settings of the operator's own NCCL files, each file with its settings: the drop-ins
+/// in /etc/nccl/conf.d topo-tune did not write, and the preserved /etc/nccl.conf (or the live
+/// one, when topo-tune has not written it). Reads only.
+fn operator_files(tree: &Tree, manifest: &Manifest) -> Result<Vec<OperatorFile>, WriteError> {
+    let mut out = Vec::new();
+    for name in tree.list(DROPIN_DIR)? {
+        if name.ends_with(".conf") && !name.starts_with('.') && name != DROPIN_NAME {
+            let path = format!("{DROPIN_DIR}/{name}");
+            if let Some(text) = read_text(tree, &path)? {
+                out.push(OperatorFile {
+                    path,
+                    settings: parse(&text),
+                });
+            }
+        }
+    }
+    if !manifest.owned.contains_key(NCCL_CONF) {
+        if let Some(text) = read_text(tree, NCCL_CONF)? {
+            out.push(OperatorFile {
+                path: NCCL_CONF.to_string(),
+                settings: parse(&text),
+            });
+        }
+    }
+    out.truncate(MAX_OPERATOR_FILES);
+    for f in &mut out {
+        f.settings.truncate(MAX_OPERATOR_SETTINGS);
+    }
+    Ok(out)
 }
 
 /// `/etc/nccl.conf` as conf.d will assemble it once the bundle is written.

@@ -51,10 +51,7 @@ pub(crate) fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<
     };
     let matrix = args.matrix;
     finish(printer, envelope, |e| match &e.payload.matrix {
-        Some(m) if matrix => report::matrix::render(
-            m,
-            e.payload.snapshot.notes.iter().any(|n| n.code == "nvlink-unknown") && e.payload.snapshot.gpus.len() > 1,
-        ),
+        Some(m) if matrix => report::matrix::render(m, report::matrix::nvlink_shown(&e.payload.snapshot)),
         _ => report::probe::render(&e.payload.snapshot),
     })
 }

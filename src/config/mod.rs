@@ -6,7 +6,7 @@ pub(crate) mod hostlist;
 pub(crate) mod names;
 pub(crate) mod select;
 
-pub(crate) use crate::model::fabric::{Fabric, Leaf, NodeHints, NvlinkHint};
+pub(crate) use crate::model::fabric::{Fabric, Leaf, MeshSpec, NodeHints, NvlinkHint};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -116,9 +116,15 @@ struct RawNode {
     simulate: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "present")]
     transport: Option<TransportKind>,
-    /// What the node's NVLink is where it cannot say: auto, none or nvswitch.
+    /// What the node's NVLink is where it cannot say: auto, none, nvswitch or mesh.
     #[serde(default, deserialize_with = "present")]
-    nvlink: Option<NvlinkHint>,
+    nvlink: Option<Spanned<NvlinkHint>>,
+    /// With `nvlink: mesh`: how the GPU pairs are joined.
+    #[serde(default, deserialize_with = "present")]
+    nvlink_mesh: Option<Spanned<RawMesh>>,
+    /// The multi-node NVLink domain the node is in, where its driver cannot say.
+    #[serde(default, deserialize_with = "present")]
+    nvlink_domain: Option<Spanned<String>>,
     /// The GPU part (docs/cluster-yaml.md), where the snapshot has no PCI id.
     #[serde(default, deserialize_with = "present")]
     gpu: Option<Spanned<String>>,
@@ -129,6 +135,22 @@ struct RawNode {
     #[serde(default, deserialize_with = "present")]
     slurm_name: Option<Spanned<String>>,
 }
+
+/// `nvlink_mesh:`: exactly one of its keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMesh {
+    #[serde(default, deserialize_with = "present")]
+    links_per_pair: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    gbps_per_pair: Option<f64>,
+    #[serde(default, deserialize_with = "present")]
+    links: Option<Vec<Vec<u32>>>,
+}
+
+/// Most GPUs a stated mesh may list, and links per pair (a GPU has 18 today).
+const MESH_MAX_GPUS: usize = 64;
+const MESH_MAX_LINKS: u32 = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -733,11 +755,99 @@ impl Loader<'_> {
     fn hints(&self, n: &RawNode, shared: &Shared) -> Result<NodeHints, ConfigError> {
         let mut non_gpu_nics = shared.non_gpu.to_vec();
         non_gpu_nics.extend(self.nic_names(&n.non_gpu_nics)?);
+        let nvlink = n.nvlink.as_ref().map(|s| s.value).unwrap_or_default();
+        let nvlink_mesh = match (&n.nvlink_mesh, nvlink) {
+            (Some(m), NvlinkHint::Mesh) => Some(self.mesh(m)?),
+            (Some(m), _) => {
+                return Err(self.at(
+                    &m.referenced,
+                    "`nvlink_mesh:` describes a mesh: it goes with `nvlink: mesh`",
+                ))
+            }
+            (None, NvlinkHint::Mesh) => {
+                let at = n.nvlink.as_ref().map_or(&n.host.referenced, |s| &s.referenced);
+                return Err(self.at(
+                    at,
+                    "`nvlink: mesh` needs `nvlink_mesh:` with one of `links_per_pair`, `gbps_per_pair` or `links` (docs/cluster-yaml.md)",
+                ));
+            }
+            (None, _) => None,
+        };
+        let nvlink_domain = match &n.nvlink_domain {
+            Some(d) if crate::model::nvfabric::domain_name_ok(&d.value) => Some(d.value.clone()),
+            Some(d) => {
+                return Err(self.at(
+                    &d.referenced,
+                    format!(
+                        "nvlink_domain {:?}: a name of letters, digits, `-`, `_` and `.`, 1 to 63 characters, starting and ending with a letter or digit (what Slurm's BlockName and a Kubernetes label hold)",
+                        d.value.escape_default().to_string()
+                    ),
+                ))
+            }
+            None => None,
+        };
         Ok(NodeHints {
-            nvlink: n.nvlink.unwrap_or_default(),
+            nvlink,
             gpu: n.gpu.as_ref().map(|g| self.gpu_part(g)).transpose()?,
             non_gpu_nics,
+            nvlink_mesh,
+            nvlink_domain,
         })
+    }
+
+    /// `nvlink_mesh:`: one of its forms, within bounds; a links matrix square, symmetric, with
+    /// nothing on its diagonal.
+    fn mesh(&self, m: &Spanned<RawMesh>) -> Result<MeshSpec, ConfigError> {
+        let at = |message: String| self.at(&m.referenced, message);
+        let r = &m.value;
+        match (r.links_per_pair, r.gbps_per_pair, &r.links) {
+            (Some(k), None, None) if (1..=MESH_MAX_LINKS).contains(&k) => Ok(MeshSpec::LinksPerPair(k)),
+            (Some(k), None, None) => Err(at(format!(
+                "nvlink_mesh.links_per_pair must be 1 to {MESH_MAX_LINKS} (got {k})"
+            ))),
+            (None, Some(g), None) if g.is_finite() && g > 0.0 && g <= 10_000.0 => {
+                Ok(MeshSpec::MbpsPerPair((g * 1000.0).round() as u32))
+            }
+            (None, Some(g), None) => Err(at(format!(
+                "nvlink_mesh.gbps_per_pair must be a positive number of GB/s up to 10000 (got {g})"
+            ))),
+            (None, None, Some(links)) => self.mesh_links(links).map(MeshSpec::Links).map_err(at),
+            _ => Err(at(
+                "nvlink_mesh takes exactly one of `links_per_pair`, `gbps_per_pair` or `links`".into(),
+            )),
+        }
+    }
+
+    fn mesh_links(&self, links: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, String> {
+        let n = links.len();
+        if !(2..=MESH_MAX_GPUS).contains(&n) {
+            return Err(format!("nvlink_mesh.links lists {n} GPUs: 2 to {MESH_MAX_GPUS}"));
+        }
+        if let Some((i, row)) = links.iter().enumerate().find(|(_, r)| r.len() != n) {
+            return Err(format!(
+                "nvlink_mesh.links row {i} has {} entries: one per GPU ({n})",
+                row.len()
+            ));
+        }
+        for (i, row) in links.iter().enumerate() {
+            for (j, &k) in row.iter().enumerate() {
+                if k > MESH_MAX_LINKS {
+                    return Err(format!("nvlink_mesh.links[{i}][{j}] = {k}: at most {MESH_MAX_LINKS}"));
+                }
+                if i == j && k != 0 {
+                    return Err(format!(
+                        "nvlink_mesh.links[{i}][{i}] = {k}: a GPU has no NVLink to itself"
+                    ));
+                }
+                if links[j][i] != k {
+                    return Err(format!(
+                        "nvlink_mesh.links[{i}][{j}] = {k} but [{j}][{i}] = {}: a link joins both GPUs",
+                        links[j][i]
+                    ));
+                }
+            }
+        }
+        Ok(links.to_vec())
     }
 
     /// One `nodes:` entry, expanded (host ranges) into `out`.

@@ -55,6 +55,7 @@ mod tests {
             reason: String::new(),
             graph_xml: None,
             graph_file: None,
+            nvlink: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Plans into bytes: launcher files and NCCL's graph XML. Pure functions, golden-tested.
 
 pub(crate) mod graph_xml;
+pub(crate) mod k8s;
 pub(crate) mod launch;
 pub(crate) mod slurm;
 pub(crate) mod topo_xml;

@@ -1,6 +1,14 @@
-//! Slurm's view of the fabric: `topology.conf` (topology/tree) and `topology.yaml` (Slurm
-//! 25.05+), from each node's Slurm name and place (spine, leaf, rack), host lists compressed
-//! the way Slurm writes them.
+//! Slurm's view of the fabric: `topology.conf` (topology/tree, or topology/block when the
+//! cluster has multi-node NVLink domains) and `topology.yaml` (Slurm 25.05+: the block and the
+//! tree topologies side by side), from each node's Slurm name and place (spine, leaf, rack),
+//! host lists compressed the way Slurm writes them.
+//!
+//! Blocks (topology.conf(5), src/plugins/topology/block/block_record.c): one `BlockName=`
+//! per NVLink domain, named `block001`… with the domain in a comment (as NVIDIA Topograph
+//! writes them); `BlockSizes=` the base size (the smallest domain: Slurm refuses a block
+//! smaller than the base) and its power-of-two multiples up to the number of domains. Nodes in
+//! no domain are in no block: Slurm warns "blocks lack access to N nodes" and places no job
+//! there under topology/block; the file lists them in a comment.
 //!
 //! The tree: a rack's switch holds its nodes, a leaf's holds its racks, a spine's its leaves.
 //! A switch holds either nodes or switches (Slurm's tree plugin reads one or the other), so
@@ -179,6 +187,119 @@ pub(crate) fn topology_yaml(switches: &[Switch], header: &str) -> String {
     out
 }
 
+/// One block: Slurm's name for it, the NVLink domain it is, and its nodes (Slurm names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub(crate) name: String,
+    pub(crate) domain: String,
+    pub(crate) nodes: Vec<String>,
+}
+
+/// The blocks of these domains (domain, nodes), in order, and `BlockSizes`: the smallest
+/// domain's size D, then 2D, 4D … while the number of domains reaches it (NVIDIA Topograph's
+/// inference), at most 16 levels (Slurm's MAX_BLOCK_LEVELS).
+pub(crate) fn blocks(domains: &[(String, Vec<String>)]) -> Result<(Vec<Block>, Vec<usize>), SlurmError> {
+    let mut out = Vec::new();
+    for (i, (domain, nodes)) in domains.iter().enumerate() {
+        if let Some(bad) = nodes.iter().find(|n| !name_ok(n)) {
+            return Err(SlurmError::BadName(bad.clone()));
+        }
+        out.push(Block {
+            name: format!("block{:03}", i + 1),
+            domain: domain.clone(),
+            nodes: nodes.clone(),
+        });
+    }
+    let Some(base) = out.iter().map(|b| b.nodes.len()).filter(|&n| n > 0).min() else {
+        return Ok((out, Vec::new()));
+    };
+    let mut sizes = vec![base];
+    let mut level = 1usize;
+    while level * 2 <= out.len() && sizes.len() < 16 {
+        level *= 2;
+        sizes.push(base * level);
+    }
+    Ok((out, sizes))
+}
+
+/// `topology.conf` for `TopologyPlugin=topology/block`.
+pub(crate) fn block_conf(blocks: &[Block], sizes: &[usize], unblocked: &[String], header: &str) -> String {
+    let mut out = format!(
+        "# {header}
+# TopologyPlugin=topology/block: one block per multi-node NVLink domain
+"
+    );
+    for b in blocks {
+        out.push_str(&format!(
+            "# {}={}
+BlockName={} Nodes={}
+",
+            b.name,
+            b.domain,
+            b.name,
+            compress(&b.nodes)
+        ));
+    }
+    out.push_str(&format!(
+        "BlockSizes={}
+",
+        sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",")
+    ));
+    if !unblocked.is_empty() {
+        out.push_str(&format!(
+            "# in no NVLink domain, so in no block (Slurm warns that blocks lack access to them): {}
+",
+            compress(unblocked)
+        ));
+    }
+    out
+}
+
+/// `topology.yaml` with a block topology (the cluster's default) beside the tree.
+pub(crate) fn topology_yaml_with_blocks(
+    switches: &[Switch],
+    blocks: &[Block],
+    sizes: &[usize],
+    header: &str,
+) -> String {
+    let mut out = format!(
+        "# {header}
+- topology: topo-tune-nvlink
+  cluster_default: true
+  block:
+    block_sizes:
+"
+    );
+    for s in sizes {
+        out.push_str(&format!(
+            "      - {s}
+"
+        ));
+    }
+    out.push_str(
+        "    blocks:
+",
+    );
+    for b in blocks {
+        out.push_str(&format!(
+            "      # {}
+      - block: {}
+        nodes: \"{}\"
+",
+            b.domain,
+            b.name,
+            compress(&b.nodes)
+        ));
+    }
+    let tree = topology_yaml(switches, header);
+    let tree = tree
+        .split_once('\n')
+        .map_or(tree.as_str(), |(_, rest)| rest)
+        .replace("  cluster_default: true\n", "  cluster_default: false\n");
+    out.push_str(&tree);
+    out
+}
+
 /// A host list as Slurm writes it: `gpu[01-04,07],login1` — names grouped by what precedes
 /// their numeric suffix and by its number of digits, runs of numbers as ranges.
 pub(crate) fn compress(names: &[String]) -> String {
@@ -244,6 +365,33 @@ mod tests {
             leaf: leaf.map(str::to_string),
             spine: spine.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn block_sizes_follow_slurms_rules() {
+        let d = |name: &str, n: usize, from: usize| {
+            (
+                name.to_string(),
+                (from..from + n).map(|i| format!("gb-{i:02}")).collect::<Vec<_>>(),
+            )
+        };
+        let (b, sizes) = blocks(&[d("a.1", 18, 1), d("a.2", 18, 19)]).unwrap();
+        assert_eq!(sizes, [18, 36], "the base, then doubled while domains reach it");
+        assert_eq!(b[0].name, "block001");
+        assert_eq!(b[1].domain, "a.2");
+        let (_, sizes) = blocks(&[d("x", 18, 1), d("y", 9, 19), d("z", 18, 28)]).unwrap();
+        assert_eq!(sizes, [9, 18], "the smallest domain is the base: no block is smaller");
+        let (_, sizes) = blocks(&[d("x", 4, 1)]).unwrap();
+        assert_eq!(sizes, [4]);
+        let conf = block_conf(&b, &[18, 36], &names(&["login1"]), "made by a test");
+        assert!(conf.contains("BlockName=block001 Nodes=gb-[01-18]\n"), "{conf}");
+        assert!(
+            conf.contains("# block002=a.2\nBlockName=block002 Nodes=gb-[19-36]\n"),
+            "{conf}"
+        );
+        assert!(conf.contains("BlockSizes=18,36\n"));
+        assert!(conf.contains("login1"));
+        assert!(blocks(&[("x".into(), names(&["a b"]))]).is_err());
     }
 
     #[test]

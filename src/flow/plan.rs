@@ -14,9 +14,10 @@ use crate::model::fabric::Placement;
 use crate::model::plan::{Excluded, GpuPort, NcclClass, Plan, PLAN_SCHEMA_VERSION};
 use crate::model::Refusal;
 use crate::model::{NodeOutcome, NodeSnapshot};
+use crate::nccl::guard::NvlinkGuard;
 use crate::report::envelope::to_json;
 use crate::report::Printer;
-use crate::solve::plan::{digest, plan_digests, Context, Digest, NcclPolicy, PlanNode};
+use crate::solve::plan::{digest, nvlink_guard_of, plan_digests, Context, Digest, NcclPolicy, PlanNode};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -124,6 +125,17 @@ pub(crate) fn gather_and_plan(
         }
         reached.push(r);
     }
+    if let Some((host, why)) = digests.iter().find_map(|d| d.domain_conflict()) {
+        let at = inv
+            .nodes
+            .iter()
+            .find(|n| n.host == host)
+            .map_or_else(|| inv.path.display().to_string(), |n| n.declared_at.clone());
+        return Err(Error::Config(crate::config::ConfigError::Invalid {
+            at,
+            message: why.to_string(),
+        }));
+    }
     let mut p = plan_digests(digests, &cx);
     p.excluded.extend(failed);
     Ok(Planned {
@@ -137,6 +149,8 @@ pub(crate) fn gather_and_plan(
 /// would use there for GPU traffic (what the guard protects), or why the node could not say.
 pub(crate) struct Facts {
     pub(crate) ports: HashMap<String, Vec<GpuPort>>,
+    /// What the NVLink edition of the guard protects there.
+    pub(crate) nvlink: HashMap<String, NvlinkGuard>,
     pub(crate) failed: HashMap<String, crate::model::Failure>,
 }
 
@@ -153,7 +167,22 @@ impl Facts {
             .iter()
             .filter_map(|o| o.result.as_ref().err().map(|f| (o.host.clone(), f.clone())))
             .collect();
-        Facts { ports, failed }
+        let mut nvlink: HashMap<String, NvlinkGuard> = HashMap::new();
+        for c in &plan.node_classes {
+            let joined = c
+                .nvlink
+                .as_ref()
+                .is_some_and(|n| n.links.iter().flatten().any(|&k| k > 0));
+            for h in &c.hosts {
+                nvlink.entry(h.clone()).or_default().nvlink = joined;
+            }
+        }
+        for d in &plan.nvlink_domains {
+            for h in &d.hosts {
+                nvlink.entry(h.clone()).or_default().domain = Some(d.name.clone());
+            }
+        }
+        Facts { ports, nvlink, failed }
     }
 }
 
@@ -170,12 +199,17 @@ pub(crate) fn reviewed_plan(
     let (snapshots, settled) = gather_asking(g, printer, ask)?;
     let mut facts = Facts {
         ports: HashMap::new(),
+        nvlink: HashMap::new(),
         failed: HashMap::new(),
     };
+    let specs: HashMap<&str, &NodeSpec> = g.inv.nodes.iter().map(|n| (n.host.as_str(), n)).collect();
     for o in snapshots {
         match o.result {
             Ok(snap) => {
-                facts.ports.insert(o.host, crate::nccl::guard::gpu_ports(&snap));
+                facts.ports.insert(o.host.clone(), crate::nccl::guard::gpu_ports(&snap));
+                if let Some(spec) = specs.get(o.host.as_str()) {
+                    facts.nvlink.insert(o.host, nvlink_guard_of(&snap, &spec.hints));
+                }
             }
             Err(f) => {
                 facts.failed.insert(o.host, f);
@@ -188,7 +222,8 @@ pub(crate) fn reviewed_plan(
 /// Whether a node may get its class's files: the settings pass what cluster.yaml's `nccl:`
 /// must (and name only topo-tune's or cluster.yaml's files and libraries), and the
 /// never-slower guard holds against `ports`, the node's own.
-pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: &[GpuPort]) -> Result<(), Refusal> {
+pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, facts: &Facts) -> Result<(), Refusal> {
+    let ports = facts.ports.get(&node.host).map(Vec::as_slice).unwrap_or_default();
     crate::nccl::review::check_settings(
         &class.settings,
         &inv.nccl,
@@ -203,7 +238,10 @@ pub(crate) fn admit(inv: &Inventory, node: &NodeSpec, class: &NcclClass, ports: 
         inv.fabric.as_ref().is_some_and(|f| f.rails.is_some()),
         class.topology_xml.as_deref(),
     )
-    .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))
+    .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))?;
+    let nvlink = facts.nvlink.get(&node.host).cloned().unwrap_or_default();
+    crate::nccl::guard::check_nvlink(&class.settings, &nvlink, class.topology_xml.as_deref())
+        .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))
 }
 
 /// A reviewed plan.json, checked against this build and this cluster before anything runs.
@@ -280,33 +318,96 @@ fn check_plan_files(plan: &Plan) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The Slurm files: each inventory node's Slurm name under its place in the fabric.
-fn slurm_files(inv: &Inventory) -> Result<(String, String), Error> {
+/// The Slurm files: each inventory node's Slurm name under its place in the fabric, and, when
+/// the plan has NVLink domains, one block per domain (topology.conf then holds the blocks,
+/// topology-tree.conf the tree; topology.yaml both).
+struct SlurmFiles {
+    conf: String,
+    yaml: String,
+    tree_conf: Option<String>,
+}
+
+fn slurm_files(inv: &Inventory, plan: &Plan, header: &str) -> Result<SlurmFiles, Error> {
+    let bad = |e: emit::slurm::SlurmError| Error::PlanFile {
+        path: inv.path.display().to_string(),
+        message: format!("the fabric cannot be written for Slurm: {e}"),
+    };
     let placed: Vec<(String, Placement)> = inv
         .nodes
         .iter()
         .map(|n| (n.slurm_name.clone(), Placement::of(&n.labels, inv.fabric.as_ref())))
         .collect();
-    let switches = emit::slurm::tree(&placed).map_err(|e| Error::PlanFile {
-        path: inv.path.display().to_string(),
-        message: format!("the fabric cannot be written for Slurm: {e}"),
-    })?;
-    let header = format!(
-        "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
-        env!("CARGO_PKG_VERSION"),
-        inv.path.display()
-    );
-    Ok((
-        emit::slurm::topology_conf(&switches, &header),
-        emit::slurm::topology_yaml(&switches, &header),
-    ))
+    let switches = emit::slurm::tree(&placed).map_err(bad)?;
+    let tree_conf = emit::slurm::topology_conf(&switches, header);
+    if plan.nvlink_domains.is_empty() {
+        return Ok(SlurmFiles {
+            yaml: emit::slurm::topology_yaml(&switches, header),
+            conf: tree_conf,
+            tree_conf: None,
+        });
+    }
+    let slurm_name: HashMap<&str, &str> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.host.as_str(), n.slurm_name.as_str()))
+        .collect();
+    let named = |h: &String| slurm_name.get(h.as_str()).map_or_else(|| h.clone(), |s| s.to_string());
+    let domains: Vec<(String, Vec<String>)> = plan
+        .nvlink_domains
+        .iter()
+        .map(|d| (d.name.clone(), d.hosts.iter().map(named).collect()))
+        .collect();
+    let in_block: std::collections::HashSet<&str> = plan
+        .nvlink_domains
+        .iter()
+        .flat_map(|d| d.hosts.iter().map(String::as_str))
+        .collect();
+    let unblocked: Vec<String> = inv
+        .nodes
+        .iter()
+        .filter(|n| !in_block.contains(n.host.as_str()))
+        .map(|n| n.slurm_name.clone())
+        .collect();
+    let (blocks, sizes) = emit::slurm::blocks(&domains).map_err(bad)?;
+    Ok(SlurmFiles {
+        conf: emit::slurm::block_conf(&blocks, &sizes, &unblocked, header),
+        yaml: emit::slurm::topology_yaml_with_blocks(&switches, &blocks, &sizes, header),
+        tree_conf: Some(tree_conf),
+    })
+}
+
+/// The Kubernetes node labels: each inventory node's domain (from the plan) and switches.
+fn k8s_labels(inv: &Inventory, plan: &Plan) -> Vec<emit::k8s::NodeLabels> {
+    let domain_of: HashMap<&str, &str> = plan
+        .nvlink_domains
+        .iter()
+        .flat_map(|d| d.hosts.iter().map(move |h| (h.as_str(), d.name.as_str())))
+        .collect();
+    let nodes: Vec<(String, Placement, Option<String>)> = inv
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.host.clone(),
+                Placement::of(&n.labels, inv.fabric.as_ref()),
+                domain_of.get(n.host.as_str()).map(|d| d.to_string()),
+            )
+        })
+        .collect();
+    emit::k8s::node_labels(&nodes)
 }
 
 /// `plan --output-dir`: plan.json (what `init --plan` applies), the graph files, hostfiles
 /// and Slurm's topology; whether any file changed.
 pub(crate) fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Error> {
     // Everything that can be refused is made before the first file is written.
-    let (conf, yaml) = slurm_files(inv)?;
+    let header = format!(
+        "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
+        env!("CARGO_PKG_VERSION"),
+        inv.path.display()
+    );
+    let slurm = slurm_files(inv, p, &header)?;
+    let labels = k8s_labels(inv, p);
     let tree = Tree::open(dir).map_err(WriteError::from)?;
     let write = |name: &str, content: &str| -> Result<bool, Error> {
         Ok(tree.write(name, content.as_bytes(), 0o644).map_err(WriteError::from)?)
@@ -326,8 +427,15 @@ pub(crate) fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result
         .map(|n| (n.host.as_str(), n.slurm_name.as_str()))
         .collect();
     changed |= write("slurm-hostfile", &emit::launch::slurm_hostfile(p, &slurm_names))?;
-    changed |= write("topology.conf", &conf)?;
-    changed |= write("topology.yaml", &yaml)?;
+    changed |= write("topology.conf", &slurm.conf)?;
+    changed |= write("topology.yaml", &slurm.yaml)?;
+    if let Some(tree) = &slurm.tree_conf {
+        changed |= write("topology-tree.conf", tree)?;
+    }
+    if !labels.is_empty() {
+        changed |= write("k8s-node-labels.yaml", &emit::k8s::labels_yaml(&labels, &header))?;
+        changed |= write("k8s-label-nodes.sh", &emit::k8s::labels_sh(&labels, &header))?;
+    }
     changed |= write("torchrun-node-ranks.txt", &emit::launch::torchrun_node_ranks(p))?;
     changed |= write("plan.json", &to_json(p)?)?;
     Ok(changed)

@@ -247,7 +247,6 @@ fn candidate(
         return Err(Refusal(format!("not probed: {}", f.message)));
     }
     let class = class.ok_or_else(|| Refusal("the plan gives this node no NCCL settings".into()))?;
-    let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
-    admit(inv, n, class, ports)?;
+    admit(inv, n, class, facts)?;
     Bundle::of(class).map_err(|r| Refusal(format!("refused setting: {r}")))
 }

@@ -9,6 +9,7 @@ use crate::apply::writer::{Bundle, WriteReport};
 use crate::error::Error;
 use crate::model::plan::{NcclClass, Plan};
 use crate::model::{Failure, FailureKind};
+use crate::nccl::guard::NvlinkGuard;
 use crate::node::calls::{Rollback, Write};
 use crate::node::{write_target, NodeJob};
 use crate::report::envelope::NodeRow;
@@ -61,6 +62,7 @@ pub(crate) fn write_plan(
         // Its probe found these very files in place: nothing to write, no second round trip.
         if let Some(report) = settled.get(&n.host).and_then(|s| s.report_for(&bundle)) {
             let detail = WriteDetail {
+                warnings: operator_warnings(&report.operator, facts.nvlink.get(&n.host)),
                 files: report.files,
                 ..detail(class)
             };
@@ -88,6 +90,7 @@ pub(crate) fn write_plan(
                 &o.host,
                 rep.changed(),
                 WriteDetail {
+                    warnings: operator_warnings(&rep.operator, facts.nvlink.get(&o.host)),
                     files: rep.files.clone(),
                     run_id: rep.run_id.clone(),
                     ..detail
@@ -97,6 +100,26 @@ pub(crate) fn write_plan(
         });
     }
     Ok(rows.into_iter().flatten().collect())
+}
+
+/// The operator's own settings that would take NVLink away where the node has it: kept (they
+/// are the operator's), said.
+fn operator_warnings(files: &[crate::apply::writer::OperatorFile], nvlink: Option<&NvlinkGuard>) -> Vec<String> {
+    let Some(g) = nvlink else { return Vec::new() };
+    files
+        .iter()
+        .flat_map(|f| {
+            crate::nccl::guard::nvlink_killers(&f.settings, g)
+                .into_iter()
+                .map(move |v| {
+                    format!(
+                        "{}: {} (the operator's setting: kept; remove it to let NCCL use NVLink)",
+                        f.path,
+                        v.describe()
+                    )
+                })
+        })
+        .collect()
 }
 
 /// What one node is to be written, or why it gets nothing: a node that could not say what it
@@ -115,8 +138,7 @@ fn bundle_for(
     let Some(class) = class else {
         return Err(Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host)));
     };
-    let ports = facts.ports.get(&n.host).map(Vec::as_slice).unwrap_or_default();
-    admit(inv, n, class, ports).map_err(|why| Failure::new(FailureKind::NotPlanned, why.0))?;
+    admit(inv, n, class, facts).map_err(|why| Failure::new(FailureKind::NotPlanned, why.0))?;
     Bundle::of(class).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))
 }
 

@@ -3,6 +3,10 @@
 //! its vertex. The planner reads its node order, its crossings and its cost model from this
 //! graph (routes between hosts through their lowest common switch, load per link). Pure.
 //!
+//! A multi-node NVLink domain (an NVL72 rack's trays) is a level below the rack: its hosts
+//! hang off the domain's vertex over NVLink edges, so a route between two members never
+//! touches the network, and the node order keeps each domain together.
+//!
 //! GPUs and NICs are not vertices: identical nodes share one GPU link matrix (one per node
 //! class, see `graph::links`), so a per-host copy would only repeat it 16,384 times.
 
@@ -25,6 +29,8 @@ pub(crate) enum Level {
     Spine,
     Leaf,
     Rack,
+    /// A multi-node NVLink domain.
+    Domain,
     Host,
 }
 
@@ -47,6 +53,8 @@ pub(crate) struct HostFacts {
     pub(crate) hop_latency_us: f64,
     /// GB/s the host puts on the network.
     pub(crate) net_gbps: f64,
+    /// GB/s the host puts into its NVLink domain (its GPUs' NVLink together); 0 outside one.
+    pub(crate) nvlink_gbps: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +67,8 @@ pub(crate) enum LinkKind {
     Trunk,
     /// A rack inside its leaf, spine or the core: no cable of its own.
     Grouping,
+    /// A host's NVLink into its multi-node NVLink domain.
+    Nvlink,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +85,8 @@ pub(crate) struct HostSpec<'a> {
     pub(crate) name: &'a str,
     pub(crate) labels: &'a BTreeMap<String, String>,
     pub(crate) facts: HostFacts,
+    /// The multi-node NVLink domain the host belongs to.
+    pub(crate) domain: Option<&'a str>,
 }
 
 /// A route between two hosts: the links up to their lowest common ancestor, then down.
@@ -88,6 +100,9 @@ pub(crate) struct ClusterGraph {
     graph: DiGraph<Vertex, Link>,
     core: NodeIndex,
     hosts: HashMap<String, NodeIndex>,
+    /// Per NVLink domain vertex, its members' networks together: NCCL joins a domain's GPUs
+    /// into one system and spreads its channels over every member's NICs.
+    domain_net: HashMap<NodeIndex, f64>,
 }
 
 impl ClusterGraph {
@@ -97,10 +112,20 @@ impl ClusterGraph {
         for h in hosts {
             b.add_host(h);
         }
+        let mut domain_net: HashMap<NodeIndex, f64> = HashMap::new();
+        for &v in b.domains.values() {
+            let net = b
+                .graph
+                .neighbors_directed(v, Direction::Outgoing)
+                .filter_map(|h| b.graph[h].host.as_ref().map(|f| f.net_gbps))
+                .sum();
+            domain_net.insert(v, net);
+        }
         ClusterGraph {
             graph: b.graph,
             core: b.core,
             hosts: b.hosts,
+            domain_net,
         }
     }
 
@@ -180,6 +205,32 @@ impl ClusterGraph {
         out
     }
 
+    /// The host's NVLink domain vertex, when it is in one.
+    pub(crate) fn domain_of(&self, host: &str) -> Option<NodeIndex> {
+        let v = *self.hosts.get(host)?;
+        self.parent(v)
+            .map(|(_, p)| p)
+            .filter(|&p| self.graph[p].level == Level::Domain)
+    }
+
+    /// The network a host's traffic leaves by: its own, or, in an NVLink domain, all its
+    /// domain's members' together.
+    pub(crate) fn net_gbps(&self, host: &str) -> Option<f64> {
+        match self.domain_of(host) {
+            Some(d) => self.domain_net.get(&d).copied(),
+            None => self.host(host).map(|f| f.net_gbps),
+        }
+    }
+
+    /// A route between two members of one NVLink domain: NVLink only, no network.
+    pub(crate) fn within_domain(&self, r: &Route) -> bool {
+        !r.up.is_empty()
+            && r.up
+                .iter()
+                .chain(&r.down)
+                .all(|&e| self.graph[e].kind == LinkKind::Nvlink)
+    }
+
     /// Hop latency of a route: one network hop plus its switch tiers.
     pub(crate) fn route_latency_us(&self, r: &Route) -> f64 {
         LAT_NET_US
@@ -198,6 +249,8 @@ struct Builder<'f> {
     core: NodeIndex,
     hosts: HashMap<String, NodeIndex>,
     groups: HashMap<(Level, Placement), NodeIndex>,
+    /// Domain vertices by their parent and name.
+    domains: HashMap<(NodeIndex, String), NodeIndex>,
 }
 
 impl<'f> Builder<'f> {
@@ -214,27 +267,61 @@ impl<'f> Builder<'f> {
             core,
             hosts: HashMap::new(),
             groups: HashMap::new(),
+            domains: HashMap::new(),
         }
     }
 
     fn add_host(&mut self, h: &HostSpec) {
         let p = Placement::of(h.labels, self.fabric);
-        let parent = self.group(&p, Level::Rack);
+        let rack = self.group(&p, Level::Rack);
         let v = self.graph.add_node(Vertex {
             level: Level::Host,
             name: h.name.to_string(),
             host: Some(h.facts.clone()),
         });
+        let (parent, link) = match h.domain {
+            Some(d) => (
+                self.domain(rack, d),
+                Link {
+                    kind: LinkKind::Nvlink,
+                    gbps: h.facts.nvlink_gbps,
+                    latency_us: 0.0,
+                },
+            ),
+            None => (
+                rack,
+                Link {
+                    kind: LinkKind::Network,
+                    gbps: h.facts.net_gbps,
+                    latency_us: 0.0,
+                },
+            ),
+        };
+        self.graph.add_edge(parent, v, link);
+        self.hosts.insert(h.name.to_string(), v);
+    }
+
+    /// The vertex of domain `name` under `parent`, made once.
+    fn domain(&mut self, parent: NodeIndex, name: &str) -> NodeIndex {
+        if let Some(&v) = self.domains.get(&(parent, name.to_string())) {
+            return v;
+        }
+        let v = self.graph.add_node(Vertex {
+            level: Level::Domain,
+            name: name.to_string(),
+            host: None,
+        });
         self.graph.add_edge(
             parent,
             v,
             Link {
-                kind: LinkKind::Network,
-                gbps: h.facts.net_gbps,
+                kind: LinkKind::Grouping,
+                gbps: f64::INFINITY,
                 latency_us: 0.0,
             },
         );
-        self.hosts.insert(h.name.to_string(), v);
+        self.domains.insert((parent, name.to_string()), v);
+        v
     }
 
     /// The vertex of the deepest level at or above `level` that `p` names (the core if none).
@@ -243,7 +330,7 @@ impl<'f> Builder<'f> {
             Level::Rack => (p.rack.clone(), Level::Leaf),
             Level::Leaf => (p.leaf.clone(), Level::Spine),
             Level::Spine => (p.spine.clone(), Level::Core),
-            Level::Core | Level::Host => return self.core,
+            Level::Core | Level::Domain | Level::Host => return self.core,
         };
         let parent = self.group(p, up);
         let Some(name) = name else { return parent };
@@ -309,6 +396,7 @@ mod tests {
             ring_gbps: 150.0,
             hop_latency_us: 0.6,
             net_gbps,
+            nvlink_gbps: 0.0,
         }
     }
 
@@ -348,6 +436,7 @@ mod tests {
                 name,
                 labels,
                 facts: facts(50.0),
+                domain: None,
             })
             .collect();
         ClusterGraph::build(&specs, fabric)

@@ -2,9 +2,11 @@
 //! solver reads, PCIe link bandwidth, a node's network bandwidth, and the NVSwitch fabric
 //! assumed on SXM boards whose NVLink is unknown. Pure.
 
-use crate::model::fabric::{NodeHints, NvlinkHint};
+use crate::model::fabric::{MeshSpec, NodeHints, NvlinkHint};
 use crate::model::gpu_parts::{self, Board, GpuPart};
+use crate::model::plan::NvlinkOrigin;
 use crate::model::ring::LinkMatrix;
+use crate::model::snapshot::NvlinkSource;
 use crate::model::snapshot::{NicKind, NodeSnapshot};
 use crate::model::topo_h::{self, DEFAULT_NET_GBPS, INTER_CPU_GBPS};
 use crate::model::{PathClass, PcieLink};
@@ -29,10 +31,17 @@ pub(crate) fn pcie_gbps(link: &PcieLink) -> f64 {
 /// How a node's GPU-to-GPU links are known.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum NvlinkBasis {
-    /// The node reported NVLink itself (driver, or `<nvlink>` in its file): used as is.
-    Reported,
+    /// The node reported NVLink itself (the driver, hwloc's NVLinkBandwidth matrix, or
+    /// `<nvlink>` in its NCCL file): used as is.
+    Reported { source: Option<NvlinkSource> },
     /// An all-to-all NVSwitch fabric: `links` per GPU at `gbps` each, and why it is believed.
     Nvswitch { links: u32, gbps: f64, why: String },
+    /// Direct links stated in cluster.yaml: links per pair (GPUs in index order) at `gbps` each.
+    Mesh {
+        pairs: Vec<Vec<u32>>,
+        gbps: f64,
+        why: String,
+    },
     /// Unknown: PCIe paths only, and why.
     Unknown { why: String },
 }
@@ -41,10 +50,28 @@ impl NvlinkBasis {
     /// A stable code for the plan's notes.
     pub(crate) fn code(&self) -> &'static str {
         match self {
-            NvlinkBasis::Reported => "nvlink-reported",
+            NvlinkBasis::Reported { .. } => "nvlink-reported",
             NvlinkBasis::Nvswitch { why, .. } if why.starts_with("stated") => "stated-nvswitch",
             NvlinkBasis::Nvswitch { .. } => "assumed-nvswitch",
+            NvlinkBasis::Mesh { .. } => "stated-mesh",
             NvlinkBasis::Unknown { .. } => "nvlink-unknown",
+        }
+    }
+
+    /// Where the plan's NVLink figures come from: the node's own source, the part table
+    /// (assumed), cluster.yaml (stated), or nothing (PCIe only).
+    pub(crate) fn origin(&self) -> NvlinkOrigin {
+        match self {
+            NvlinkBasis::Reported { source: Some(s) } => match s {
+                NvlinkSource::Nvml => NvlinkOrigin::Nvml,
+                NvlinkSource::HwlocDistances => NvlinkOrigin::HwlocDistances,
+                NvlinkSource::NcclFile => NvlinkOrigin::NcclFile,
+            },
+            NvlinkBasis::Reported { source: None } => NvlinkOrigin::Nvml,
+            NvlinkBasis::Nvswitch { why, .. } if why.starts_with("stated") => NvlinkOrigin::ClusterYaml,
+            NvlinkBasis::Nvswitch { .. } => NvlinkOrigin::PartTable,
+            NvlinkBasis::Mesh { .. } => NvlinkOrigin::ClusterYaml,
+            NvlinkBasis::Unknown { .. } => NvlinkOrigin::None,
         }
     }
 }
@@ -67,7 +94,7 @@ fn sm_of(snap: &NodeSnapshot) -> Option<u32> {
 }
 
 /// The node's GPU part: from its PCI ids (all GPUs alike), else as cluster.yaml names it.
-fn part_of(snap: &NodeSnapshot, hints: &NodeHints) -> Option<&'static GpuPart> {
+pub(crate) fn part_of(snap: &NodeSnapshot, hints: &NodeHints) -> Option<&'static GpuPart> {
     let ids: Vec<Option<&str>> = snap.gpus.iter().map(|g| g.placement.pci_id.as_deref()).collect();
     match ids.first() {
         Some(Some(first)) if ids.iter().all(|i| *i == Some(*first)) => gpu_parts::by_pci_id(first),
@@ -75,15 +102,25 @@ fn part_of(snap: &NodeSnapshot, hints: &NodeHints) -> Option<&'static GpuPart> {
     }
 }
 
+/// NCCL's one-direction GB/s per NVLink for the node's GPUs (the part's SM, else the
+/// snapshot's compute capability).
+fn per_link_gbps(snap: &NodeSnapshot, part: Option<&GpuPart>) -> Option<f64> {
+    let sm = part.map(|p| p.sm).or_else(|| sm_of(snap))?;
+    topo_h::nvlink_gbps((sm / 10) as i32, (sm % 10) as i32)
+}
+
 /// Decide how the node's GPUs are joined: the node's own report, else an NVSwitch fabric the
-/// part's board implies or cluster.yaml states, else PCIe only — with the reason.
+/// part's board implies or cluster.yaml states, else a mesh cluster.yaml states, else PCIe
+/// only — with the reason.
 pub(crate) fn nvlink_basis(snap: &NodeSnapshot, hints: &NodeHints) -> NvlinkBasis {
     if snap.gpus.is_empty() || snap.gpus.iter().any(|g| g.nvlinks.is_some()) {
-        return NvlinkBasis::Reported;
+        return NvlinkBasis::Reported {
+            source: snap.gpus.iter().find_map(|g| g.nvlink_source),
+        };
     }
     let part = part_of(snap, hints);
     let sm = part.map(|p| p.sm).or_else(|| sm_of(snap));
-    let gbps = sm.and_then(|s| topo_h::nvlink_gbps((s / 10) as i32, (s % 10) as i32));
+    let gbps = per_link_gbps(snap, part);
     let links = part
         .map(|p| p.nvlinks)
         .filter(|&l| l > 0)
@@ -102,7 +139,61 @@ pub(crate) fn nvlink_basis(snap: &NodeSnapshot, hints: &NodeHints) -> NvlinkBasi
             why: "stated in cluster.yaml: `nvlink: none`".into(),
         },
         NvlinkHint::Nvswitch => fabric(format!("stated in cluster.yaml: `nvlink: nvswitch` ({named})")),
+        NvlinkHint::Mesh => mesh_basis(snap, hints.nvlink_mesh.as_ref(), gbps, &named),
         NvlinkHint::Auto => auto_basis(snap, part, fabric),
+    }
+}
+
+/// `nvlink: mesh`: the pairs cluster.yaml states, at the part's per-link figure (a stated
+/// per-pair bandwidth is one link of that much where the part is unknown).
+fn mesh_basis(snap: &NodeSnapshot, spec: Option<&MeshSpec>, per_link: Option<f64>, named: &str) -> NvlinkBasis {
+    let n = snap.gpus.len();
+    let unknown = |why: String| NvlinkBasis::Unknown { why };
+    let uniform = |links: u32| -> Vec<Vec<u32>> {
+        (0..n)
+            .map(|i| (0..n).map(|j| if i == j { 0 } else { links }).collect())
+            .collect()
+    };
+    let (pairs, gbps, what) = match spec {
+        None => return unknown("`nvlink: mesh` without `nvlink_mesh:`: PCIe paths only".into()),
+        Some(MeshSpec::LinksPerPair(k)) => match per_link {
+            Some(g) => (uniform(*k), g, format!("{k} NVLinks between every GPU pair")),
+            None => {
+                return unknown(format!(
+                    "`nvlink_mesh: {{links_per_pair: {k}}}` but the GPU generation is unknown (no PCI id or SM): add `gpu: <part>`, or state `gbps_per_pair`"
+                ))
+            }
+        },
+        Some(MeshSpec::MbpsPerPair(mbps)) => {
+            let pair = f64::from(*mbps) / 1000.0;
+            match per_link {
+                Some(g) => {
+                    let k = ((pair / g).round() as u32).max(1);
+                    (uniform(k), pair / f64::from(k), format!("{pair} GB/s between every GPU pair ({k} links)"))
+                }
+                None => (uniform(1), pair, format!("{pair} GB/s between every GPU pair")),
+            }
+        }
+        Some(MeshSpec::Links(m)) if m.len() != n => {
+            return unknown(format!(
+                "`nvlink_mesh.links` is {}×{} but the node has {n} GPUs: PCIe paths only",
+                m.len(),
+                m.len()
+            ))
+        }
+        Some(MeshSpec::Links(m)) => match per_link {
+            Some(g) => (m.clone(), g, "links per GPU pair as `nvlink_mesh.links` lists them".to_string()),
+            None => {
+                return unknown(
+                    "`nvlink_mesh.links` but the GPU generation is unknown (no PCI id or SM): add `gpu: <part>`".into(),
+                )
+            }
+        },
+    };
+    NvlinkBasis::Mesh {
+        pairs,
+        gbps,
+        why: format!("stated in cluster.yaml: `nvlink: mesh`, {what} ({named})"),
     }
 }
 
@@ -126,12 +217,20 @@ fn auto_basis(
             "assumed: {} GPUs sit on HGX B100/B200/B300 boards, whose NVSwitches never appear on PCIe",
             p.name
         )),
+        Board::NvlinkSwitchTray => fabric(format!(
+            "assumed: {} GPUs reach each other (and the other trays of their NVL72 rack) through the rack's NVLink Switch trays",
+            p.name
+        )),
         Board::NvswitchOnPci => unknown(format!(
-            "{} GPUs, whose 8-GPU boards carry NVSwitches, but none is on PCI (a VM, or a 4-GPU board): PCIe paths only; state `nvlink: nvswitch` in cluster.yaml if the node has them",
+            "{} GPUs, whose 8-GPU boards carry NVSwitches, but none is on PCI (a VM, or a 4-GPU board): PCIe paths only; state `nvlink: nvswitch`, or `nvlink: mesh` for a 4-GPU board, in cluster.yaml",
             p.name
         )),
         Board::DirectMesh => unknown(format!(
-            "{} GPUs use a hybrid cube mesh only the driver can report: PCIe paths only",
+            "{} GPUs use a hybrid cube mesh only the driver can report: PCIe paths only; state it with `nvlink: mesh` and `nvlink_mesh.links`",
+            p.name
+        )),
+        Board::Superchip => unknown(format!(
+            "{} superchips reach other GPUs over NVLink only in NVL32 systems, which the driver reports: PCIe paths only",
             p.name
         )),
         Board::Pcie => unknown(format!(
@@ -141,37 +240,46 @@ fn auto_basis(
     }
 }
 
+/// A node's GPU links as the planner uses them: the matrix the ring solver reads, and the
+/// NVLinks between each pair (0: PCIe) with NCCL's per-link GB/s.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GpuLinks {
+    pub(crate) matrix: LinkMatrix,
+    pub(crate) nvlinks: Vec<Vec<u32>>,
+    pub(crate) gbps_per_link: f64,
+}
+
 /// Bandwidth and hop cost between every pair of GPUs of a node (GPUs in index order), from
 /// the node's path classes computed once (`graph::paths::path_classes`) and its NVLink basis.
 pub(crate) fn gpu_link_matrix_with(
     snap: &NodeSnapshot,
     mut classes: Vec<Vec<PathClass>>,
     basis: &NvlinkBasis,
-) -> LinkMatrix {
+) -> GpuLinks {
     let mut gpus: Vec<&crate::model::Gpu> = snap.gpus.iter().collect();
     gpus.sort_by_key(|g| g.index);
     let n = gpus.len();
-    let fabric_link = match basis {
-        NvlinkBasis::Nvswitch { links, gbps, .. } => Some((*links, *gbps)),
+    let stated_gbps = match basis {
+        NvlinkBasis::Nvswitch { links, gbps, .. } => {
+            set_pairs(&mut classes, n, |_, _| *links);
+            Some(*gbps)
+        }
+        NvlinkBasis::Mesh { pairs, gbps, .. } => {
+            set_pairs(&mut classes, n, |i, j| pairs[i][j]);
+            Some(*gbps)
+        }
         _ => None,
     };
-    if let Some((links, _)) = fabric_link {
-        for (i, row) in classes.iter_mut().enumerate().take(n) {
-            for (j, c) in row.iter_mut().enumerate().take(n) {
-                if i != j {
-                    *c = PathClass::NvLink(links);
-                }
-            }
-        }
-    }
     let mut bw = vec![vec![0.0; n]; n];
     let mut cost = vec![vec![0; n]; n];
+    let mut nvlinks = vec![vec![0; n]; n];
+    let mut gbps_per_link: f64 = 0.0;
     for i in 0..n {
         let per_link = gpus[i]
             .nvlinks
             .as_ref()
             .and_then(|l| l.iter().find_map(|x| x.bandwidth_gbps))
-            .or(fabric_link.map(|(_, gb)| gb))
+            .or(stated_gbps)
             .or(topo_h::nvlink_gbps(8, 0))
             .unwrap_or_default();
         for j in 0..n {
@@ -181,7 +289,11 @@ pub(crate) fn gpu_link_matrix_with(
             let pcie = pcie_gbps(&gpus[i].placement.pcie).min(pcie_gbps(&gpus[j].placement.pcie));
             let class = classes[i][j];
             bw[i][j] = match class {
-                PathClass::NvLink(k) => per_link * f64::from(k),
+                PathClass::NvLink(k) => {
+                    nvlinks[i][j] = k;
+                    gbps_per_link = gbps_per_link.max(per_link);
+                    per_link * f64::from(k)
+                }
                 PathClass::Sys => pcie.min(INTER_CPU_GBPS),
                 PathClass::SelfPath => 0.0,
                 _ => pcie,
@@ -189,7 +301,57 @@ pub(crate) fn gpu_link_matrix_with(
             cost[i][j] = class.nccl_path().rank();
         }
     }
-    LinkMatrix { bw, cost }
+    GpuLinks {
+        matrix: LinkMatrix { bw, cost },
+        nvlinks,
+        gbps_per_link,
+    }
+}
+
+/// GPU pairs (`i ≠ j` among the first `n` rows) set to `NV#` with the links `links(i, j)`
+/// gives, where it gives any.
+fn set_pairs(classes: &mut [Vec<PathClass>], n: usize, links: impl Fn(usize, usize) -> u32) {
+    for (i, row) in classes.iter_mut().enumerate().take(n) {
+        for (j, c) in row.iter_mut().enumerate().take(n) {
+            let k = links(i, j);
+            if i != j && k > 0 {
+                *c = PathClass::NvLink(k);
+            }
+        }
+    }
+}
+
+/// GB/s a node's GPUs put on NVLink together: per GPU, the bandwidth to its best-joined peer
+/// (on an NVSwitch fabric, the GPU's whole NVLink), summed; on a one-GPU node, its own links
+/// (reported, or the fabric the basis states).
+pub(crate) fn nvlink_out_gbps(snap: &NodeSnapshot, l: &GpuLinks, basis: &NvlinkBasis) -> f64 {
+    let n = l.matrix.len();
+    if n >= 2 {
+        return (0..n)
+            .map(|i| {
+                (0..n)
+                    .filter(|&j| l.nvlinks[i][j] > 0)
+                    .map(|j| l.matrix.bw[i][j])
+                    .fold(0.0, f64::max)
+            })
+            .sum();
+    }
+    if let NvlinkBasis::Nvswitch { links, gbps, .. } = basis {
+        return f64::from(*links) * gbps * n as f64;
+    }
+    snap.gpus
+        .iter()
+        .filter_map(|g| {
+            let links = g.nvlinks.as_ref()?;
+            Some(
+                links
+                    .iter()
+                    .filter(|x| x.active)
+                    .filter_map(|x| x.bandwidth_gbps)
+                    .sum::<f64>(),
+            )
+        })
+        .sum()
 }
 
 /// GB/s a host can put on the network: its RDMA NICs' port rates, else sockets.

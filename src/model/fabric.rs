@@ -59,6 +59,21 @@ pub enum NvlinkHint {
     None,
     /// An all-to-all NVSwitch fabric at the part's full link count.
     Nvswitch,
+    /// Direct links between GPU pairs (A100/H100 4-GPU HGX boards, V100 SXM2): as
+    /// `nvlink_mesh` says.
+    Mesh,
+}
+
+/// A stated NVLink mesh: how many links join each GPU pair, or what a pair carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MeshSpec {
+    /// Every pair of GPUs joined by this many NVLinks (4×H100 SXM5: 6).
+    LinksPerPair(u32),
+    /// Every pair carries this much, one direction, in MB/s (cluster.yaml states GB/s).
+    MbpsPerPair(u32),
+    /// Links per pair, GPU by GPU in index order (a V100 SXM2 hybrid cube mesh).
+    Links(Vec<Vec<u32>>),
 }
 
 /// Facts cluster.yaml states about a node, for what its snapshot cannot tell.
@@ -70,4 +85,11 @@ pub struct NodeHints {
     /// NICs (`mlx5_4`) or ports (`mlx5_4:1`) that carry no GPU traffic (storage, front-end):
     /// settings may leave them out.
     pub non_gpu_nics: Vec<String>,
+    /// `nvlink_mesh:` with `nvlink: mesh`.
+    #[serde(default)]
+    pub nvlink_mesh: Option<MeshSpec>,
+    /// `nvlink_domain:`: the multi-node NVLink domain the node belongs to, where its driver
+    /// cannot say (files, paper nodes); `declared_at` of the statement beside it.
+    #[serde(default)]
+    pub nvlink_domain: Option<String>,
 }

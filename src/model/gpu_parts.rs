@@ -4,7 +4,8 @@
 //! docs/references.md: the PCI ID database (pciutils/pciids) for ids and names; NVIDIA's
 //! Fabric Manager user guide for which baseboards carry NVSwitches and whether those appear on
 //! PCIe; NVIDIA's vGPU NVSwitch platform list; NVIDIA's product specifications for links per
-//! GPU (total NVLink bandwidth ÷ 50 GB/s per link for NVLink 2–4, ÷ 100 for NVLink 5).
+//! GPU (total NVLink bandwidth ÷ 50 GB/s per link for NVLink 2–4, ÷ 100 for NVLink 5). Ids
+//! as of pciutils/pciids@c1c12547 (2026-08-22).
 
 /// How a part's boards join GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,13 @@ pub(crate) enum Board {
     NvswitchHidden,
     /// SXM2 on HGX-1/DGX-1: a hybrid cube mesh of direct links, no NVSwitch.
     DirectMesh,
+    /// A Grace-Blackwell compute tray of an NVL72 rack (GB200, GB300): every GPU's NVLinks go
+    /// to the rack's NVLink Switch trays, outside the node; the GPUs of all the rack's trays
+    /// can form one multi-node NVLink domain.
+    NvlinkSwitchTray,
+    /// A Grace Hopper superchip (GH200): NVLink-C2C to its Grace; NVLink to other GPUs only
+    /// in NVL32 systems, which the driver reports.
+    Superchip,
     /// A PCIe card: NVLink only through bridges, which the driver reports.
     Pcie,
 }
@@ -120,7 +128,15 @@ pub(crate) const PARTS: &[GpuPart] = &[
     GpuPart {
         key: "h100-pcie",
         name: "H100 PCIe",
-        device_ids: &["2331", "2321"],
+        device_ids: &["2331"],
+        sm: 90,
+        board: Board::Pcie,
+        nvlinks: 0,
+    },
+    GpuPart {
+        key: "h100-nvl",
+        name: "H100 NVL (H100L 94GB)",
+        device_ids: &["2321"],
         sm: 90,
         board: Board::Pcie,
         nvlinks: 0,
@@ -157,6 +173,62 @@ pub(crate) const PARTS: &[GpuPart] = &[
         board: Board::NvswitchHidden,
         nvlinks: 18,
     },
+    GpuPart {
+        key: "gh200",
+        name: "GH200",
+        device_ids: &["2342", "2348"],
+        sm: 90,
+        board: Board::Superchip,
+        nvlinks: 18,
+    },
+    GpuPart {
+        key: "gb200",
+        name: "GB200",
+        device_ids: &["2941"],
+        sm: 100,
+        board: Board::NvlinkSwitchTray,
+        nvlinks: 18,
+    },
+    GpuPart {
+        key: "gb300",
+        name: "GB300",
+        device_ids: &["31c2", "31c3", "31a1"],
+        sm: 103,
+        board: Board::NvlinkSwitchTray,
+        nvlinks: 18,
+    },
+    GpuPart {
+        key: "l40s",
+        name: "L40S",
+        device_ids: &["26b9"],
+        sm: 89,
+        board: Board::Pcie,
+        nvlinks: 0,
+    },
+    GpuPart {
+        key: "l20",
+        name: "L20",
+        device_ids: &["26b7", "26ba"],
+        sm: 89,
+        board: Board::Pcie,
+        nvlinks: 0,
+    },
+    GpuPart {
+        key: "l4",
+        name: "L4",
+        device_ids: &["27b8"],
+        sm: 89,
+        board: Board::Pcie,
+        nvlinks: 0,
+    },
+    GpuPart {
+        key: "rtx-pro-6000",
+        name: "RTX PRO 6000 Blackwell",
+        device_ids: &["2bb1", "2bb4", "2bb5"],
+        sm: 120,
+        board: Board::Pcie,
+        nvlinks: 0,
+    },
 ];
 
 /// The part of a `vendor:device` PCI id.
@@ -184,6 +256,8 @@ mod tests {
         assert_eq!(by_pci_id("10de:2335").map(|p| p.key), Some("h200-sxm"));
         assert_eq!(by_pci_id("1002:74a1"), None, "not NVIDIA");
         assert_eq!(by_key("b200").map(|p| p.board), Some(Board::NvswitchHidden));
+        assert_eq!(by_pci_id("10de:2941").map(|p| p.key), Some("gb200"));
+        assert_eq!(by_pci_id("10de:2321").map(|p| p.key), Some("h100-nvl"));
         for p in PARTS {
             assert_eq!(p.nvlinks == 0, p.board == Board::Pcie, "{}", p.key);
         }

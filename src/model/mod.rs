@@ -7,6 +7,7 @@ pub(crate) mod fabric;
 pub(crate) mod files;
 pub(crate) mod gpu_parts;
 pub(crate) mod nccl;
+pub(crate) mod nvfabric;
 pub(crate) mod outcome;
 pub(crate) mod path;
 pub(crate) mod pci;

@@ -8,7 +8,10 @@ use super::snapshot::Note;
 use serde::{Deserialize, Serialize};
 
 /// Version 2: NCCL settings per node group (`nccl`), graph XML in the plan, `tool_version`.
-pub const PLAN_SCHEMA_VERSION: u32 = 2;
+/// Version 3: each node class's NVLink and where it was known (`node_classes[].nvlink`),
+/// multi-node NVLink domains (`nvlink_domains`), domain crossings, and the prediction without
+/// the domains (`predicted.without_domains`).
+pub const PLAN_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -29,7 +32,55 @@ pub struct Plan {
     pub nccl: NcclPlan,
     /// Hosts left out of the ring, with the reason.
     pub excluded: Vec<Excluded>,
+    /// Multi-node NVLink domains (NVL72 racks): NCCL joins each domain's GPUs into one NVLink
+    /// system; the ring order only matters between domains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_domains: Vec<NvlinkDomain>,
     pub notes: Vec<Note>,
+}
+
+/// One multi-node NVLink domain of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvlinkDomain {
+    /// `<clusterUuid>.<cliqueId>` as the GPUs report it, or the name cluster.yaml gives.
+    pub name: String,
+    /// Members, in ring order.
+    pub hosts: Vec<String>,
+    pub gpus: usize,
+    /// `nvml` (the GPUs' fabric info) or `cluster.yaml` (`nvlink_domain:`).
+    pub source: String,
+    /// Fabric health problems the members' GPUs report (empty: healthy, or not reported).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<String>,
+}
+
+/// Where a node class's NVLink figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvlinkOrigin {
+    /// The driver, link by link.
+    Nvml,
+    /// hwloc's NVLinkBandwidth matrix.
+    HwlocDistances,
+    /// An NCCL topology file's `<nvlink>` elements.
+    NcclFile,
+    /// Assumed from the GPU part's board (said in the plan's notes).
+    PartTable,
+    /// Stated in cluster.yaml (`nvlink: nvswitch`, `nvlink: mesh`).
+    #[serde(rename = "cluster.yaml")]
+    ClusterYaml,
+    /// Not known: PCIe paths only.
+    None,
+}
+
+/// A node class's NVLink: links between each GPU pair (index order; 0 where the path is
+/// PCIe), NCCL's GB/s per link, and where that was known (each origin among the class's
+/// hosts, in host order: identical figures can come from different sources).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassNvlink {
+    pub origins: Vec<NvlinkOrigin>,
+    pub gbps_per_link: f64,
+    pub links: Vec<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +89,10 @@ pub struct Predicted {
     pub default: Prediction,
     /// solved busbw / default busbw.
     pub gain: f64,
+    /// The solved order's prediction were every byte between two nodes to cross their NICs:
+    /// what the NVLink domains are worth (only when the plan has domains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_domains: Option<Prediction>,
 }
 
 /// Predicted ring all-reduce figures for one node order.
@@ -65,6 +120,9 @@ pub struct Crossings {
     pub spine: usize,
     pub leaf: usize,
     pub rack: usize,
+    /// Ring edges that leave or enter a multi-node NVLink domain.
+    #[serde(default)]
+    pub domain: usize,
 }
 
 /// Hosts with the same GPU link matrix share one intra-node ring.
@@ -85,6 +143,9 @@ pub struct NodeClass {
     pub graph_xml: Option<String>,
     /// Where `plan --output-dir` wrote `graph_xml`.
     pub graph_file: Option<String>,
+    /// The class's NVLink and its origin (none without GPUs pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<ClassNvlink>,
 }
 
 /// The NCCL side of the plan.

@@ -10,8 +10,11 @@ use super::pci::{Bdf, PcieLink};
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON layout below. Version 2: PCI ids and CPU counts a source does not give
-/// are `null` (version 1 made up `0000:0000` and `0`); a version-1 snapshot still reads.
-pub const SCHEMA_VERSION: u32 = 2;
+/// are `null` (version 1 made up `0000:0000` and `0`). Version 3: where a GPU's NVLinks were
+/// read (`nvlink_source`), NVLink-C2C to the CPU (`c2c`), the GPU's multi-node NVLink fabric
+/// (`fabric`) and the node's NVLink domain (`nvlink_domain`). Versions 1 and 2 still read
+/// (the new fields are then unknown).
+pub const SCHEMA_VERSION: u32 = 3;
 /// The oldest layout this build still reads.
 pub const OLDEST_READABLE: u32 = 1;
 
@@ -31,6 +34,12 @@ pub struct NodeSnapshot {
     /// NCCL the system loader finds (`ncclGetVersion` of `libnccl.so.2`); `null` when none.
     #[serde(default)]
     pub nccl_version: Option<super::nccl::NcclVersion>,
+    /// The multi-node NVLink domain of this node's GPUs, `<clusterUuid>.<cliqueId>` (GPU Feature
+    /// Discovery's `nvidia.com/gpu.clique`): set only when every GPU reports that same domain
+    /// with a completed, successful fabric state; `null` otherwise (a note says why when the
+    /// driver was asked).
+    #[serde(default)]
+    pub nvlink_domain: Option<String>,
     /// What the probe could not see, had to derive, or found wrong; each with a stable code.
     pub notes: Vec<Note>,
 }
@@ -188,8 +197,49 @@ pub struct Gpu {
     pub compute_capability: Option<String>,
     /// NVLink links; `null` means unknown (no NVML), an empty list means none.
     pub nvlinks: Option<Vec<NvLink>>,
+    /// Where `nvlinks` was read: the driver, hwloc's `NVLinkBandwidth` matrix, or an NCCL
+    /// topology file; `null` when unknown.
+    #[serde(default)]
+    pub nvlink_source: Option<NvlinkSource>,
+    /// NVLink-C2C to the CPU (Grace: GH200, GB200, GB300); `null` when none is known.
+    #[serde(default)]
+    pub c2c: Option<C2cLink>,
+    /// The GPU's multi-node NVLink fabric, as NVML reports it; `null` when not asked (a file)
+    /// or the driver does not report it.
+    #[serde(default)]
+    pub fabric: Option<super::nvfabric::GpuFabric>,
     /// Where the GPU facts came from: `nvml` or `pci`.
     pub source: GpuSource,
+}
+
+/// Where a GPU's NVLinks were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvlinkSource {
+    /// The driver (NVML), link by link.
+    Nvml,
+    /// hwloc's `NVLinkBandwidth` distances (an hwloc export made with its NVML backend).
+    HwlocDistances,
+    /// `<nvlink>` elements of an NCCL topology file.
+    NcclFile,
+}
+
+impl NvlinkSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            NvlinkSource::Nvml => "nvml",
+            NvlinkSource::HwlocDistances => "hwloc-distances",
+            NvlinkSource::NcclFile => "nccl-file",
+        }
+    }
+}
+
+/// NVLink-C2C between a GPU and its CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct C2cLink {
+    pub links: u32,
+    /// One direction, per link (NCCL's `<c2c bw>` is MB/s per link); `null` when not given.
+    pub gbps_per_link: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -255,6 +255,17 @@ pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
     }
     unique_names(s)?;
     one_device_per_function(s)?;
+    if let Some(d) = &s.nvlink_domain {
+        if !super::nvfabric::domain_name_ok(d) {
+            return Err(err(
+                "nvlink_domain",
+                format!(
+                    "{:?} is not a domain name (letters, digits, `-`, `_`, `.`; 1 to 63)",
+                    d.escape_default().to_string()
+                ),
+            ));
+        }
+    }
     bounded("notes", &s.notes, MAX_ITEMS)?;
     for (i, n) in s.notes.iter().enumerate() {
         token(|| format!("notes[{i}].code"), &n.code, 64, "-", "a note code")?;
@@ -326,6 +337,52 @@ fn gpu(i: usize, g: &Gpu) -> Result<(), FieldError> {
     placement(|| format!("gpus[{i}]"), &g.placement)?;
     if let Some(l) = &g.nvlinks {
         bounded(|| format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
+    }
+    if let Some(c) = &g.c2c {
+        let gbps_ok = c
+            .gbps_per_link
+            .is_none_or(|b| b.is_finite() && (0.0..=10_000.0).contains(&b));
+        if !(1..=MAX_NVLINKS as u32).contains(&c.links) || !gbps_ok {
+            return Err(err(format!("gpus[{i}].c2c"), "links 1 to 64, GB/s per link 0 to 10000"));
+        }
+    }
+    if let Some(f) = &g.fabric {
+        fabric(i, f)?;
+    }
+    Ok(())
+}
+
+fn fabric(i: usize, f: &super::nvfabric::GpuFabric) -> Result<(), FieldError> {
+    if let Some(st) = &f.status {
+        token(|| format!("gpus[{i}].fabric.status"), st, 64, "_", "an NVML status")?;
+    }
+    if let Some(u) = &f.cluster_uuid {
+        let shape = u.len() == 36
+            && u.char_indices().all(|(k, c)| {
+                if [8, 13, 18, 23].contains(&k) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+        if !shape {
+            return Err(err(
+                format!("gpus[{i}].fabric.cluster_uuid"),
+                "not a UUID (8-4-4-4-12 hex)",
+            ));
+        }
+    }
+    if !(1..=3).contains(&f.struct_version) {
+        return Err(err(format!("gpus[{i}].fabric.struct_version"), "1 to 3"));
+    }
+    if let Some(c) = f.health.as_ref().and_then(|h| h.incorrect_configuration.as_ref()) {
+        token(
+            || format!("gpus[{i}].fabric.health.incorrect_configuration"),
+            c,
+            64,
+            "_",
+            "a configuration fault",
+        )?;
     }
     Ok(())
 }

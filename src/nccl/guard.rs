@@ -195,6 +195,102 @@ pub fn check(
     }
 }
 
+/// What the NVLink edition of the guard protects on a node: NVLink between its GPUs (known
+/// or assumed by the plan) and the multi-node NVLink domain it is in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct NvlinkGuard {
+    pub(crate) nvlink: bool,
+    pub(crate) domain: Option<String>,
+}
+
+/// A setting that would silently take NVLink, or multi-node NVLink, away from NCCL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: refused", self.describe())]
+pub struct NvlinkViolation {
+    pub(crate) setting: String,
+    pub(crate) effect: &'static str,
+    pub(crate) fact: String,
+}
+
+impl NvlinkViolation {
+    /// What the setting does, and where that matters.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} {} on a node where {}", self.setting, self.effect, self.fact)
+    }
+}
+
+/// The settings NCCL reads as "no NVLink" (`NCCL_P2P_DISABLE=1`, `NCCL_P2P_LEVEL=LOC`: P2P
+/// level 0, which also gates multi-node NVLink in init.cc) or "no multi-node NVLink"
+/// (`NCCL_CUMEM_ENABLE=0`, `NCCL_MNNVL_ENABLE=0`, src/mnnvl.cc), each with its effect and the
+/// fact it needs to matter; empty where none applies.
+pub(crate) fn nvlink_killers(settings: &[(String, String)], g: &NvlinkGuard) -> Vec<NvlinkViolation> {
+    let mut out = Vec::new();
+    let nvlink_fact = || match &g.domain {
+        Some(d) => format!("the GPUs are in NVLink domain {d}"),
+        None => "the GPUs are joined by NVLink".to_string(),
+    };
+    for (name, value) in settings {
+        let v = value.trim();
+        let hit = match name.as_str() {
+            "NCCL_P2P_DISABLE" if v == "1" && (g.nvlink || g.domain.is_some()) => Some((
+                "turns NVLink (CUDA P2P) off, and multi-node NVLink with it",
+                nvlink_fact(),
+            )),
+            "NCCL_P2P_LEVEL" if matches!(v, "LOC" | "0") && (g.nvlink || g.domain.is_some()) => Some((
+                "keeps P2P inside each GPU: NVLink unused, multi-node NVLink off",
+                nvlink_fact(),
+            )),
+            "NCCL_CUMEM_ENABLE" if v == "0" => g.domain.as_ref().map(|d| {
+                (
+                    "turns cuMem off, which multi-node NVLink needs",
+                    format!("the GPUs are in NVLink domain {d}"),
+                )
+            }),
+            "NCCL_MNNVL_ENABLE" if v == "0" => g.domain.as_ref().map(|d| {
+                (
+                    "turns multi-node NVLink off",
+                    format!("the GPUs are in NVLink domain {d}"),
+                )
+            }),
+            _ => None,
+        };
+        if let Some((effect, fact)) = hit {
+            out.push(NvlinkViolation {
+                setting: format!("{name}={value}"),
+                effect,
+                fact,
+            });
+        }
+    }
+    out
+}
+
+/// The NVLink edition of the guard, on the settings topo-tune writes: none may turn NVLink
+/// or multi-node NVLink off where the node has them, and a topology file may not list
+/// `<nvlink>` (NCCL then skips the driver's NVLink detection for those GPUs; topo-tune's
+/// files never list them).
+pub(crate) fn check_nvlink(
+    settings: &[Setting],
+    g: &NvlinkGuard,
+    topology_xml: Option<&str>,
+) -> Result<(), NvlinkViolation> {
+    let pairs: Vec<(String, String)> = settings.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
+    if let Some(v) = nvlink_killers(&pairs, g).into_iter().next() {
+        return Err(v);
+    }
+    if (g.nvlink || g.domain.is_some()) && topology_xml.is_some_and(|x| x.contains("<nvlink")) {
+        return Err(NvlinkViolation {
+            setting: "NCCL_TOPO_FILE (its <nvlink> elements)".into(),
+            effect: "replaces the driver's NVLink detection with the file's links",
+            fact: match &g.domain {
+                Some(d) => format!("the GPUs are in NVLink domain {d}"),
+                None => "the GPUs are joined by NVLink".to_string(),
+            },
+        });
+    }
+    Ok(())
+}
+
 fn violation(s: &Setting, port: &GpuPort) -> Violation {
     Violation {
         setting: format!("{}={}", s.name, s.value),

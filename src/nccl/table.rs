@@ -196,6 +196,22 @@ pub(crate) const VARS: &[Var] = &[
         syntax: Syntax::SubsysList,
         since: V2_0,
     },
+    // NCCL's default: auto (-2) since 2.19 (0 in 2.18). `0` turns multi-node NVLink off
+    // (src/mnnvl.cc): the NVLink guard refuses it on domain members.
+    Var {
+        name: "NCCL_CUMEM_ENABLE",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["0", "1"]),
+        since: NcclVersion(2, 18, 0),
+    },
+    // NCCL's default: 2 (auto) since 2.21. `0` turns multi-node NVLink off: the NVLink guard
+    // refuses it on domain members.
+    Var {
+        name: "NCCL_MNNVL_ENABLE",
+        class: Class::System,
+        syntax: Syntax::OneOf(&["0", "1", "2"]),
+        since: NcclVersion(2, 21, 0),
+    },
     // NCCL's default: PXB from 2.0.
     // GPUDirect RDMA distance
     Var {

@@ -7,6 +7,10 @@ use super::procfs::Interrupts;
 use super::sysfs::{NetdevFacts, PciFacts, RdmaFacts};
 use crate::graph::pcitree::{self, BridgeLink};
 use crate::model::gpu_parts;
+use crate::model::nvfabric::{
+    domain_name_ok, node_domain, nvml_return_name, uuid_bytes, uuid_text, FabricHealth, FabricState, GpuFabric,
+    HealthSummary, NoDomain,
+};
 use crate::model::pci::{is_nvidia_gpu, round2, Bdf, Degradation};
 use crate::model::snapshot::*;
 use crate::model::{CpuList, PcieLink};
@@ -41,9 +45,18 @@ pub(crate) fn assemble(g: Gathered) -> NodeSnapshot {
     let mut gpus = gpus_of(&g, &place, &mut notes);
     gpus.sort_by_key(|g| g.index);
     if gpus.is_empty() {
+        let amd = view
+            .devices
+            .iter()
+            .filter(|d| d.vendor == 0x1002 && matches!(d.class_id >> 8, 0x03 | 0x12))
+            .count();
         notes.push(Note::info(
             "no-gpu",
-            "no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302)",
+            if amd > 0 {
+                format!("no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302), but {amd} AMD GPU(s) (vendor 0x1002): topo-tune plans NCCL on NVIDIA GPUs only and leaves them out")
+            } else {
+                "no NVIDIA GPU found (PCI vendor 0x10de, class 0x0300/0x0302)".to_string()
+            },
         ));
     }
     let nics = match sys {
@@ -51,6 +64,7 @@ pub(crate) fn assemble(g: Gathered) -> NodeSnapshot {
         None => nics_from_hwloc(view, &place),
     };
     let pci = pci_topology(view, sys, &gpus, &nics, &mut notes);
+    let nvlink_domain = nvlink_domain(&gpus, &mut notes);
     if let Some(s) = sys {
         numa_unknown_note(s, &gpus, &nics, &mut notes);
     }
@@ -84,6 +98,7 @@ pub(crate) fn assemble(g: Gathered) -> NodeSnapshot {
         gpus,
         nics,
         nccl_version: None,
+        nvlink_domain,
         notes,
     }
 }
@@ -122,7 +137,15 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
         Ok(report) => return gpus_from_driver(report, &pci_gpus, place, &g.view.numa_nodes, notes),
         Err(err) => err,
     };
-    if !pci_gpus.is_empty() {
+    if let Some(m) = g.view.nvlink_matrix.as_ref().filter(|m| !m.gpus.is_empty()) {
+        notes.push(Note::info(
+            "nvlink-from-hwloc",
+            format!(
+                "NVLink read from the export's NVLinkBandwidth matrix ({} GPUs; hwloc's 25 GB/s per link for NVLink 2-4, 50 for NVLink 5, counted as links at NCCL's per-link figure)",
+                m.gpus.len()
+            ),
+        ));
+    } else if !pci_gpus.is_empty() {
         let why = if g.driver_queried {
             err.to_string()
         } else {
@@ -136,16 +159,72 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
     pci_gpus
         .iter()
         .enumerate()
-        .map(|(i, d)| Gpu {
-            index: i as u32,
-            name: gpu_name(d),
-            uuid: None,
-            placement: place(d),
-            compute_capability: None,
-            nvlinks: None,
-            source: GpuSource::Pci,
+        .map(|(i, d)| {
+            let nvlinks = g.view.nvlink_matrix.as_ref().and_then(|m| nvlinks_from_hwloc(d, m));
+            Gpu {
+                index: i as u32,
+                name: gpu_name(d),
+                uuid: None,
+                placement: place(d),
+                compute_capability: None,
+                nvlink_source: nvlinks.as_ref().map(|_| NvlinkSource::HwlocDistances),
+                nvlinks,
+                c2c: None,
+                fabric: None,
+                source: GpuSource::Pci,
+            }
         })
         .collect()
+}
+
+/// hwloc's per-link MB/s (topology-nvml.c): 20,000 for NVLink 1 (sm_60), 25,000 for NVLink
+/// 2 to 4 (sm_70 to sm_90), 50,000 for NVLink 5 (sm_100 and later).
+fn hwloc_link_mbps(sm: Option<u32>, total: u64) -> u64 {
+    match sm {
+        Some(s) if s < 70 => 20_000,
+        Some(s) if s < 100 => 25_000,
+        Some(_) => 50_000,
+        // The part is unknown: the figure that divides the total, NVLink 2-4 first.
+        None => [25_000, 50_000, 20_000]
+            .into_iter()
+            .find(|l| total.is_multiple_of(*l))
+            .unwrap_or(25_000),
+    }
+}
+
+/// A GPU's NVLinks from hwloc's `NVLinkBandwidth` matrix: per peer, its MB/s over hwloc's
+/// per-link figure links, each worth NCCL's per-link figure for the part. `None` when the
+/// matrix does not cover the GPU.
+fn nvlinks_from_hwloc(d: &HwPciDevice, m: &super::hwloc::HwNvlinkMatrix) -> Option<Vec<NvLink>> {
+    use super::hwloc::NvlinkPeerEnd;
+    if !m.gpus.contains(&d.bdf) {
+        return None;
+    }
+    let part = gpu_parts::by_pci_id(&format!("{:04x}:{:04x}", d.vendor, d.device));
+    let sm = part.map(|p| p.sm);
+    let per_link = sm.and_then(|s| crate::model::topo_h::nvlink_gbps((s / 10) as i32, (s % 10) as i32));
+    let mut out = Vec::new();
+    for cell in m.cells.iter().filter(|c| c.gpu == d.bdf) {
+        let count = (cell.mbps as f64 / hwloc_link_mbps(sm, cell.mbps) as f64)
+            .round()
+            .max(1.0) as u32;
+        let (remote, remote_bdf) = match cell.peer {
+            NvlinkPeerEnd::Gpu(b) => (NvLinkPeer::Gpu, Some(b)),
+            NvlinkPeerEnd::Switch(b) => (NvLinkPeer::Switch, Some(b)),
+            NvlinkPeerEnd::Cpu => (NvLinkPeer::Unknown, None),
+        };
+        for _ in 0..count.min(64) {
+            out.push(NvLink {
+                link: out.len() as u32,
+                active: true,
+                version: None,
+                remote_bdf,
+                remote,
+                bandwidth_gbps: per_link,
+            });
+        }
+    }
+    Some(out)
 }
 
 /// A GPU's name from what hwloc knows: the model its OS devices report (`GPUModel`, e.g.
@@ -425,7 +504,95 @@ fn gpu_from_driver(dg: &DriverGpu, mut p: PciPlacement, gpu_bdfs: &[Bdf], numa_n
         placement: p,
         compute_capability: dg.compute_capability.map(|(a, b)| format!("{a}.{b}")),
         nvlinks: Some(nvlinks),
+        nvlink_source: Some(NvlinkSource::Nvml),
+        c2c: dg.c2c.as_ref().map(|c| C2cLink {
+            links: c.links,
+            gbps_per_link: (c.max_bw_mbps > 0).then(|| f64::from(c.max_bw_mbps) / 1000.0),
+        }),
+        fabric: dg.fabric.as_ref().and_then(fabric_of),
         source: GpuSource::Nvml,
+    }
+}
+
+/// NVML's fabric answer decoded; `None` when the call failed for another reason than "not
+/// supported" (which is an answer: no multi-node fabric).
+fn fabric_of(f: &super::nvml::DriverFabric) -> Option<GpuFabric> {
+    const NOT_SUPPORTED: u32 = 3;
+    if f.ret == NOT_SUPPORTED {
+        return Some(GpuFabric {
+            state: FabricState::NotSupported,
+            status: None,
+            cluster_uuid: None,
+            clique_id: None,
+            health: None,
+            struct_version: f.version,
+        });
+    }
+    if f.ret != 0 {
+        return None;
+    }
+    let state = FabricState::from_nvml(f.state)?;
+    let completed = state == FabricState::Completed;
+    Some(GpuFabric {
+        state,
+        status: completed.then(|| nvml_return_name(f.status)),
+        cluster_uuid: uuid_bytes(&f.cluster_uuid).and_then(|b| uuid_text(&b)),
+        clique_id: completed.then_some(f.clique_id),
+        health: f
+            .health_mask
+            .map(|m| FabricHealth::decode(m, f.health_summary.and_then(HealthSummary::from_nvml))),
+        struct_version: f.version,
+    })
+}
+
+/// The node's NVLink domain from its GPUs' fabric info, with notes on what keeps it out of one
+/// (only when the driver answered: files say nothing about the fabric).
+fn nvlink_domain(gpus: &[Gpu], notes: &mut Vec<Note>) -> Option<String> {
+    for g in gpus {
+        let problems = g
+            .fabric
+            .as_ref()
+            .and_then(|f| f.health.as_ref())
+            .map(FabricHealth::problems);
+        if let Some(p) = problems.filter(|p| !p.is_empty()) {
+            notes.push(Note::warn(
+                "nvlink-fabric-unhealthy",
+                format!("GPU{}: {}", g.index, p.join("; ")),
+            ));
+        }
+    }
+    let fabrics: Vec<Option<&GpuFabric>> = gpus.iter().map(|g| g.fabric.as_ref()).collect();
+    match node_domain(&fabrics) {
+        Ok(d) if domain_name_ok(&d) => Some(d),
+        Ok(d) => {
+            notes.push(Note::warn(
+                "nvlink-domain-unnamed",
+                format!(
+                    "the GPUs report NVLink domain {:?}, which is not a name topo-tune can write",
+                    d.escape_default().to_string()
+                ),
+            ));
+            None
+        }
+        Err(NoDomain::NotReported | NoDomain::NotSupported) => None,
+        Err(NoDomain::NotMember { gpu, why }) => {
+            notes.push(Note::warn(
+                "nvlink-domain-not-joined",
+                format!("GPU{} is in no multi-node NVLink domain ({why}): NCCL will not use multi-node NVLink from this node", gpus[gpu].index),
+            ));
+            None
+        }
+        Err(NoDomain::Mixed(ds)) => {
+            notes.push(Note::warn(
+                "nvlink-domain-mixed",
+                format!(
+                    "the GPUs name {} different NVLink domains ({}): no one domain for the node",
+                    ds.len(),
+                    ds.join(", ")
+                ),
+            ));
+            None
+        }
     }
 }
 

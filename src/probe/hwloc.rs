@@ -38,6 +38,36 @@ pub(crate) struct HwlocView {
     pub(crate) host_bridges: Vec<HwHostBridge>,
     pub(crate) bridges: Vec<HwBridge>,
     pub(crate) devices: Vec<HwPciDevice>,
+    /// hwloc's `NVLinkBandwidth` matrix (its NVML backend), when the export has one.
+    pub(crate) nvlink_matrix: Option<HwNvlinkMatrix>,
+}
+
+/// hwloc's `NVLinkBandwidth` matrix: the GPUs it covers and its non-zero off-diagonal cells.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct HwNvlinkMatrix {
+    pub(crate) gpus: Vec<Bdf>,
+    pub(crate) cells: Vec<HwNvlinkBandwidth>,
+}
+
+/// One off-diagonal cell of hwloc's `NVLinkBandwidth` matrix: MB/s from a GPU to a peer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HwNvlinkBandwidth {
+    /// The GPU's PCI function (the NVML OS device's parent).
+    pub(crate) gpu: Bdf,
+    pub(crate) peer: NvlinkPeerEnd,
+    /// Unidirectional MB/s: hwloc's 20,000 (NVLink 1), 25,000 (NVLink 2–4) or 50,000
+    /// (NVLink 5) per link, summed over the links between the two.
+    pub(crate) mbps: u64,
+}
+
+/// What is at the other end of a GPU's NVLinks in hwloc's matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NvlinkPeerEnd {
+    Gpu(Bdf),
+    /// A PCI object hwloc marks as an NVSwitch.
+    Switch(Bdf),
+    /// A CPU-side object (an IBM NPU, NVLink to the CPU).
+    Cpu,
 }
 
 /// Locality of an I/O object: the CPUs and NUMA nodes of its first non-I/O ancestor.
@@ -162,6 +192,15 @@ pub(crate) fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, Hwloc
     if !text.contains("<topology") {
         return Err(bad("no <topology> element: not an hwloc XML export".into()));
     }
+    if let Some(v) = export_version(text).filter(|v| {
+        v.split('.')
+            .next()
+            .is_some_and(|m| m.parse::<u32>().is_ok_and(|m| m >= 3))
+    }) {
+        return Err(bad(format!(
+            "an hwloc {v} export: the libhwloc 2.x topo-tune is built on cannot read XML format {v}; export it again for hwloc 2 with hwloc 3's `lstopo --of v2xml FILE.xml` (or with any hwloc 2.x `lstopo FILE.xml`)"
+        )));
+    }
     precheck(text).map_err(|r| bad(r.0))?;
     let _guard = HWLOC_IMPORT.lock().unwrap_or_else(|e| e.into_inner());
     let topology = builder()?
@@ -187,6 +226,17 @@ pub(crate) fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, Hwloc
         )));
     }
     Ok(view(&topology))
+}
+
+/// The `version` of the export's `<topology>` element (`2.0`, `3.0`), if it says.
+fn export_version(text: &str) -> Option<String> {
+    let start = text.find("<topology")?;
+    let tag = &text[start..text[start..].find('>').map_or(text.len(), |e| start + e)];
+    let v = tag.split("version=").nth(1)?;
+    let quote = v.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let v = &v[1..];
+    let end = v.find(quote)?;
+    Some(v[..end].chars().take(16).collect())
 }
 
 /// What hwloc's importer must never see: a document that is not well-formed (a truncated
@@ -377,6 +427,59 @@ fn view(topology: &Topology) -> HwlocView {
         host_bridges,
         bridges,
         devices: devices_of(topology),
+        nvlink_matrix: nvlink_matrix_of(topology),
+    }
+}
+
+/// hwloc's `NVLinkBandwidth` distances: the matrix's objects are the GPUs' NVML OS devices,
+/// then any NVSwitch (a PCI object) or CPU-side object a link reaches; the diagonal holds an
+/// artificial 1,000,000 (hwloc's topology-nvml.c) and is skipped.
+fn nvlink_matrix_of(topology: &Topology) -> Option<HwNvlinkMatrix> {
+    let matrices = topology.distances_with_name("NVLinkBandwidth").ok()?;
+    if matrices.is_empty() {
+        return None;
+    }
+    let mut out = HwNvlinkMatrix::default();
+    for m in &matrices {
+        let ends: Vec<Option<NvlinkEnd>> = m.objects().map(|o| o.and_then(nvlink_end)).collect();
+        out.gpus.extend(ends.iter().filter_map(|e| match e {
+            Some(NvlinkEnd::Gpu(b)) => Some(*b),
+            _ => None,
+        }));
+        for ((i, j), mbps) in m.enumerate_distances() {
+            let (Some(Some(NvlinkEnd::Gpu(gpu))), Some(Some(peer))) = (ends.get(i), ends.get(j)) else {
+                continue;
+            };
+            if i == j || mbps == 0 {
+                continue;
+            }
+            let peer = match peer {
+                NvlinkEnd::Gpu(b) => NvlinkPeerEnd::Gpu(*b),
+                NvlinkEnd::Switch(b) => NvlinkPeerEnd::Switch(*b),
+                NvlinkEnd::Cpu => NvlinkPeerEnd::Cpu,
+            };
+            out.cells.push(HwNvlinkBandwidth { gpu: *gpu, peer, mbps });
+        }
+    }
+    Some(out)
+}
+
+enum NvlinkEnd {
+    Gpu(Bdf),
+    Switch(Bdf),
+    Cpu,
+}
+
+/// A matrix object: a GPU's OS device (its PCI parent's bus id), a PCI device (an NVSwitch),
+/// or anything CPU-side.
+fn nvlink_end(obj: &TopologyObject) -> Option<NvlinkEnd> {
+    match obj.object_type() {
+        ObjectType::OSDevice => {
+            let pci = obj.ancestors().find(|a| a.object_type() == ObjectType::PCIDevice)?;
+            bdf_of(pci).map(|(bdf, ..)| NvlinkEnd::Gpu(bdf))
+        }
+        ObjectType::PCIDevice => bdf_of(obj).map(|(bdf, ..)| NvlinkEnd::Switch(bdf)),
+        _ => Some(NvlinkEnd::Cpu),
     }
 }
 

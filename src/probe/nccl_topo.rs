@@ -78,10 +78,11 @@ pub(crate) fn snapshot_from_text(text: &str, origin: &Path, hostname: &str) -> R
         "topology" => return Err(bad("this is an hwloc export: read it as one (`--from-hwloc-xml`)".into())),
         other => return Err(bad(format!("root element is <{other}>, expected <system version=\"1\">"))),
     }
+    // RCCL's files carry other versions: say what the file is before what is wrong with it.
+    refuse_rccl(&doc).map_err(|m| bad(m.0))?;
     if system.attribute("version") != Some("1") {
         return Err(bad("<system> must carry version=\"1\" (NCCL refuses any other)".into()));
     }
-    refuse_rccl(&doc).map_err(|m| bad(m.0))?;
     let mut b = Builder::default();
     for cpu in system.children().filter(|n| n.has_tag_name("cpu")) {
         b.cpu(&cpu).map_err(|m| bad(m.0))?;
@@ -134,6 +135,11 @@ struct Builder {
     architecture: Option<String>,
     affinity_known: bool,
     notes: Vec<Note>,
+    /// Some GPU's NVLinks reach an NVSwitch the file cannot show (NCCL's placeholder).
+    hidden_switch: bool,
+    /// Devices read from fused `<net>` names, and those names.
+    fused_parts: HashSet<String>,
+    fused_names: Vec<String>,
 }
 
 impl Builder {
@@ -250,25 +256,29 @@ impl Builder {
             .iter()
             .flat_map(|g| g.children().filter(|c| c.has_tag_name("nvlink")))
         {
-            let target: Bdf = l
-                .attribute("target")
-                .ok_or("<nvlink> without a target")?
-                .parse()
-                .map_err(|e: crate::model::pci::BdfError| e.to_string())?;
+            let tclass = l.attribute("tclass").unwrap_or("").to_string();
+            let target = nvlink_target(l.attribute("target").ok_or("<nvlink> without a target")?, &tclass)?;
             let count: u32 = l
                 .attribute("count")
                 .and_then(|c| c.parse().ok())
                 .filter(|c| (1..=MAX_LINK_COUNT).contains(c))
                 .ok_or_else(|| Malformed(format!("<nvlink> of GPU {bdf}: count must be 1 to {MAX_LINK_COUNT}")))?;
-            if target == bdf {
+            if target == Some(bdf) {
                 self.notes.push(Note::info(
                     "self-nvlink-ignored",
                     format!("GPU {bdf} lists an NVLink to itself: ignored"),
                 ));
                 continue;
             }
-            links.push((target, count, l.attribute("tclass").unwrap_or("").to_string()));
+            if target.is_none() {
+                self.hidden_switch = true;
+            }
+            links.push((target, count, tclass));
         }
+        let c2c = gpu
+            .and_then(|g| g.children().find(|c| c.has_tag_name("c2c")))
+            .map(|c| c2c_of(&c, bdf))
+            .transpose()?;
         let index = gpu
             .and_then(|g| g.attribute("dev"))
             .and_then(|d| d.parse().ok())
@@ -280,7 +290,10 @@ impl Builder {
             placement: e.placement.clone(),
             compute_capability: sm.map(|sm| format!("{}.{}", sm / 10, sm % 10)),
             // `<gpu>` without `<nvlink>` does not say "no NVLink" (files are often stripped).
+            nvlink_source: (!links.is_empty()).then_some(NvlinkSource::NcclFile),
             nvlinks: (!links.is_empty()).then(|| nvlinks(&links, sm)),
+            c2c,
+            fabric: None,
             source: GpuSource::Pci,
         });
         Ok(())
@@ -294,15 +307,51 @@ impl Builder {
             return Ok(());
         }
         for n in group_by_name(nets, &mut self.notes) {
+            self.fused(&n);
             self.nics.push(nic_of(n, Some(e.placement.clone()), e.class));
         }
         Ok(())
+    }
+
+    /// Remember a device read from a fused one: the file may list the device itself too.
+    fn fused(&mut self, n: &NamedNic) {
+        if let Some(f) = &n.fused {
+            self.fused_parts.insert(n.name.clone());
+            if !self.fused_names.contains(f) {
+                self.fused_names.push(f.clone());
+            }
+        }
+    }
+
+    /// A device both fused and listed on its own is the one listed on its own.
+    fn drop_fused_duplicates(&mut self) {
+        let fused = std::mem::take(&mut self.fused_parts);
+        let mut kept: Vec<Nic> = Vec::new();
+        for nic in std::mem::take(&mut self.nics) {
+            let from_fused = fused.contains(&nic.name);
+            match kept.iter().position(|k| k.name == nic.name) {
+                Some(_) if from_fused => {}
+                Some(i) => kept[i] = nic,
+                None => kept.push(nic),
+            }
+        }
+        self.nics = kept;
+        for f in std::mem::take(&mut self.fused_names) {
+            self.notes.push(Note::info(
+                "fused-nic",
+                format!(
+                    "NCCL fused {f} (NCCL_IB_MERGE_NICS): read as its devices {}",
+                    f.split('+').collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
     }
 
     /// A `<nic>` straight under a `<cpu>`: no PCI path, so no distance to the GPUs either.
     fn cpu_nic(&mut self, nic: &roxmltree::Node, numaid: i64) -> Result<(), Malformed> {
         let nets = nets_in(nic)?;
         for n in group_by_name(nets, &mut self.notes) {
+            self.fused(&n);
             self.notes.push(Note::info(
                 "nic-without-pci",
                 format!(
@@ -316,6 +365,7 @@ impl Builder {
     }
 
     fn finish(mut self, origin: &Path, hostname: &str) -> NodeSnapshot {
+        self.drop_fused_duplicates();
         self.numa_nodes.sort_by_key(|n| n.id);
         for p in self
             .gpus
@@ -353,6 +403,7 @@ impl Builder {
             gpus: self.gpus,
             nics: self.nics,
             nccl_version: None,
+            nvlink_domain: None,
             notes,
         }
     }
@@ -416,6 +467,12 @@ impl Builder {
                 "the file lists no <nvlink> for some GPUs: their NVLink is unknown",
             ));
         }
+        if self.hidden_switch {
+            notes.push(Note::info(
+                "nvswitch-hidden",
+                "some GPUs' NVLinks reach an NVSwitch the file cannot show (a VM, or NVLink Switch trays): read as links to an NVSwitch fabric",
+            ));
+        }
         if !pci.switches_visible {
             notes.push(Note::info(
                 "switches-not-visible",
@@ -439,7 +496,13 @@ struct Net {
     port: u32,
     /// Mb/s as the file says (NCCL reads ≤ 0 as 10000).
     speed_mbps: i64,
+    /// The fused device (`mlx5_0+mlx5_1`) this port was read from, if any.
+    fused: Option<String>,
 }
+
+/// The most devices NCCL fuses into one (`NCCL_NET_MAX_DEVS_PER_NIC`: 4 in net v11; more
+/// would be a file NCCL did not write).
+const MAX_FUSED: usize = 16;
 
 fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, Malformed> {
     let mut out = Vec::new();
@@ -449,24 +512,48 @@ fn nets_of(pci: &roxmltree::Node) -> Result<Vec<Net>, Malformed> {
     Ok(out)
 }
 
+/// The `<net>` ports of one `<nic>`. A fused device (NCCL ≥ 2.21 merges the ports of a
+/// multi-port NIC, `NCCL_IB_MERGE_NICS`, and names the result `mlx5_0+mlx5_1`) is read as
+/// its devices, each with an equal share of the fused speed.
 fn nets_in(nic: &roxmltree::Node) -> Result<Vec<Net>, Malformed> {
-    nic.children()
-        .filter(|c| c.has_tag_name("net"))
-        .map(|n| {
-            let name = n.attribute("name").ok_or("<net> without a name")?.to_string();
-            Ok(Net {
-                port: n.attribute("port").and_then(|p| p.parse().ok()).unwrap_or(1),
-                speed_mbps: n.attribute("speed").and_then(|s| s.parse().ok()).unwrap_or(0),
-                name,
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for n in nic.children().filter(|c| c.has_tag_name("net")) {
+        let name = n.attribute("name").ok_or("<net> without a name")?;
+        let port = n.attribute("port").and_then(|p| p.parse().ok()).unwrap_or(1);
+        let speed_mbps: i64 = n.attribute("speed").and_then(|s| s.parse().ok()).unwrap_or(0);
+        if !name.contains('+') {
+            out.push(Net {
+                name: name.to_string(),
+                port,
+                speed_mbps,
+                fused: None,
+            });
+            continue;
+        }
+        let parts: Vec<&str> = name.split('+').collect();
+        if parts.len() > MAX_FUSED || parts.iter().any(|p| p.is_empty()) {
+            return Err(Malformed(format!(
+                "<net name={:?}>: a fused device is 2 to {MAX_FUSED} device names joined by `+`",
+                name.escape_default().to_string()
+            )));
+        }
+        for part in &parts {
+            out.push(Net {
+                name: part.to_string(),
+                port,
+                speed_mbps: speed_mbps / parts.len() as i64,
+                fused: Some(name.to_string()),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// One device name with its ports, in file order.
 struct NamedNic {
     name: String,
     ports: Vec<(u32, f64)>,
+    fused: Option<String>,
 }
 
 fn group_by_name(nets: Vec<Net>, notes: &mut Vec<Note>) -> Vec<NamedNic> {
@@ -487,6 +574,7 @@ fn group_by_name(nets: Vec<Net>, notes: &mut Vec<Note>) -> Vec<NamedNic> {
             None => out.push(NamedNic {
                 name: n.name,
                 ports: vec![(n.port, gbps)],
+                fused: n.fused,
             }),
         }
     }
@@ -583,11 +671,60 @@ fn gpu_name(pci_id: Option<&str>, sm: Option<u32>) -> String {
     }
 }
 
-/// NVLinks from `(target, count, tclass)`: to a GPU of this node, else to a switch.
-fn nvlinks(links: &[(Bdf, u32, String)], sm: Option<u32>) -> Vec<NvLink> {
+/// NCCL's stand-in for an NVLink peer it cannot see (xml.cc: "Remote NVLink device is not
+/// visible inside this VM. Assume NVSwitch.").
+const HIDDEN_PEER: &str = "fffffff:ffff:ff";
+
+/// An `<nvlink target>`: a bus id, or `None` for an NVSwitch the machine cannot see — NCCL's
+/// placeholder, or any id that is not one when the class says NVSwitch (`0x068000`), as NCCL
+/// writes for NVSwitches hidden from a VM.
+fn nvlink_target(target: &str, tclass: &str) -> Result<Option<Bdf>, Malformed> {
+    if let Ok(b) = target.parse::<Bdf>() {
+        return Ok(Some(b));
+    }
+    let id_like = !target.is_empty()
+        && target.len() <= 32
+        && target.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+    if id_like && (target.eq_ignore_ascii_case(HIDDEN_PEER) || tclass.starts_with("0x0680")) {
+        return Ok(None);
+    }
+    Err(Malformed(format!(
+        "<nvlink target={:?}>: not a PCI bus id (NCCL writes another id only for an NVSwitch it cannot see, with tclass=\"0x068000\")",
+        target.escape_default().to_string()
+    )))
+}
+
+/// `<c2c count bw>`: NVLink-C2C links to the CPU, `bw` in MB/s per link (NCCL reads
+/// `NVML_FI_DEV_C2C_LINK_GET_MAX_BW`).
+fn c2c_of(c: &roxmltree::Node, gpu: Bdf) -> Result<C2cLink, Malformed> {
+    let links: u32 = c
+        .attribute("count")
+        .and_then(|v| v.parse().ok())
+        .filter(|v| (1..=MAX_LINK_COUNT).contains(v))
+        .ok_or_else(|| Malformed(format!("<c2c> of GPU {gpu}: count must be 1 to {MAX_LINK_COUNT}")))?;
+    let bw = match c.attribute("bw") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<u32>()
+                .ok()
+                .filter(|b| (1..=10_000_000).contains(b))
+                .ok_or_else(|| Malformed(format!("<c2c> of GPU {gpu}: bw must be MB/s, 1 to 10000000")))?,
+        ),
+    };
+    Ok(C2cLink {
+        links,
+        gbps_per_link: bw.map(|b| f64::from(b) / 1000.0),
+    })
+}
+
+/// NVLinks from `(target, count, tclass)`: to a GPU of this node, else to a switch (a hidden
+/// one has no bus id).
+fn nvlinks(links: &[(Option<Bdf>, u32, String)], sm: Option<u32>) -> Vec<NvLink> {
     let mut out = Vec::new();
     for (target, count, tclass) in links {
-        let remote = if tclass.starts_with("0x03") {
+        let remote = if target.is_none() {
+            NvLinkPeer::Switch
+        } else if tclass.starts_with("0x03") {
             NvLinkPeer::Gpu
         } else if tclass.starts_with("0x0680") {
             NvLinkPeer::Switch
@@ -599,7 +736,7 @@ fn nvlinks(links: &[(Bdf, u32, String)], sm: Option<u32>) -> Vec<NvLink> {
                 link: out.len() as u32,
                 active: true,
                 version: None,
-                remote_bdf: Some(*target),
+                remote_bdf: *target,
                 remote,
                 bandwidth_gbps: sm.and_then(|sm| crate::model::topo_h::nvlink_gbps((sm / 10) as i32, (sm % 10) as i32)),
             });

@@ -35,6 +35,43 @@ pub(crate) struct DriverGpu {
     pub(crate) cpu_affinity: Option<String>,
     pub(crate) compute_capability: Option<(i32, i32)>,
     pub(crate) nvlinks: Vec<DriverNvLink>,
+    /// `nvmlDeviceGetGpuFabricInfoV` (or the v1 call), as NVML answered; `null` when the
+    /// driver has neither call.
+    #[serde(default)]
+    pub(crate) fabric: Option<DriverFabric>,
+    /// NVLink-C2C links that are up (`NVML_FI_DEV_C2C_LINK_*`); `null` when the driver does
+    /// not report C2C.
+    #[serde(default)]
+    pub(crate) c2c: Option<DriverC2c>,
+}
+
+/// NVML's `nvmlGpuFabricInfo_v3_t` (v2, v1: fewer fields), with the call's return code.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DriverFabric {
+    /// The call's `nvmlReturn_t` (0: answered; 3: not supported on this GPU).
+    pub(crate) ret: u32,
+    /// The struct version the driver filled (3, 2 or 1).
+    pub(crate) version: u32,
+    /// `clusterUuid`, 16 bytes as 32 hex digits.
+    pub(crate) cluster_uuid: String,
+    /// `status`: an `nvmlReturn_t`, meaningful once the state is completed.
+    pub(crate) status: u32,
+    pub(crate) clique_id: u32,
+    /// `nvmlGpuFabricState_t`: 0 not supported, 1 not started, 2 in progress, 3 completed.
+    pub(crate) state: u8,
+    /// v2 and later.
+    #[serde(default)]
+    pub(crate) health_mask: Option<u32>,
+    /// v3.
+    #[serde(default)]
+    pub(crate) health_summary: Option<u8>,
+}
+
+/// NVLink-C2C links reported up, and the max bandwidth NVML gives per link (MB/s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DriverC2c {
+    pub(crate) links: u32,
+    pub(crate) max_bw_mbps: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,12 +187,115 @@ impl GpuDriver for Nvml {
                 cpu_affinity,
                 compute_capability: dev.cuda_compute_capability().ok().map(|c| (c.major, c.minor)),
                 nvlinks,
+                fabric: raw::fabric_info(&nvml, &dev),
+                c2c: raw::c2c_links(&nvml, &dev),
             });
         }
         Ok(DriverReport {
             driver_version: nvml.sys_driver_version().ok(),
             gpus,
         })
+    }
+}
+
+/// The NVML calls nvml-wrapper does not wrap: the GPU fabric info and per-link C2C fields.
+mod raw {
+    use super::{DriverC2c, DriverFabric};
+    use nvml_wrapper_sys::bindings as b;
+    use std::mem::size_of;
+
+    /// `NVML_STRUCT_VERSION(GpuFabricInfo, v)`: the struct's size, its version in the top byte.
+    fn struct_version<T>(v: u32) -> u32 {
+        size_of::<T>() as u32 | (v << 24)
+    }
+
+    fn hex(bytes: &[u8; 16]) -> String {
+        bytes.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The newest struct version the driver fills: v3, else v2 (both through
+    /// `nvmlDeviceGetGpuFabricInfoV`), else the v1 call; `None` when the driver has neither.
+    pub(super) fn fabric_info(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<DriverFabric> {
+        let lib = nvml.lib();
+        // SAFETY: the handle is valid while `nvml` lives (it does for this call); each struct is
+        // plain C data of the size its version field declares, zeroed, filled by NVML.
+        unsafe {
+            let handle = dev.handle();
+            if let Ok(get_v) = lib.nvmlDeviceGetGpuFabricInfoV.as_ref() {
+                let mut v3: b::nvmlGpuFabricInfo_v3_t = std::mem::zeroed();
+                v3.version = struct_version::<b::nvmlGpuFabricInfo_v3_t>(3);
+                let ret = get_v(handle, &mut v3);
+                if ret != b::nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH {
+                    return Some(DriverFabric {
+                        ret,
+                        version: 3,
+                        cluster_uuid: hex(&v3.clusterUuid),
+                        status: v3.status,
+                        clique_id: v3.cliqueId,
+                        state: v3.state,
+                        health_mask: Some(v3.healthMask),
+                        health_summary: Some(v3.healthSummary),
+                    });
+                }
+                let mut v2: b::nvmlGpuFabricInfo_v2_t = std::mem::zeroed();
+                v2.version = struct_version::<b::nvmlGpuFabricInfo_v2_t>(2);
+                let ret = get_v(handle, (&mut v2 as *mut b::nvmlGpuFabricInfo_v2_t).cast());
+                if ret != b::nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH {
+                    return Some(DriverFabric {
+                        ret,
+                        version: 2,
+                        cluster_uuid: hex(&v2.clusterUuid),
+                        status: v2.status,
+                        clique_id: v2.cliqueId,
+                        state: v2.state,
+                        health_mask: Some(v2.healthMask),
+                        health_summary: None,
+                    });
+                }
+            }
+            let get_v1 = lib.nvmlDeviceGetGpuFabricInfo.as_ref().ok()?;
+            let mut v1: b::nvmlGpuFabricInfo_t = std::mem::zeroed();
+            let ret = get_v1(handle, &mut v1);
+            Some(DriverFabric {
+                ret,
+                version: 1,
+                cluster_uuid: hex(&v1.clusterUuid),
+                status: v1.status,
+                clique_id: v1.cliqueId,
+                state: v1.state,
+                health_mask: None,
+                health_summary: None,
+            })
+        }
+    }
+
+    /// C2C links whose status is up, and their max bandwidth, as NCCL reads them
+    /// (`NVML_FI_DEV_C2C_LINK_COUNT`, then `_GET_STATUS` and `_GET_MAX_BW` per link).
+    pub(super) fn c2c_links(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<DriverC2c> {
+        let get = nvml.lib().nvmlDeviceGetFieldValues.as_ref().ok()?;
+        let value = |field: u32, scope: u32| -> Option<u32> {
+            // SAFETY: one zeroed `nvmlFieldValue_t` NVML fills; the handle is valid as above.
+            unsafe {
+                let mut fv: b::nvmlFieldValue_t = std::mem::zeroed();
+                fv.fieldId = field;
+                fv.scopeId = scope;
+                let ret = get(dev.handle(), 1, &mut fv);
+                (ret == b::nvmlReturn_enum_NVML_SUCCESS && fv.nvmlReturn == b::nvmlReturn_enum_NVML_SUCCESS)
+                    .then_some(fv.value.uiVal)
+            }
+        };
+        let count = value(b::field_id::NVML_FI_DEV_C2C_LINK_COUNT, 0)?;
+        let mut links = 0;
+        let mut max_bw_mbps = 0;
+        for l in 0..count.min(64) {
+            if value(b::field_id::NVML_FI_DEV_C2C_LINK_GET_STATUS, l) == Some(1) {
+                if let Some(bw) = value(b::field_id::NVML_FI_DEV_C2C_LINK_GET_MAX_BW, l) {
+                    links += 1;
+                    max_bw_mbps = bw;
+                }
+            }
+        }
+        (links > 0).then_some(DriverC2c { links, max_bw_mbps })
     }
 }
 

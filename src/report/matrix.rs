@@ -4,9 +4,33 @@
 use crate::graph::paths::{PathMatrix, LEGEND};
 use std::fmt::Write;
 
-/// The matrix; `nvlink_unknown`: the source cannot say whether GPUs have NVLink, so the
-/// legend says the GPU↔GPU cells show PCIe paths only.
-pub(crate) fn render(m: &PathMatrix, nvlink_unknown: bool) -> String {
+/// How the GPU↔GPU cells know NVLink, for the legend.
+pub(crate) enum NvlinkShown {
+    /// Read from the driver: nvidia-smi's own view, nothing to add.
+    Driver,
+    /// Read from a file (hwloc's NVLinkBandwidth matrix, an NCCL topology file): said.
+    File(&'static str),
+    /// The source cannot say: the cells show PCIe paths only.
+    Unknown,
+}
+
+/// What the snapshot says about its GPUs' NVLink, for [`render`].
+pub(crate) fn nvlink_shown(s: &crate::model::NodeSnapshot) -> NvlinkShown {
+    use crate::model::snapshot::NvlinkSource;
+    if s.gpus.len() < 2 {
+        return NvlinkShown::Driver;
+    }
+    match s.gpus.iter().find_map(|g| g.nvlink_source) {
+        Some(NvlinkSource::Nvml) => NvlinkShown::Driver,
+        Some(NvlinkSource::HwlocDistances) => NvlinkShown::File("hwloc's NVLinkBandwidth matrix"),
+        Some(NvlinkSource::NcclFile) => NvlinkShown::File("the NCCL topology file's <nvlink> elements"),
+        None if s.gpus.iter().any(|g| g.nvlinks.is_some()) => NvlinkShown::Driver,
+        None => NvlinkShown::Unknown,
+    }
+}
+
+/// The matrix, with a line under the legend saying where NVLink came from when not the driver.
+pub(crate) fn render(m: &PathMatrix, nvlink: NvlinkShown) -> String {
     let mut header: Vec<String> = vec![String::new()];
     header.extend(m.devices.iter().map(|d| d.label.clone()));
     header.extend(["CPU Affinity", "NUMA Affinity", "Link"].map(String::from));
@@ -37,7 +61,13 @@ pub(crate) fn render(m: &PathMatrix, nvlink_unknown: bool) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     let _ = write!(out, "\n{LEGEND}\n");
-    if nvlink_unknown {
+    if let NvlinkShown::File(source) = nvlink {
+        let _ = writeln!(
+            out,
+            "\n  NV# read from {source} (no driver was asked): links as the file counts them."
+        );
+    }
+    if matches!(nvlink, NvlinkShown::Unknown) {
         let _ = write!(
             out,
             "\n  NVLink UNKNOWN: this source does not say whether the GPUs have NVLink (no driver, or a file\n  \

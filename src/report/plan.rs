@@ -22,6 +22,7 @@ pub(crate) fn render(e: &Envelope<PlanPayload, NoDetail>) -> String {
     order(&mut out, p);
     crossings(&mut out, p);
     predictions(&mut out, p);
+    domains(&mut out, p);
     classes(&mut out, p);
     for x in &p.excluded {
         let _ = writeln!(out, "excluded {}: {}", x.host, x.reason);
@@ -30,9 +31,15 @@ pub(crate) fn render(e: &Envelope<PlanPayload, NoDetail>) -> String {
         let _ = writeln!(out, "{:?} {}: {}", n.level, n.code, n.message);
     }
     if let Some(d) = &e.payload.output_dir {
+        let blocks = if p.nvlink_domains.is_empty() {
+            ""
+        } else {
+            " (topology/block), topology-tree.conf"
+        };
         let _ = writeln!(
             out,
-            "\nwrote plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt, topology.conf, topology.yaml to {d}{}",
+            "\nwrote plan.json, hostfile, slurm-hostfile, torchrun-node-ranks.txt, topology.conf{blocks}, topology.yaml{} to {d}{}",
+            if has_labels(p) { ", k8s-node-labels.yaml, k8s-label-nodes.sh" } else { "" },
             if e.changed { "" } else { " (unchanged)" }
         );
     }
@@ -61,7 +68,11 @@ fn crossings(out: &mut String, p: &Plan) {
         ("spine", c.solved.spine, c.default.spine, c.lower_bound.spine),
         ("leaf", c.solved.leaf, c.default.leaf, c.lower_bound.leaf),
         ("rack", c.solved.rack, c.default.rack, c.lower_bound.rack),
+        ("NVLink domain", c.solved.domain, c.default.domain, c.lower_bound.domain),
     ] {
+        if name == "NVLink domain" && p.nvlink_domains.is_empty() {
+            continue;
+        }
         t.add_row(vec![name.to_string(), s.to_string(), d.to_string(), l.to_string()]);
     }
     let _ = writeln!(out, "{t}\n");
@@ -70,7 +81,15 @@ fn crossings(out: &mut String, p: &Plan) {
 fn predictions(out: &mut String, p: &Plan) {
     let _ = writeln!(out, "predicted ring all-reduce of {}:", human_bytes(p.message_bytes));
     let mut t = table(&["order", "busbw GB/s", "time", "bottleneck"]);
-    for (name, x) in [("solved", &p.predicted.solved), ("default", &p.predicted.default)] {
+    let without = p
+        .predicted
+        .without_domains
+        .iter()
+        .map(|x| ("solved, no NVLink domains", x));
+    for (name, x) in [("solved", &p.predicted.solved), ("default", &p.predicted.default)]
+        .into_iter()
+        .chain(without)
+    {
         t.add_row(vec![
             name.to_string(),
             format!("{:.1}", x.busbw_gbps),
@@ -79,6 +98,52 @@ fn predictions(out: &mut String, p: &Plan) {
         ]);
     }
     let _ = writeln!(out, "{t}\ngain: {:.2}x\n", p.predicted.gain);
+}
+
+/// Whether `plan --output-dir` writes Kubernetes labels: some node has a domain, leaf or
+/// spine (the labels are made from the inventory; a plan with domains always has some).
+fn has_labels(p: &Plan) -> bool {
+    !p.nvlink_domains.is_empty() || p.crossings.lower_bound.leaf > 0 || p.crossings.lower_bound.spine > 0
+}
+
+/// The multi-node NVLink domains: members, GPUs, where known, health.
+fn domains(out: &mut String, p: &Plan) {
+    if p.nvlink_domains.is_empty() {
+        return;
+    }
+    let mut t = table(&["NVLink domain", "nodes", "GPUs", "known from", "health"]);
+    for d in &p.nvlink_domains {
+        t.add_row(vec![
+            d.name.clone(),
+            hosts_cell(&d.hosts),
+            d.gpus.to_string(),
+            d.source.clone(),
+            if d.health.is_empty() {
+                "ok (or not reported)".to_string()
+            } else {
+                d.health.join("; ")
+            },
+        ]);
+    }
+    let _ = writeln!(out, "{t}\n");
+}
+
+/// A class's NVLink as a cell: `NV18 × 40.1 GB/s (nccl-file)`, or the links per pair when
+/// they differ, or `-` (PCIe only).
+fn nvlink_cell(c: &crate::model::plan::NodeClass) -> String {
+    let Some(n) = &c.nvlink else { return "-".into() };
+    let links: Vec<u32> = n.links.iter().flatten().copied().filter(|&k| k > 0).collect();
+    let origin: Vec<String> = n
+        .origins
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok()?.as_str().map(str::to_string))
+        .collect();
+    let origin = origin.join(", ");
+    match (links.iter().min(), links.iter().max()) {
+        (Some(lo), Some(hi)) if lo == hi => format!("NV{lo} × {:.1} GB/s ({origin})", n.gbps_per_link),
+        (Some(lo), Some(hi)) => format!("NV{lo}-NV{hi} × {:.1} GB/s ({origin})", n.gbps_per_link),
+        _ => format!("- ({origin})"),
+    }
 }
 
 /// A class's hosts as a Slurm-style list (`p5en-[01-08]`), shortened to the first few when
@@ -108,6 +173,7 @@ fn classes(out: &mut String, p: &Plan) {
         "GPUs",
         "ring",
         "bottleneck GB/s",
+        "NVLink",
         "method",
         "graph file",
         "why",
@@ -124,6 +190,7 @@ fn classes(out: &mut String, p: &Plan) {
             c.gpus.to_string(),
             format!("{:?}", c.ring.order),
             format!("{:.1}", c.ring.bottleneck_gbps),
+            nvlink_cell(c),
             method,
             c.graph_file
                 .clone()

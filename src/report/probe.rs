@@ -48,6 +48,9 @@ pub(crate) fn render(s: &NodeSnapshot) -> String {
         }
     );
 
+    if let Some(d) = &s.nvlink_domain {
+        let _ = writeln!(out, "nvlink    domain {d} (multi-node NVLink)");
+    }
     gpus(&mut out, s);
     nics(&mut out, s);
     notes(&mut out, s);
@@ -60,17 +63,25 @@ fn gpus(out: &mut String, s: &NodeSnapshot) {
         let mut t = table(&["#", "Name", "Bus id", "NUMA", "CPU affinity", "PCIe", "NVLink"]);
         for g in &s.gpus {
             let p = &g.placement;
-            let nvlink = match &g.nvlinks {
+            let mut nvlink = match &g.nvlinks {
                 None => "unknown".to_string(),
                 Some(l) => {
                     let active = l.iter().filter(|l| l.active).count();
+                    let from = g
+                        .nvlink_source
+                        .filter(|s| *s != crate::model::snapshot::NvlinkSource::Nvml)
+                        .map(|s| format!(" ({})", s.name()))
+                        .unwrap_or_default();
                     if active == 0 {
-                        "none".to_string()
+                        format!("none{from}")
                     } else {
-                        format!("{active} active")
+                        format!("{active} active{from}")
                     }
                 }
             };
+            if let Some(c) = &g.c2c {
+                let _ = write!(nvlink, ", C2C ×{}", c.links);
+            }
             let pcie = match p.pcie.degradation() {
                 Some(_) => format!("{} DEGRADED", p.pcie.describe()),
                 None => p.pcie.describe(),

@@ -48,7 +48,21 @@ pub(crate) fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
         }
     }
     let (files, diffs) = files_table(&e.nodes);
-    format!("{settings}\n{}\n{files}\n{diffs}\n{}\n", left_out(&e.nodes), e.msg)
+    let warnings: String = e
+        .nodes
+        .iter()
+        .flat_map(|r| {
+            r.detail
+                .warnings
+                .iter()
+                .map(move |w| format!("WARNING {}: {}\n", r.host, crate::report::visible(w)))
+        })
+        .collect();
+    format!(
+        "{settings}\n{}\n{files}\n{diffs}\n{warnings}{}\n",
+        left_out(&e.nodes),
+        e.msg
+    )
 }
 
 /// Why settings were left out: one line per reason, for the nodes that share it
@@ -99,6 +113,9 @@ pub(crate) struct WriteDetail {
     /// Why nothing was done (`rollback` with nothing newer to undo).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
+    /// What the operator's own NCCL files do that the plan's never would (they are kept).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) warnings: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]

@@ -6,6 +6,11 @@
 //! B    = the slowest link the ring uses: a node's intra-node ring, or any graph link on the
 //!        routes of the ring's edges, divided by the number of ring edges routed over it in
 //!        the same direction (a leaf's uplink shared by every edge that leaves the leaf).
+//!
+//! A ring edge between two members of one NVLink domain is an NVLink hop (NCCL joins the
+//! domain's GPUs into one system): it loads the members' NVLink, not their NICs, and counts
+//! as an intra-node step; `nInterSteps` counts only the edges that leave a domain (or join
+//! two nodes outside any), as NCCL counts nodes as domains (cliques).
 
 use crate::graph::cluster::{ClusterGraph, LinkKind, Route};
 use crate::model::plan::Prediction;
@@ -39,12 +44,18 @@ pub(crate) fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) ->
     let (nranks, intra_lat) = intra_node(order, g, &mut b);
     let nnodes = order.len();
     let mut inter_lat_sum = 0.0;
+    let mut inter_edges = 0;
     if nnodes > 1 {
         let routes: Vec<(usize, Route)> = (0..nnodes)
             .filter_map(|k| g.route(&order[k], &order[(k + 1) % nnodes]).map(|r| (k, r)))
             .collect();
         let loads = loads(&routes);
         for (k, route) in &routes {
+            if g.within_domain(route) {
+                nvlink_links(g, route, &loads, &mut b);
+                continue;
+            }
+            inter_edges += 1;
             network(g, &order[*k], &order[(k + 1) % nnodes], &mut b);
             shared_links(g, route, &loads, &mut b);
             inter_lat_sum += g.route_latency_us(route);
@@ -54,11 +65,16 @@ pub(crate) fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) ->
         return nothing_to_reduce();
     }
     let nsteps = 2 * (nranks - 1);
-    let inter_steps = if nnodes > 1 { 2 * (nnodes - 1) } else { 0 };
-    let inter_lat = if nnodes > 1 { inter_lat_sum / nnodes as f64 } else { 0.0 };
+    // A ring of k NVLink islands (domains, or nodes outside any) has k edges between them.
+    let inter_steps = if inter_edges > 1 { 2 * (inter_edges - 1) } else { 0 };
+    let inter_lat = if inter_edges > 0 {
+        inter_lat_sum / inter_edges as f64
+    } else {
+        0.0
+    };
     let mut latency_us =
         BASE_LAT_US + (nsteps - inter_steps.min(nsteps)) as f64 * intra_lat + inter_steps as f64 * inter_lat;
-    if nnodes > 1 {
+    if inter_edges > 0 {
         latency_us *= MULTI_NODE_LAT_FACTOR;
     }
     let algbw = b.gbps * nranks as f64 / nsteps as f64;
@@ -103,21 +119,39 @@ fn loads(routes: &[(usize, Route)]) -> Loads {
     loads
 }
 
-/// Each end's own network: every ring edge leaves one host and enters the next.
+/// Each end's own network: every ring edge leaves one host and enters the next (a domain
+/// member's is its whole domain's).
 fn network(g: &ClusterGraph, a: &str, b_host: &str, b: &mut Bottleneck) {
-    let net = |h: &str| g.host(h).map_or(f64::INFINITY, |f| f.net_gbps);
+    let net = |h: &str| g.net_gbps(h).unwrap_or(f64::INFINITY);
     let (na, nb) = (net(a), net(b_host));
     let slower = if na <= nb { a } else { b_host };
-    b.consider(na.min(nb), || format!("network of {slower}"));
+    b.consider(na.min(nb), || match g.domain_of(slower) {
+        Some(_) => format!("network of {slower}'s NVLink domain"),
+        None => format!("network of {slower}"),
+    });
+}
+
+/// The members' NVLink on a route inside a domain, each shared by the ring edges over it.
+fn nvlink_links(g: &ClusterGraph, route: &Route, loads: &Loads, b: &mut Bottleneck) {
+    let up = route.up.iter().map(|&e| (e, true));
+    let down = route.down.iter().map(|&e| (e, false));
+    for (e, dir) in up.chain(down) {
+        let link = g.link(e);
+        let k = loads.get(&(e, dir)).copied().unwrap_or(1);
+        b.consider(link.gbps / k as f64, || {
+            format!("NVLink of {} into its domain", g.below(e).name)
+        });
+    }
 }
 
 /// Switch links on the route, each shared by every ring edge routed the same way over it.
+/// A host's own network link is its `network`, and its NVLink carries nothing out of a domain.
 fn shared_links(g: &ClusterGraph, route: &Route, loads: &Loads, b: &mut Bottleneck) {
     let up = route.up.iter().map(|&e| (e, true));
     let down = route.down.iter().map(|&e| (e, false));
     for (e, dir) in up.chain(down) {
         let link = g.link(e);
-        if link.kind == LinkKind::Network || !link.gbps.is_finite() {
+        if matches!(link.kind, LinkKind::Network | LinkKind::Nvlink) || !link.gbps.is_finite() {
             continue;
         }
         let k = loads.get(&(e, dir)).copied().unwrap_or(1);
@@ -151,6 +185,7 @@ mod tests {
             ring_gbps,
             hop_latency_us: LAT_NVLINK_US,
             net_gbps,
+            nvlink_gbps: 0.0,
         }
     }
 
@@ -168,6 +203,7 @@ mod tests {
                 name: h,
                 labels: l,
                 facts: f.clone(),
+                domain: None,
             })
             .collect();
         let g = ClusterGraph::build(&specs, fabric);

@@ -24,22 +24,26 @@ pub(crate) fn default_order(hosts: &[String]) -> Vec<String> {
 
 const LEVELS: [Level; 3] = [Level::Spine, Level::Leaf, Level::Rack];
 
-/// Ring edges that change group, per level.
+/// Ring edges that change group, per level; at the domain level, edges whose ends are not in
+/// one NVLink domain (two hosts outside any domain do not cross one).
 pub(crate) fn crossings(order: &[String], g: &ClusterGraph) -> Crossings {
     let n = order.len();
     let mut c = [0usize; 3];
+    let mut domain = 0;
     if n >= 2 {
         for k in 0..n {
             let (a, b) = (&order[k], &order[(k + 1) % n]);
             for (i, level) in LEVELS.iter().enumerate() {
                 c[i] += usize::from(g.group_at(a, *level) != g.group_at(b, *level));
             }
+            domain += usize::from(g.domain_of(a) != g.domain_of(b));
         }
     }
     Crossings {
         spine: c[0],
         leaf: c[1],
         rack: c[2],
+        domain,
     }
 }
 
@@ -53,10 +57,18 @@ pub(crate) fn lower_bound(hosts: &[String], g: &ClusterGraph) -> Crossings {
             0
         }
     };
+    let domains: HashSet<_> = hosts.iter().map(|h| g.domain_of(h)).collect();
+    let any_domain = domains.iter().any(Option::is_some);
     Crossings {
         spine: count(Level::Spine),
         leaf: count(Level::Leaf),
         rack: count(Level::Rack),
+        // Each domain (and the hosts outside any, together) is left once at best.
+        domain: if any_domain && domains.len() > 1 {
+            domains.len()
+        } else {
+            0
+        },
     }
 }
 
@@ -82,6 +94,7 @@ mod tests {
             ring_gbps: 100.0,
             hop_latency_us: 3.4,
             net_gbps: 50.0,
+            nvlink_gbps: 0.0,
         }
     }
 
@@ -93,6 +106,7 @@ mod tests {
                 name: h,
                 labels: l,
                 facts: facts(),
+                domain: None,
             })
             .collect();
         ClusterGraph::build(&specs, None)
@@ -160,7 +174,8 @@ mod tests {
             Crossings {
                 spine: 3,
                 leaf: 3,
-                rack: 3
+                rack: 3,
+                domain: 0,
             }
         );
         assert_eq!(lower_bound(&hosts, &g).leaf, 3);

@@ -6,15 +6,19 @@ use super::order::{crossings, default_order, lower_bound, solved_order};
 use super::ring::{self, better};
 use crate::emit;
 use crate::graph::cluster::{ClusterGraph, HostFacts, HostSpec};
-use crate::graph::links::{gpu_link_matrix_with, host_net_gbps, nvlink_basis, NvlinkBasis};
+use crate::graph::links::{
+    gpu_link_matrix_with, host_net_gbps, nvlink_basis, nvlink_out_gbps, part_of, GpuLinks, NvlinkBasis,
+};
 use crate::graph::paths::path_classes;
 use crate::model::fabric::{Fabric, NodeHints, NvlinkHint, Placement};
+use crate::model::gpu_parts::Board;
 use crate::model::plan::*;
 use crate::model::ring::LinkMatrix;
 use crate::model::snapshot::{NicKind, NodeSnapshot, Note};
 use crate::model::topo_h::{NcclPath, LAT_NVLINK_US, LAT_PCI_US};
 use crate::model::{NcclVersion, PathClass, Refusal, Setting};
 use crate::nccl::guard;
+use crate::nccl::guard::NvlinkGuard;
 use crate::nccl::rules::{derive_from, Facts};
 use std::collections::{BTreeMap, HashMap};
 
@@ -60,20 +64,52 @@ pub(crate) struct Digest {
     /// No RDMA NIC: NCCL falls back to sockets there.
     no_rdma: bool,
     net_gbps: f64,
-    /// The GPU link matrix (none without GPUs) and how its NVLink is known.
-    matrix: Option<LinkMatrix>,
+    /// The GPU links (none without GPUs) and how its NVLink is known.
+    links: Option<GpuLinks>,
     basis: NvlinkBasis,
+    /// GB/s the node's GPUs put on NVLink together (what a domain member offers the domain).
+    nvlink_gbps: f64,
+    /// The multi-node NVLink domain the node is in, from its GPUs or cluster.yaml.
+    domain: Option<DomainMember>,
+    /// cluster.yaml's domain contradicts the node's own (an error: [`Digest::domain_conflict`]).
+    domain_conflict: Option<String>,
+    /// A part whose trays form NVLink domains, with no word of which one.
+    domain_unknown: bool,
     /// The files NCCL reads there, or why there are none.
     nccl: Result<NcclKey, Refusal>,
+}
+
+/// A node's membership of a multi-node NVLink domain.
+#[derive(Debug, Clone)]
+struct DomainMember {
+    name: String,
+    source: &'static str,
+    health: Vec<String>,
+}
+
+impl Digest {
+    /// cluster.yaml states a domain for the node that its own GPUs contradict.
+    pub(crate) fn domain_conflict(&self) -> Option<(&str, &str)> {
+        self.domain_conflict.as_deref().map(|c| (self.host.as_str(), c))
+    }
 }
 
 /// Everything the planner decides for one node from its own facts.
 pub(crate) fn digest(n: &PlanNode, cx: &Context) -> Digest {
     let classes = path_classes(n.snapshot);
     let basis = nvlink_basis(n.snapshot, &n.hints);
-    let nccl = node_nccl(n, cx, &classes);
     let has_gpus = !n.snapshot.gpus.is_empty();
-    let matrix = has_gpus.then(|| gpu_link_matrix_with(n.snapshot, classes, &basis));
+    let links = has_gpus.then(|| gpu_link_matrix_with(n.snapshot, classes.clone(), &basis));
+    let nvlink_gbps = links.as_ref().map_or(0.0, |l| nvlink_out_gbps(n.snapshot, l, &basis));
+    let (domain, domain_conflict) = domain_of(n);
+    let guard_facts = NvlinkGuard {
+        nvlink: nvlink_gbps > 0.0,
+        domain: domain.as_ref().map(|d| d.name.clone()),
+    };
+    let nccl = node_nccl(n, cx, &classes, &guard_facts);
+    let domain_unknown = domain.is_none()
+        && has_gpus
+        && part_of(n.snapshot, &n.hints).is_some_and(|p| p.board == Board::NvlinkSwitchTray);
     Digest {
         host: n.host.clone(),
         labels: n.labels.clone(),
@@ -81,15 +117,86 @@ pub(crate) fn digest(n: &PlanNode, cx: &Context) -> Digest {
         has_gpus,
         no_rdma: n.snapshot.nics.iter().all(|nic| nic.kind != NicKind::Rdma),
         net_gbps: host_net_gbps(n.snapshot),
-        matrix,
+        links,
         basis,
+        nvlink_gbps,
+        // A member with no NVLink figures would carry nothing: it plans as outside any domain.
+        domain: domain.filter(|_| nvlink_gbps > 0.0),
+        domain_conflict,
+        domain_unknown,
         nccl,
+    }
+}
+
+/// What the NVLink guard protects on a node, from its own snapshot and cluster.yaml's
+/// statements: a reviewed plan's nodes are judged on these, not on what the plan says.
+pub(crate) fn nvlink_guard_of(snapshot: &NodeSnapshot, hints: &NodeHints) -> NvlinkGuard {
+    let n = PlanNode {
+        host: snapshot.hostname.clone(),
+        labels: BTreeMap::new(),
+        snapshot,
+        hints: hints.clone(),
+    };
+    let basis = nvlink_basis(snapshot, hints);
+    let nvlink = !snapshot.gpus.is_empty()
+        && nvlink_out_gbps(
+            snapshot,
+            &gpu_link_matrix_with(snapshot, path_classes(snapshot), &basis),
+            &basis,
+        ) > 0.0;
+    let (domain, conflict) = domain_of(&n);
+    NvlinkGuard {
+        nvlink,
+        // A contradiction keeps both domains' protection: the node is in one of them.
+        domain: domain.map(|d| d.name).or(conflict.and(snapshot.nvlink_domain.clone())),
+    }
+}
+
+/// The node's domain: its GPUs' own (NVML), else cluster.yaml's `nvlink_domain:`; a statement
+/// the GPUs contradict is a conflict.
+fn domain_of(n: &PlanNode) -> (Option<DomainMember>, Option<String>) {
+    let health: Vec<String> = n
+        .snapshot
+        .gpus
+        .iter()
+        .filter_map(|g| g.fabric.as_ref()?.health.as_ref())
+        .flat_map(|h| h.problems())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let reported = n.snapshot.nvlink_domain.clone();
+    let stated = n.hints.nvlink_domain.clone();
+    match (reported, stated) {
+        (Some(r), Some(s)) if r != s => (
+            None,
+            Some(format!(
+                "cluster.yaml states `nvlink_domain: {s}` for {}, but its GPUs report NVLink domain {r}",
+                n.host
+            )),
+        ),
+        (Some(r), _) => (
+            Some(DomainMember {
+                name: r,
+                source: "nvml",
+                health,
+            }),
+            None,
+        ),
+        (None, Some(s)) => (
+            Some(DomainMember {
+                name: s,
+                source: "cluster.yaml",
+                health,
+            }),
+            None,
+        ),
+        (None, None) => (None, None),
     }
 }
 
 /// Derive the node's NCCL settings, render its topology file, and hold the result to the
 /// never-slower guard.
-fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<NcclKey, Refusal> {
+fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>], nvlink: &NvlinkGuard) -> Result<NcclKey, Refusal> {
     // The node's own NCCL when the probe found one, else cluster.yaml's.
     let version = n.snapshot.nccl_version.or(cx.nccl.cluster_version);
     let rails = cx.fabric.and_then(|f| f.rails);
@@ -107,6 +214,8 @@ fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>]) -> Result<N
         topology_xml.as_deref(),
     )
     .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))?;
+    guard::check_nvlink(&derived.settings, nvlink, topology_xml.as_deref())
+        .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))?;
     Ok(NcclKey {
         version,
         settings: derived.settings,
@@ -129,8 +238,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 pub(crate) fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
     let notes_of_nodes = nvlink_notes(&nodes);
     let usable: Vec<&Digest> = nodes.iter().filter(|n| n.has_gpus).collect();
-    let matrices: Vec<&LinkMatrix> = usable.iter().filter_map(|n| n.matrix.as_ref()).collect();
-    let (node_classes, facts) = ring_classes(&usable, &matrices);
+    let (node_classes, facts) = ring_classes(&usable);
     let specs: Vec<HostSpec> = usable
         .iter()
         .zip(facts)
@@ -138,6 +246,7 @@ pub(crate) fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
             name: &n.host,
             labels: &n.labels,
             facts,
+            domain: n.domain.as_ref().map(|d| d.name.as_str()),
         })
         .collect();
     let graph = ClusterGraph::build(&specs, cx.fabric);
@@ -146,12 +255,31 @@ pub(crate) fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
     let default = default_order(&hosts);
     let solved = predict(&node_order, &graph, cx.message_bytes);
     let default_pred = predict(&default, &graph, cx.message_bytes);
+    let has_domains = usable.iter().any(|n| n.domain.is_some());
+    let without_domains = has_domains.then(|| {
+        let flat: Vec<HostSpec> = specs
+            .iter()
+            .map(|h| HostSpec {
+                name: h.name,
+                labels: h.labels,
+                facts: h.facts.clone(),
+                domain: None,
+            })
+            .collect();
+        predict(&node_order, &ClusterGraph::build(&flat, cx.fabric), cx.message_bytes)
+    });
     let gain = if default_pred.busbw_gbps > 0.0 {
         solved.busbw_gbps / default_pred.busbw_gbps
     } else {
         1.0
     };
-    let notes = [notes_of_nodes, planning_notes(&usable, cx.fabric)].concat();
+    let nvlink_domains = domains(&usable, &node_order);
+    let notes = [
+        notes_of_nodes,
+        planning_notes(&usable, cx.fabric),
+        domain_notes(&usable, &nvlink_domains),
+    ]
+    .concat();
     let crossings = CrossingReport {
         solved: crossings(&node_order, &graph),
         default: crossings(&default, &graph),
@@ -177,12 +305,86 @@ pub(crate) fn plan_digests(nodes: Vec<Digest>, cx: &Context) -> Plan {
             solved,
             default: default_pred,
             gain,
+            without_domains,
         },
         node_classes,
         nccl: nccl_plan(nodes),
         excluded,
+        nvlink_domains,
         notes,
     }
+}
+
+/// The plan's domains, members in ring order.
+fn domains(usable: &[&Digest], order: &[String]) -> Vec<NvlinkDomain> {
+    let pos: HashMap<&str, usize> = order.iter().enumerate().map(|(i, h)| (h.as_str(), i)).collect();
+    let mut out: Vec<NvlinkDomain> = Vec::new();
+    let mut members: Vec<&&Digest> = usable.iter().filter(|n| n.domain.is_some()).collect();
+    members.sort_by_key(|n| pos.get(n.host.as_str()).copied().unwrap_or(usize::MAX));
+    for n in members {
+        let Some(d) = &n.domain else { continue };
+        let gpus = n.links.as_ref().map_or(0, |l| l.matrix.len());
+        match out.iter_mut().find(|x| x.name == d.name) {
+            Some(x) => {
+                x.hosts.push(n.host.clone());
+                x.gpus += gpus;
+                for h in &d.health {
+                    if !x.health.contains(h) {
+                        x.health.push(h.clone());
+                    }
+                }
+                if x.source != d.source {
+                    x.source = "nvml, cluster.yaml".into();
+                }
+            }
+            None => out.push(NvlinkDomain {
+                name: d.name.clone(),
+                hosts: vec![n.host.clone()],
+                gpus,
+                source: d.source.to_string(),
+                health: d.health.clone(),
+            }),
+        }
+    }
+    out
+}
+
+/// What the plan could not know about domains, and what the members report wrong.
+fn domain_notes(usable: &[&Digest], domains: &[NvlinkDomain]) -> Vec<Note> {
+    let mut notes = Vec::new();
+    let unknown: Vec<&str> = usable
+        .iter()
+        .filter(|n| n.domain_unknown)
+        .map(|n| n.host.as_str())
+        .collect();
+    if let Some(first) = unknown.first() {
+        notes.push(Note::warn(
+            "nvlink-domain-unknown",
+            format!(
+                "{} node(s) (e.g. {first}) are Grace-Blackwell trays with no fabric info (no driver): assumed members of an unknown NVLink domain, planned over NVLink inside each tray and over the NICs between trays; state `nvlink_domain:` in cluster.yaml",
+                unknown.len()
+            ),
+        ));
+    }
+    for d in domains.iter().filter(|d| !d.health.is_empty()) {
+        notes.push(Note::warn(
+            "nvlink-domain-unhealthy",
+            format!("NVLink domain {} reports: {}", d.name, d.health.join("; ")),
+        ));
+    }
+    if let Some(d) = domains.first() {
+        notes.push(Note::info(
+            "nvlink-domains",
+            format!(
+                "{} NVLink domain(s) (e.g. {}: {} nodes, {} GPUs): NCCL joins each domain's GPUs into one system; the ring order matters only between domains, and no ring file is written for their nodes",
+                domains.len(),
+                d.name,
+                d.hosts.len(),
+                d.gpus
+            ),
+        ));
+    }
+    notes
 }
 
 /// A matrix as a map key (bandwidths to 0.1 GB/s).
@@ -193,21 +395,34 @@ fn signature(m: &LinkMatrix) -> Vec<(i64, u32)> {
         .collect()
 }
 
-/// One ring per distinct GPU link matrix; each host's facts for the cluster graph.
-fn ring_classes(usable: &[&Digest], matrices: &[&LinkMatrix]) -> (Vec<NodeClass>, Vec<HostFacts>) {
-    let mut groups: Vec<(&LinkMatrix, Vec<usize>)> = Vec::new();
-    let mut index: HashMap<Vec<(i64, u32)>, usize> = HashMap::new();
-    for (i, m) in matrices.iter().copied().enumerate() {
-        let g = *index.entry(signature(m)).or_insert_with(|| {
-            groups.push((m, Vec::new()));
+/// One ring per distinct GPU link matrix (domain members apart: NCCL searches their rings
+/// itself); each host's facts for the cluster graph.
+fn ring_classes(usable: &[&Digest]) -> (Vec<NodeClass>, Vec<HostFacts>) {
+    let mut groups: Vec<(&Digest, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<(Vec<(i64, u32)>, bool), usize> = HashMap::new();
+    for (i, n) in usable.iter().enumerate() {
+        let Some(l) = &n.links else { continue };
+        let key = (signature(&l.matrix), n.domain.is_some());
+        let g = *index.entry(key).or_insert_with(|| {
+            groups.push((n, Vec::new()));
             groups.len() - 1
         });
         groups[g].1.push(i);
     }
     let mut facts: Vec<Option<HostFacts>> = vec![None; usable.len()];
     let mut classes = Vec::new();
-    for (c, (m, members)) in groups.into_iter().enumerate() {
-        let class = node_class(c, m, members.iter().map(|&i| usable[i].host.clone()).collect());
+    for (c, (first, members)) in groups.into_iter().enumerate() {
+        let Some(links) = &first.links else { continue };
+        let m = &links.matrix;
+        let hosts = members.iter().map(|&i| usable[i].host.clone()).collect();
+        let mut origins: Vec<NvlinkOrigin> = Vec::new();
+        for &i in &members {
+            let o = usable[i].basis.origin();
+            if !origins.contains(&o) {
+                origins.push(o);
+            }
+        }
+        let class = node_class(c, first, links, hosts, origins);
         let ring_facts = HostFacts {
             gpus: m.len(),
             ring_gbps: class.ring.bottleneck_gbps,
@@ -217,10 +432,12 @@ fn ring_classes(usable: &[&Digest], matrices: &[&LinkMatrix]) -> (Vec<NodeClass>
                 LAT_PCI_US
             },
             net_gbps: 0.0,
+            nvlink_gbps: 0.0,
         };
         for i in members {
             facts[i] = Some(HostFacts {
                 net_gbps: usable[i].net_gbps,
+                nvlink_gbps: usable[i].nvlink_gbps,
                 ..ring_facts.clone()
             });
         }
@@ -230,14 +447,27 @@ fn ring_classes(usable: &[&Digest], matrices: &[&LinkMatrix]) -> (Vec<NodeClass>
 }
 
 /// Solve one class's ring and say why it is what it is.
-fn node_class(index: usize, m: &LinkMatrix, hosts: Vec<String>) -> NodeClass {
+fn node_class(
+    index: usize,
+    first: &Digest,
+    links: &GpuLinks,
+    hosts: Vec<String>,
+    origins: Vec<NvlinkOrigin>,
+) -> NodeClass {
+    let m = &links.matrix;
     let r = ring::solve(m);
     let index_order: Vec<usize> = (0..m.len()).collect();
     let (ib, ic) = m.score(&index_order);
     let ib = if m.len() < 2 { 0.0 } else { ib };
+    let in_domain = first.domain.is_some();
     let beats = m.len() > 1 && better((r.bottleneck_gbps, r.cost), (ib, ic));
     let reason = if m.len() < 2 {
         "one GPU: no intra-node ring".to_string()
+    } else if in_domain {
+        format!(
+            "in a multi-node NVLink domain: NCCL joins the domain's GPUs into one system and searches its rings itself, so no ring file is written (ring {:?} reaches {:.1} GB/s inside the node)",
+            r.order, r.bottleneck_gbps
+        )
     } else if beats {
         format!(
             "ring {:?} reaches {:.1} GB/s at hop cost {} where index order {:?} reaches {:.1} GB/s at cost {}",
@@ -251,6 +481,11 @@ fn node_class(index: usize, m: &LinkMatrix, hosts: Vec<String>) -> NodeClass {
     };
     // The graph file names the ring's worst link, as NCCL's own search labels it.
     let type_intra = NcclPath::from_rank(m.worst_hop(&r.order)).name().to_string();
+    let nvlink = (m.len() > 1).then(|| ClassNvlink {
+        origins,
+        gbps_per_link: links.gbps_per_link,
+        links: links.nvlinks.clone(),
+    });
     let mut class = NodeClass {
         name: format!("class-{index}"),
         hosts,
@@ -262,8 +497,9 @@ fn node_class(index: usize, m: &LinkMatrix, hosts: Vec<String>) -> NodeClass {
         reason,
         graph_xml: None,
         graph_file: None,
+        nvlink,
     };
-    if beats {
+    if beats && !in_domain {
         class.graph_xml = Some(emit::graph_xml::ring_graph(&class));
     }
     class
@@ -345,16 +581,17 @@ fn nvlink_notes(nodes: &[Digest]) -> Vec<Note> {
     let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
     for n in nodes {
         let (code, why) = match &n.basis {
-            NvlinkBasis::Reported if n.nvlink_hint != NvlinkHint::Auto && n.has_gpus => (
+            NvlinkBasis::Reported { .. } if n.nvlink_hint != NvlinkHint::Auto && n.has_gpus => (
                 "nvlink-hint-ignored",
                 "the node reports its NVLink itself: cluster.yaml's `nvlink:` is not needed and was not used"
                     .to_string(),
             ),
-            NvlinkBasis::Reported => continue,
+            NvlinkBasis::Reported { .. } => continue,
             NvlinkBasis::Nvswitch { links, gbps, why } => (
                 n.basis.code(),
                 format!("an all-to-all NVSwitch fabric, NV{links} × {gbps} GB/s per GPU pair: {why}"),
             ),
+            NvlinkBasis::Mesh { why, .. } => (n.basis.code(), why.clone()),
             NvlinkBasis::Unknown { .. } if n.nvlink_hint == NvlinkHint::None => (
                 "stated-no-nvlink",
                 "PCIe paths only: stated in cluster.yaml (`nvlink: none`)".to_string(),
