@@ -18,6 +18,7 @@ packages=(
   slurm-client      # scontrol show topology
   munge             # Slurm's authentication, started by the test on a private socket
   man-db            # man -l: the test renders `topo-tune man`
+  debootstrap       # makes the Debian 13 root whose Slurm 24.11 has topology/block (below)
 )
 
 missing=()
@@ -37,9 +38,14 @@ if [ -z "$have" ] || [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1
   echo "       install a current toolchain with rustup (https://rustup.rs): rustup toolchain install stable" >&2
   exit 1
 fi
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Slurm's block plugin (topology/block, for NVLink domains) is in Slurm 23.11 and later; Debian
+# 12 has 22.05. The Slurm test runs Debian 13's slurmctld 24.11 in a minimal Debian 13 root
+# (debootstrap, about 220 MB, half a minute), made once here.
+block_root=${TOPO_TUNE_SLURM_BLOCK_ROOT:-/var/lib/topo-tune-tests/trixie}
+need_root=0
+[ -x "$block_root/usr/sbin/slurmctld" ] || need_root=1
+[ ${#missing[@]} -eq 0 ] && [ $need_root -eq 0 ] && exit 0
 
-echo "setup: installing ${missing[*]}" >&2
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
@@ -48,5 +54,17 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $need_root -eq 1 ]; then
+  echo "setup: making a Debian 13 root with Slurm 24.11 in $block_root" >&2
+  "${sudo[@]}" rm -rf "$block_root.part"
+  "${sudo[@]}" mkdir -p "$(dirname "$block_root")"
+  "${sudo[@]}" debootstrap --variant=minbase trixie "$block_root.part" http://deb.debian.org/debian >/dev/null
+  "${sudo[@]}" chroot "$block_root.part" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurm-client munge' >/dev/null 2>&1 ||
+    { echo "setup: installing Slurm into $block_root.part failed (run the chroot apt-get by hand to see why)" >&2; exit 1; }
+  "${sudo[@]}" mv "$block_root.part" "$block_root"
+fi

@@ -9,6 +9,7 @@ pub use crate::graph::links::host_net_gbps;
 pub use crate::graph::paths::{path_matrix, LEGEND};
 pub use crate::model::fabric::{Fabric, Leaf};
 pub use crate::model::nccl::{NcclVersion, Setting};
+pub use crate::model::nvfabric::{FabricHealth, FabricState, GpuFabric};
 pub use crate::model::path::PathClass;
 pub use crate::model::pci::Degradation;
 pub use crate::model::ring::LinkMatrix;
@@ -25,7 +26,7 @@ pub mod snapshot {
 
 /// The never-slower guard (`nccl::guard`).
 pub mod guard {
-    pub use crate::nccl::guard::{check, gpu_ports};
+    pub use crate::nccl::guard::{check, check_nvlink, gpu_ports, NvlinkGuard};
 }
 
 /// NCCL's variable table (`nccl::table`).

@@ -311,4 +311,39 @@ proptest! {
         let verdict = guard::check(&settings, &guard::gpu_ports(&s), &[], false, None);
         prop_assert_eq!(verdict.is_err(), narrows, "{} on {:?}: {:?}", value, used, verdict);
     }
+
+    #[test]
+    fn the_nvlink_guard_refuses_exactly_what_turns_nvlink_off(
+        nvlink in any::<bool>(),
+        in_domain in any::<bool>(),
+        picks in prop::collection::vec((0usize..5, 0usize..7), 0..=4),
+        with_nvlink_file in any::<bool>(),
+    ) {
+        // What NCCL does, written here from its source (init.cc, mnnvl.cc, paths.cc), not
+        // from the crate: P2P level 0 (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC or its legacy 0)
+        // takes NVLink away, and multi-node NVLink with it; multi-node NVLink also needs cuMem
+        // (NCCL_CUMEM_ENABLE) and is off with NCCL_MNNVL_ENABLE=0. A topology file's <nvlink>
+        // replaces the driver's NVLink detection.
+        const VARS: [&str; 5] = ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_CUMEM_ENABLE", "NCCL_MNNVL_ENABLE", "NCCL_IB_HCA"];
+        const VALUES: [&str; 7] = ["0", "1", "2", "LOC", "NVL", "SYS", "=mlx5_0"];
+        let settings: Vec<topo_tune::api::Setting> = picks
+            .iter()
+            .map(|(v, x)| topo_tune::api::Setting { name: VARS[*v].into(), value: VALUES[*x].into(), reason: String::new() })
+            .collect();
+        let has_nvlink = nvlink || in_domain;
+        let kills = settings.iter().any(|s| match (s.name.as_str(), s.value.as_str()) {
+            ("NCCL_P2P_DISABLE", "1") => has_nvlink,
+            ("NCCL_P2P_LEVEL", "LOC" | "0") => has_nvlink,
+            ("NCCL_CUMEM_ENABLE", "0") | ("NCCL_MNNVL_ENABLE", "0") => in_domain,
+            _ => false,
+        }) || (has_nvlink && with_nvlink_file);
+        let facts = guard::NvlinkGuard { nvlink, domain: in_domain.then(|| "nvl72-a".to_string()) };
+        let xml = with_nvlink_file.then_some("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"><gpu dev=\"0\"><nvlink target=\"0000:02:00.0\" count=\"1\"/></gpu></pci></cpu></system>");
+        let verdict = guard::check_nvlink(&settings, &facts, xml);
+        prop_assert_eq!(verdict.is_err(), kills, "{:?} on nvlink={} domain={}: {:?}", settings, nvlink, in_domain, verdict);
+        if let Err(v) = verdict {
+            let text = v.to_string();
+            prop_assert!(text.contains("NVLink"), "the violation names the fact: {}", text);
+        }
+    }
 }

@@ -19,6 +19,7 @@ mod inventory;
 mod irq;
 mod nccl_files;
 mod nccl_shapes;
+mod nvlink;
 mod plan;
 mod probe_fsroot;
 mod probe_hwloc_xml;

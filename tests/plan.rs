@@ -278,6 +278,7 @@ const REAL_MACHINES: &[&str] = &[
     "tests/data/nccl/azure-ndv2-topo.xml",
     "profiles/nccl/azure-ndv4-topo.xml",
     "profiles/nccl/azure-ndv5-topo.xml",
+    "tests/data/hwloc/llnl-ipa20-dell-xe8640-4xh100.xml",
 ];
 
 /// One row of the table: what `plan` says about one machine.
@@ -301,7 +302,7 @@ fn real_machine_row(file: &str) -> String {
         .collect();
     match doc["node_classes"].as_array().unwrap().first() {
         None => format!(
-            "| `{file}` | 0 | — | — | — | excluded: {} |\n",
+            "| `{file}` | 0 | — | — | — | — | excluded: {} |\n",
             doc["excluded"][0]["reason"].as_str().unwrap()
         ),
         Some(c) => {
@@ -311,12 +312,17 @@ fn real_machine_row(file: &str) -> String {
                 .iter()
                 .map(|g| g.to_string())
                 .collect();
+            let origins: Vec<&str> = c["nvlink"]["origins"]
+                .as_array()
+                .map(|o| o.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
             format!(
-                "| `{file}` | {} | {} | {:.1} | {} | {} |\n",
+                "| `{file}` | {} | {} | {:.1} | {} | {} | {} |\n",
                 c["gpus"],
                 ring.join(" "),
                 c["ring"]["bottleneck_gbps"].as_f64().unwrap(),
                 c["type_intra"].as_str().unwrap(),
+                origins.join(", "),
                 codes.join(", ")
             )
         }
@@ -326,7 +332,7 @@ fn real_machine_row(file: &str) -> String {
 #[test]
 fn the_real_machines_table_of_plan_md() {
     let mut table =
-        String::from("| file | GPUs | ring | bottleneck GB/s | worst hop | assumption |\n|---|---|---|---|---|---|\n");
+        String::from("| file | GPUs | ring | bottleneck GB/s | worst hop | NVLink from | assumption |\n|---|---|---|---|---|---|---|\n");
     for f in REAL_MACHINES {
         table.push_str(&real_machine_row(f));
     }

@@ -1,9 +1,10 @@
 //! Slurm: `plan --output-dir` writes topology.conf (and topology.yaml) and a SLURM_HOSTFILE in
 //! Slurm's node names; Debian's own slurmctld (22.05, started on loopback with munge) reads the
-//! topology.conf and `scontrol show topology` shows the tree.
+//! tree topology.conf and `scontrol show topology` shows the tree; Debian 13's slurmctld 24.11,
+//! in the root scripts/setup.sh makes, reads the blocks written for NVLink domains.
 
 use crate::common::topo_tune;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -102,10 +103,12 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// munged and slurmctld for one test, stopped on drop.
+/// munged and slurmctld for one test, stopped on drop: Debian 12's own (Slurm 22.05), or those
+/// of a Debian 13 root (`root`, Slurm 24.11, made by scripts/setup.sh) run through chroot.
 struct Slurm {
     dir: tempfile::TempDir,
     children: Vec<Child>,
+    root: Option<PathBuf>,
 }
 
 impl Drop for Slurm {
@@ -117,9 +120,42 @@ impl Drop for Slurm {
     }
 }
 
+/// The Debian 13 root with Slurm 24.11 (topology/block), as scripts/setup.sh makes it.
+fn block_root() -> PathBuf {
+    let root = PathBuf::from(
+        std::env::var("TOPO_TUNE_SLURM_BLOCK_ROOT").unwrap_or_else(|_| "/var/lib/topo-tune-tests/trixie".into()),
+    );
+    assert!(
+        root.join("usr/sbin/slurmctld").exists(),
+        "{} has no slurmctld: scripts/setup.sh makes the Debian 13 root with Slurm 24.11",
+        root.display()
+    );
+    root
+}
+
 impl Slurm {
     fn conf(&self) -> std::path::PathBuf {
         self.dir.path().join("slurm.conf")
+    }
+
+    /// A path as the daemons see it (inside the root, when there is one).
+    fn seen(&self, p: &Path) -> PathBuf {
+        match &self.root {
+            Some(r) => Path::new("/").join(p.strip_prefix(r).unwrap()),
+            None => p.to_path_buf(),
+        }
+    }
+
+    /// `tool` run as the daemons are: directly, or chrooted into the root.
+    fn command(&self, tool: &str) -> Command {
+        match &self.root {
+            Some(r) => {
+                let mut c = Command::new("/usr/sbin/chroot");
+                c.arg(r).arg(tool);
+                c
+            }
+            None => Command::new(tool),
+        }
     }
 
     /// Start munge and slurmctld on loopback with `topology` beside a slurm.conf naming `nodes`.
@@ -130,8 +166,19 @@ impl Slurm {
                 "{tool} is missing: scripts/setup.sh installs slurmctld, slurm-client and munge"
             );
         }
-        let dir = tempfile::Builder::new().prefix("tt-slurm-").tempdir().unwrap();
-        let d = dir.path();
+        Slurm::start_in(None, "topology/tree", topology, nodes)
+    }
+
+    /// The same with a plugin and, optionally, a root holding the daemons.
+    fn start_in(root: Option<PathBuf>, plugin: &str, topology: &str, nodes: &str) -> Slurm {
+        let base = root.as_ref().map_or_else(std::env::temp_dir, |r| r.join("tmp"));
+        let dir = tempfile::Builder::new().prefix("tt-slurm-").tempdir_in(base).unwrap();
+        let mut slurm = Slurm {
+            dir,
+            children: Vec::new(),
+            root,
+        };
+        let d = slurm.dir.path().to_path_buf();
         for sub in ["state", "run", "log"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
@@ -140,37 +187,36 @@ impl Slurm {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         let socket = d.join("run/munge.sock");
-        let munged = Command::new("/usr/sbin/munged")
+        let at = |p: &Path| slurm.seen(p).display().to_string();
+        let munged = slurm
+            .command("/usr/sbin/munged")
             .arg("--foreground")
             .arg("--force")
-            .arg(format!("--key-file={}", key.display()))
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!("--pid-file={}", d.join("run/munged.pid").display()))
-            .arg(format!("--log-file={}", d.join("log/munged.log").display()))
-            .arg(format!("--seed-file={}", d.join("run/munge.seed").display()))
+            .arg(format!("--key-file={}", at(&key)))
+            .arg(format!("--socket={}", at(&socket)))
+            .arg(format!("--pid-file={}", at(&d.join("run/munged.pid"))))
+            .arg(format!("--log-file={}", at(&d.join("log/munged.log"))))
+            .arg(format!("--seed-file={}", at(&d.join("run/munge.seed"))))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut slurm = Slurm {
-            dir,
-            children: vec![munged],
-        };
-        let d = slurm.dir.path().to_path_buf();
+        slurm.children.push(munged);
+        let inner = slurm.seen(&d);
         std::fs::write(
             slurm.conf(),
             format!(
                 "ClusterName=tt\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={}\nSlurmdPort={}\nSlurmUser=root\n\
                  AuthType=auth/munge\nAuthInfo=socket={}\nStateSaveLocation={}/state\nSlurmctldPidFile={}/run/slurmctld.pid\n\
-                 SlurmctldLogFile={}/log/slurmctld.log\nTopologyPlugin=topology/tree\nSelectType=select/cons_tres\n\
+                 SlurmctldLogFile={}/log/slurmctld.log\nTopologyPlugin={plugin}\nSelectType=select/cons_tres\n\
                  ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nMpiDefault=none\n\
                  NodeName={nodes} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\nPartitionName=all Nodes=ALL Default=YES State=UP\n",
                 free_port(),
                 free_port(),
-                socket.display(),
-                d.display(),
-                d.display(),
-                d.display()
+                slurm.seen(&socket).display(),
+                inner.display(),
+                inner.display(),
+                inner.display()
             ),
         )
         .unwrap();
@@ -179,10 +225,12 @@ impl Slurm {
         while !socket.exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
-        let ctld = Command::new("/usr/sbin/slurmctld")
+        let conf = slurm.seen(&slurm.conf());
+        let ctld = slurm
+            .command("/usr/sbin/slurmctld")
             .args(["-D", "-i", "-f"])
-            .arg(slurm.conf())
-            .env("SLURM_CONF", slurm.conf())
+            .arg(&conf)
+            .env("SLURM_CONF", &conf)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -198,13 +246,16 @@ impl Slurm {
     /// `scontrol show topology`, once slurmctld answers (or why it did not).
     fn show_topology(&mut self) -> Result<String, String> {
         let deadline = Instant::now() + Duration::from_secs(30);
+        let conf = self.seen(&self.conf());
         loop {
-            let o = Command::new("/usr/bin/scontrol")
+            let o = self
+                .command("/usr/bin/scontrol")
                 .args(["show", "topology"])
-                .env("SLURM_CONF", self.conf())
+                .env("SLURM_CONF", &conf)
                 .output()
                 .unwrap();
-            if o.status.success() {
+            // Slurm 24.11's scontrol exits 0 with nothing on stdout when no controller answers.
+            if o.status.success() && !o.stdout.is_empty() {
                 return Ok(String::from_utf8_lossy(&o.stdout).into_owned());
             }
             let exited = self.children.last_mut().and_then(|c| c.try_wait().ok().flatten());
@@ -218,6 +269,50 @@ impl Slurm {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+}
+
+#[test]
+fn slurm_24_11_reads_the_blocks_topo_tune_writes_for_nvlink_domains() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = format!("{}/examples/nvl72/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(plan(Path::new(&cfg), &out).status.code(), Some(0));
+    let topology = std::fs::read_to_string(out.join("topology.conf")).unwrap();
+    let root = block_root();
+    let mut slurm = Slurm::start_in(Some(root.clone()), "topology/block", &topology, "gb-[01-36]");
+    let shown = slurm.show_topology().unwrap();
+    assert!(
+        shown.contains("BlockName=block001 BlockIndex=0 Nodes=gb-[01,03,05,07,09,11,13,15,17,19,21,23,25,27,29,31,33,35] BlockSize=18"),
+        "{shown}\n{}",
+        slurm.log()
+    );
+    assert!(shown.contains("BlockName=block002 BlockIndex=1"), "{shown}");
+    assert!(
+        shown.contains("AggregatedBlock=block[001-002]") && shown.contains("Nodes=gb-[01-36] BlockSize=36"),
+        "BlockSizes=18,36: the two domains pair into one block of 36\n{shown}"
+    );
+    let log = slurm.log();
+    assert!(
+        !log.contains("fatal") && !log.contains("Invalid") && !log.contains("lack access"),
+        "{log}"
+    );
+    // A tray in no domain: in no block, which Slurm warns of (the file says so too).
+    let mut with_login = Slurm::start_in(Some(root.clone()), "topology/block", &topology, "gb-[01-36],login1");
+    with_login.show_topology().unwrap();
+    assert!(
+        with_login.log().contains("blocks lack access to 1 nodes: login1"),
+        "{}",
+        with_login.log()
+    );
+    // Slurm checks BlockSizes itself: sizes that are not power-of-two multiples are fatal (so
+    // the clean log above is Slurm's word, not ours).
+    drop(slurm);
+    drop(with_login);
+    let wrong = topology.replace("BlockSizes=18,36", "BlockSizes=18,30");
+    let mut bad = Slurm::start_in(Some(root), "topology/block", &wrong, "gb-[01-36]");
+    let answer = bad.show_topology();
+    assert!(answer.is_err(), "{answer:?}");
+    assert!(bad.log().contains("Invalid BlockSizes"), "{}", bad.log());
 }
 
 #[test]

@@ -378,3 +378,97 @@ pub fn host_net_gbps(snap: &NodeSnapshot) -> f64 {
             .map_or(SOCKET_FALLBACK_GBPS, |m| m as f64 / 8000.0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::paths::path_classes;
+    use crate::model::testing::p5en;
+
+    fn with_part(mut s: NodeSnapshot, pci_id: &str) -> NodeSnapshot {
+        for g in &mut s.gpus {
+            g.placement.pci_id = Some(pci_id.into());
+        }
+        s
+    }
+
+    fn hints(nvlink: NvlinkHint, mesh: Option<MeshSpec>) -> NodeHints {
+        NodeHints {
+            nvlink,
+            nvlink_mesh: mesh,
+            ..NodeHints::default()
+        }
+    }
+
+    #[test]
+    fn a_stated_mesh_is_its_pairs_at_the_parts_per_link_figure() {
+        let s = p5en();
+        let b = nvlink_basis(&s, &hints(NvlinkHint::Mesh, Some(MeshSpec::LinksPerPair(6))));
+        let NvlinkBasis::Mesh { pairs, gbps, .. } = &b else {
+            panic!("{b:?}")
+        };
+        assert_eq!((pairs[0][1], pairs[0][0], *gbps), (6, 0, 20.6));
+        assert_eq!(b.origin(), NvlinkOrigin::ClusterYaml);
+        let links = gpu_link_matrix_with(&s, path_classes(&s), &b);
+        assert!((links.matrix.bw[0][1] - 123.6).abs() < 1e-9);
+        assert_eq!(links.nvlinks[2][3], 6);
+        // A pair bandwidth: links from the part's figure, the total kept.
+        let b = nvlink_basis(&s, &hints(NvlinkHint::Mesh, Some(MeshSpec::MbpsPerPair(100_000))));
+        let NvlinkBasis::Mesh { pairs, gbps, .. } = &b else {
+            panic!("{b:?}")
+        };
+        assert!(
+            (f64::from(pairs[0][1]) * gbps - 100.0).abs() < 1e-9,
+            "{pairs:?} × {gbps}"
+        );
+        // A matrix of the wrong size is not guessed at.
+        let b = nvlink_basis(
+            &s,
+            &hints(NvlinkHint::Mesh, Some(MeshSpec::Links(vec![vec![0, 1], vec![1, 0]]))),
+        );
+        assert!(
+            matches!(&b, NvlinkBasis::Unknown { why } if why.contains("2×2")),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn each_board_is_judged_as_its_part_says() {
+        let gb200 = with_part(p5en(), "10de:2941");
+        let b = nvlink_basis(&gb200, &NodeHints::default());
+        assert!(
+            matches!(&b, NvlinkBasis::Nvswitch { links: 18, gbps, why } if *gbps == 40.1 && why.contains("NVLink Switch trays")),
+            "{b:?}"
+        );
+        assert_eq!(b.origin(), NvlinkOrigin::PartTable);
+        let gh200 = with_part(p5en(), "10de:2348");
+        assert!(matches!(
+            nvlink_basis(&gh200, &NodeHints::default()),
+            NvlinkBasis::Unknown { .. }
+        ));
+        let l40s = with_part(p5en(), "10de:26b9");
+        assert!(
+            matches!(nvlink_basis(&l40s, &NodeHints::default()), NvlinkBasis::Unknown { why } if why.contains("bridges"))
+        );
+        // Stated beats assumed; the node's own report beats both.
+        let b = nvlink_basis(&p5en(), &hints(NvlinkHint::None, None));
+        assert_eq!(b.origin(), NvlinkOrigin::None);
+        let mut reported = p5en();
+        reported.gpus[0].nvlinks = Some(vec![]);
+        reported.gpus[0].nvlink_source = Some(NvlinkSource::NcclFile);
+        let b = nvlink_basis(&reported, &hints(NvlinkHint::Nvswitch, None));
+        assert_eq!(b.origin(), NvlinkOrigin::NcclFile);
+    }
+
+    #[test]
+    fn a_members_nvlink_is_its_gpus_best_joined_peers_summed() {
+        let gb200 = with_part(p5en(), "10de:2941");
+        let b = nvlink_basis(&gb200, &NodeHints::default());
+        let links = gpu_link_matrix_with(&gb200, path_classes(&gb200), &b);
+        let out = nvlink_out_gbps(&gb200, &links, &b);
+        assert!((out - 8.0 * 18.0 * 40.1).abs() < 1e-6, "{out}");
+        let pcie = nvlink_basis(&p5en(), &hints(NvlinkHint::None, None));
+        let links = gpu_link_matrix_with(&p5en(), path_classes(&p5en()), &pcie);
+        assert_eq!(nvlink_out_gbps(&p5en(), &links, &pcie), 0.0);
+    }
+}

@@ -198,9 +198,9 @@ pub fn check(
 /// What the NVLink edition of the guard protects on a node: NVLink between its GPUs (known
 /// or assumed by the plan) and the multi-node NVLink domain it is in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct NvlinkGuard {
-    pub(crate) nvlink: bool,
-    pub(crate) domain: Option<String>,
+pub struct NvlinkGuard {
+    pub nvlink: bool,
+    pub domain: Option<String>,
 }
 
 /// A setting that would silently take NVLink, or multi-node NVLink, away from NCCL.
@@ -269,11 +269,7 @@ pub(crate) fn nvlink_killers(settings: &[(String, String)], g: &NvlinkGuard) -> 
 /// or multi-node NVLink off where the node has them, and a topology file may not list
 /// `<nvlink>` (NCCL then skips the driver's NVLink detection for those GPUs; topo-tune's
 /// files never list them).
-pub(crate) fn check_nvlink(
-    settings: &[Setting],
-    g: &NvlinkGuard,
-    topology_xml: Option<&str>,
-) -> Result<(), NvlinkViolation> {
+pub fn check_nvlink(settings: &[Setting], g: &NvlinkGuard, topology_xml: Option<&str>) -> Result<(), NvlinkViolation> {
     let pairs: Vec<(String, String)> = settings.iter().map(|s| (s.name.clone(), s.value.clone())).collect();
     if let Some(v) = nvlink_killers(&pairs, g).into_iter().next() {
         return Err(v);

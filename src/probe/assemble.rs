@@ -812,4 +812,113 @@ mod tests {
         names.sort_by_key(|n| crate::model::natural_key(n));
         assert_eq!(names, vec!["mlx5_1", "mlx5_2", "mlx5_10"]);
     }
+
+    fn gpu_device(bdf: &str, device: u16) -> HwPciDevice {
+        HwPciDevice {
+            bdf: bdf.parse().unwrap(),
+            parent: PciParent::HostBridge("pci0000:00".into()),
+            host_bridge: "pci0000:00".into(),
+            vendor: 0x10de,
+            device,
+            class_id: 0x0302,
+            revision: 0,
+            link_gbps: 0.0,
+            name: None,
+            locality: Default::default(),
+            os_devices: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hwloc_matrix_cells_become_links_to_gpus_switches_and_cpus() {
+        use super::super::hwloc::{HwNvlinkBandwidth, HwNvlinkMatrix, NvlinkPeerEnd};
+        let a: Bdf = "0000:01:00.0".parse().unwrap();
+        let b: Bdf = "0000:02:00.0".parse().unwrap();
+        let sw: Bdf = "0000:09:00.0".parse().unwrap();
+        let m = HwNvlinkMatrix {
+            gpus: vec![a, b],
+            cells: vec![
+                HwNvlinkBandwidth {
+                    gpu: a,
+                    peer: NvlinkPeerEnd::Gpu(b),
+                    mbps: 50_000,
+                },
+                HwNvlinkBandwidth {
+                    gpu: a,
+                    peer: NvlinkPeerEnd::Switch(sw),
+                    mbps: 100_000,
+                },
+                HwNvlinkBandwidth {
+                    gpu: a,
+                    peer: NvlinkPeerEnd::Cpu,
+                    mbps: 25_000,
+                },
+            ],
+        };
+        // An H100 (NVLink 4: hwloc's 25000 MB/s per link).
+        let links = nvlinks_from_hwloc(&gpu_device("0000:01:00.0", 0x2330), &m).unwrap();
+        let count = |peer: NvLinkPeer| links.iter().filter(|l| l.remote == peer).count();
+        assert_eq!(
+            (
+                count(NvLinkPeer::Gpu),
+                count(NvLinkPeer::Switch),
+                count(NvLinkPeer::Unknown)
+            ),
+            (2, 4, 1)
+        );
+        assert!(links.iter().all(|l| l.bandwidth_gbps == Some(20.6)));
+        // A B200 (NVLink 5: 50000 MB/s per link): half the links for the same figure.
+        let links = nvlinks_from_hwloc(&gpu_device("0000:01:00.0", 0x2901), &m).unwrap();
+        assert_eq!(links.iter().filter(|l| l.remote == NvLinkPeer::Gpu).count(), 1);
+        // A GPU the matrix does not cover: unknown, not "no NVLink".
+        assert_eq!(nvlinks_from_hwloc(&gpu_device("0000:03:00.0", 0x2330), &m), None);
+        // A GPU it covers with no cell: no NVLink.
+        assert_eq!(
+            nvlinks_from_hwloc(&gpu_device("0000:02:00.0", 0x2330), &m),
+            Some(vec![])
+        );
+        // An unknown part: the per-link figure that divides the total.
+        assert_eq!(hwloc_link_mbps(None, 150_000), 25_000);
+        assert_eq!(hwloc_link_mbps(None, 60_000), 20_000);
+    }
+
+    fn fabric_answer(
+        ret: u32,
+        state: u8,
+        status: u32,
+        uuid: &str,
+        mask: Option<u32>,
+    ) -> super::super::nvml::DriverFabric {
+        super::super::nvml::DriverFabric {
+            ret,
+            version: if mask.is_some() { 3 } else { 1 },
+            cluster_uuid: uuid.into(),
+            status,
+            clique_id: 7,
+            state,
+            health_mask: mask,
+            health_summary: mask.map(|_| 1),
+        }
+    }
+
+    #[test]
+    fn driver_fabric_answers_decode_or_say_nothing() {
+        let uuid = "dc6e40c4d72243579ba65291dd461278";
+        let f = fabric_of(&fabric_answer(0, 3, 0, uuid, Some(0xaa))).unwrap();
+        assert_eq!(f.domain().unwrap(), "dc6e40c4-d722-4357-9ba6-5291dd461278.7");
+        assert_eq!(f.health.unwrap().summary, Some(HealthSummary::Healthy));
+        // Not supported is an answer; another failed call is none.
+        assert_eq!(
+            fabric_of(&fabric_answer(3, 0, 0, uuid, None)).unwrap().state,
+            FabricState::NotSupported
+        );
+        assert_eq!(fabric_of(&fabric_answer(9, 3, 0, uuid, None)), None);
+        // A state NVML does not define, or a UUID that is not 32 hex digits, says no domain.
+        assert_eq!(fabric_of(&fabric_answer(0, 9, 0, uuid, None)), None);
+        let bad = fabric_of(&fabric_answer(0, 3, 0, "xyz", None)).unwrap();
+        assert_eq!(bad.cluster_uuid, None);
+        // Before completion the status and clique mean nothing.
+        let busy = fabric_of(&fabric_answer(0, 2, 27, uuid, None)).unwrap();
+        assert_eq!((busy.status, busy.clique_id), (None, None));
+    }
 }

@@ -786,3 +786,32 @@ fn pci_id(n: &roxmltree::Node) -> Option<String> {
     let device = hex_attr(n, "device").filter(|d| *d != 0 && *d <= 0xffff)?;
     Some(format!("{vendor:04x}:{device:04x}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvlink_targets_are_bus_ids_or_ncclss_hidden_switch() {
+        assert_eq!(
+            nvlink_target("0000:07:00.0", "0x068000").unwrap(),
+            Some("0000:07:00.0".parse().unwrap())
+        );
+        assert_eq!(
+            nvlink_target("fffffff:ffff:ff", "").unwrap(),
+            None,
+            "NCCL's placeholder"
+        );
+        assert_eq!(
+            nvlink_target("fffffff:ff:ff.0", "0x068000").unwrap(),
+            None,
+            "any id the NVSwitch class marks"
+        );
+        assert!(
+            nvlink_target("fffffff:ff:ff.0", "0x030200").is_err(),
+            "a GPU needs a bus id"
+        );
+        assert!(nvlink_target("../etc", "0x068000").is_err());
+        assert!(nvlink_target("", "0x068000").is_err());
+    }
+}

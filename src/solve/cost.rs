@@ -296,4 +296,63 @@ mod tests {
         assert_eq!(p.busbw_gbps, 0.0);
         assert!(p.bottleneck.contains("fewer than 2 ranks"));
     }
+
+    /// Hosts `h0..hN` in racks and NVLink domains (`""`: none), each with 4 GPUs on 700 GB/s
+    /// of NVLink, a 720 GB/s ring inside and 200 GB/s of NICs.
+    fn trays(placement: &[(&str, &str)]) -> (Vec<String>, ClusterGraph) {
+        let hosts: Vec<String> = (0..placement.len()).map(|i| format!("h{i}")).collect();
+        let labels: Vec<BTreeMap<String, String>> = placement
+            .iter()
+            .map(|(r, _)| BTreeMap::from([("rack".to_string(), r.to_string())]))
+            .collect();
+        let f = HostFacts {
+            gpus: 4,
+            ring_gbps: 720.0,
+            hop_latency_us: LAT_NVLINK_US,
+            net_gbps: 200.0,
+            nvlink_gbps: 2800.0,
+        };
+        let specs: Vec<HostSpec> = hosts
+            .iter()
+            .zip(&labels)
+            .zip(placement)
+            .map(|((h, l), (_, d))| HostSpec {
+                name: h,
+                labels: l,
+                facts: f.clone(),
+                domain: (!d.is_empty()).then_some(*d),
+            })
+            .collect();
+        let g = ClusterGraph::build(&specs, Some(&fabric(12800.0)));
+        (hosts, g)
+    }
+
+    #[test]
+    fn a_ring_inside_one_domain_never_touches_the_network() {
+        let (hosts, g) = trays(&[("r0", "a"), ("r0", "a"), ("r0", "a")]);
+        let p = predict(&hosts, &g, 1 << 30);
+        assert_eq!(p.bottleneck, "intra-node ring on h0", "NVLink all the way");
+        assert_eq!(p.bottleneck_gbps, 720.0);
+        // One NVLink island: every step is an NVLink step, no multi-node factor.
+        let latency = BASE_LAT_US + 22.0 * LAT_NVLINK_US;
+        assert!((p.latency_us - latency).abs() < 1e-9, "{}", p.latency_us);
+        // The same trays outside any domain go through their NICs.
+        let (flat, g2) = trays(&[("r0", ""), ("r0", ""), ("r0", "")]);
+        let q = predict(&flat, &g2, 1 << 30);
+        assert_eq!(q.bottleneck, "network of h0");
+        assert!(p.busbw_gbps > 3.0 * q.busbw_gbps);
+    }
+
+    #[test]
+    fn between_domains_a_domain_offers_all_its_members_nics() {
+        // Two domains of two trays: the ring leaves each domain once, over 2 × 200 GB/s.
+        let (hosts, g) = trays(&[("r0", "a"), ("r0", "a"), ("r1", "b"), ("r1", "b")]);
+        let p = predict(&hosts, &g, 1 << 30);
+        assert_eq!(p.bottleneck, "network of h1's NVLink domain");
+        assert_eq!(p.bottleneck_gbps, 400.0);
+        // Two islands, two edges between them: 2 inter-node steps of 16 ranks' 30.
+        let inter = g.route_latency_us(&g.route("h1", "h2").unwrap());
+        let latency = (BASE_LAT_US + 28.0 * LAT_NVLINK_US + 2.0 * inter) * MULTI_NODE_LAT_FACTOR;
+        assert!((p.latency_us - latency).abs() < 1e-9, "{} vs {latency}", p.latency_us);
+    }
 }
