@@ -240,13 +240,39 @@ fn auto_basis(
     }
 }
 
-/// A node's GPU links as the planner uses them: the matrix the ring solver reads, and the
-/// NVLinks between each pair (0: PCIe) with NCCL's per-link GB/s.
+/// A node's GPU links as the planner uses them: the matrix the ring solver reads and NCCL's
+/// per-link GB/s (what the NVLink pairs of the matrix are made of). Held per node of a fleet,
+/// so nothing more.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GpuLinks {
     pub(crate) matrix: LinkMatrix,
-    pub(crate) nvlinks: Vec<Vec<u32>>,
     pub(crate) gbps_per_link: f64,
+}
+
+impl GpuLinks {
+    /// Whether GPUs `i` and `j` are joined by NVLink.
+    pub(crate) fn is_nvlink(&self, i: usize, j: usize) -> bool {
+        i != j && self.matrix.cost[i][j] == crate::model::topo_h::NcclPath::Nvl.rank()
+    }
+
+    /// The NVLinks between each pair (0: PCIe), from the matrix: a pair's GB/s over the
+    /// per-link figure.
+    pub(crate) fn nvlinks(&self) -> Vec<Vec<u32>> {
+        let n = self.matrix.len();
+        (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if self.is_nvlink(i, j) && self.gbps_per_link > 0.0 {
+                            (self.matrix.bw[i][j] / self.gbps_per_link).round() as u32
+                        } else {
+                            0
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// Bandwidth and hop cost between every pair of GPUs of a node (GPUs in index order), from
@@ -272,7 +298,6 @@ pub(crate) fn gpu_link_matrix_with(
     };
     let mut bw = vec![vec![0.0; n]; n];
     let mut cost = vec![vec![0; n]; n];
-    let mut nvlinks = vec![vec![0; n]; n];
     let mut gbps_per_link: f64 = 0.0;
     for i in 0..n {
         let per_link = gpus[i]
@@ -290,7 +315,6 @@ pub(crate) fn gpu_link_matrix_with(
             let class = classes[i][j];
             bw[i][j] = match class {
                 PathClass::NvLink(k) => {
-                    nvlinks[i][j] = k;
                     gbps_per_link = gbps_per_link.max(per_link);
                     per_link * f64::from(k)
                 }
@@ -303,7 +327,6 @@ pub(crate) fn gpu_link_matrix_with(
     }
     GpuLinks {
         matrix: LinkMatrix { bw, cost },
-        nvlinks,
         gbps_per_link,
     }
 }
@@ -330,7 +353,7 @@ pub(crate) fn nvlink_out_gbps(snap: &NodeSnapshot, l: &GpuLinks, basis: &NvlinkB
         return (0..n)
             .map(|i| {
                 (0..n)
-                    .filter(|&j| l.nvlinks[i][j] > 0)
+                    .filter(|&j| l.is_nvlink(i, j))
                     .map(|j| l.matrix.bw[i][j])
                     .fold(0.0, f64::max)
             })
@@ -411,7 +434,7 @@ mod tests {
         assert_eq!(b.origin(), NvlinkOrigin::ClusterYaml);
         let links = gpu_link_matrix_with(&s, path_classes(&s), &b);
         assert!((links.matrix.bw[0][1] - 123.6).abs() < 1e-9);
-        assert_eq!(links.nvlinks[2][3], 6);
+        assert_eq!(links.nvlinks()[2][3], 6);
         // A pair bandwidth: links from the part's figure, the total kept.
         let b = nvlink_basis(&s, &hints(NvlinkHint::Mesh, Some(MeshSpec::MbpsPerPair(100_000))));
         let NvlinkBasis::Mesh { pairs, gbps, .. } = &b else {

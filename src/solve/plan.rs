@@ -484,7 +484,7 @@ fn node_class(
     let nvlink = (m.len() > 1).then(|| ClassNvlink {
         origins,
         gbps_per_link: links.gbps_per_link,
-        links: links.nvlinks.clone(),
+        links: links.nvlinks(),
     });
     let mut class = NodeClass {
         name: format!("class-{index}"),
