@@ -15,6 +15,7 @@ pub(crate) mod cli;
 pub(crate) mod cmd;
 pub(crate) mod config;
 pub(crate) mod digest;
+pub(crate) mod doctor;
 pub(crate) mod emit;
 pub(crate) mod error;
 pub mod exit;

@@ -350,16 +350,21 @@ fn the_budget_bounds_every_run_together() {
 }
 
 /// The explain step on real (loopback ssh) nodes: the slow node is named and `doctor` on it
-/// gives the likely cause and the fix (its mlx5 interrupts all on CPU 0).
+/// gives the likely cause and the fix. Every node has its mlx5 interrupts on CPU 0; only the
+/// slow one also lost nvidia_peermem, and GPUDirect RDMA off is what its verdict names.
 #[test]
 fn the_suspect_is_doctored_over_ssh() {
-    use crate::common::machines::{self, Mlx5Naming};
+    use crate::common::machines;
     use crate::common::sshd::{Node, SshCluster};
     let trees = tempfile::tempdir().unwrap();
     let nodes: Vec<Node> = (0..4)
         .map(|i| {
             let t = trees.path().join(format!("n{i}"));
-            machines::irq_box(&t, Mlx5Naming::Modern);
+            machines::hgx_node(&t);
+            // The cluster names its nodes node1..node4: node3 is the slow one.
+            if i == 2 {
+                std::fs::remove_file(t.join("sys/module/nvidia_peermem/version")).unwrap();
+            }
             Node::Fsroot(t)
         })
         .collect();
@@ -382,21 +387,33 @@ fn the_suspect_is_doctored_over_ssh() {
     assert_eq!(l["suspect"]["name"], "node3", "{l:#}");
     let verdict = &l["verdicts"][0];
     assert!(
-        verdict["cause"].as_str().unwrap().starts_with("mlx5-irq"),
+        verdict["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("GPUDirect RDMA off on node3 (gdr): GPUDirect RDMA off for 8 RDMA NIC(s)"),
         "{verdict:#}"
     );
     assert!(
-        verdict["fix"].as_str().unwrap().contains("topo-tune irq-pin"),
+        verdict["fix"].as_str().unwrap().contains("modprobe nvidia_peermem"),
         "{verdict:#}"
+    );
+    let found: Vec<&str> = l["doctor"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert!(
+        found.contains(&"mlx5-irq-placement") && found.contains(&"gdr"),
+        "{found:?}"
     );
     assert_eq!(l["doctor"][0]["host"], "node3");
     assert!(!l["doctor"][0]["checks"].as_array().unwrap().is_empty());
     assert!(
-        l["skipped"]
-            .as_array()
+        l["skipped"].as_array().unwrap().iter().any(|s| s
+            .as_str()
             .unwrap()
-            .iter()
-            .any(|s| s.as_str().unwrap().starts_with("per-rail runs: one GPU per node")),
+            .starts_with("per-rail runs: benchmark.command has no {rail} placeholder")),
         "each step not run says why: {l:#}"
     );
 }

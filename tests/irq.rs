@@ -512,8 +512,6 @@ fn reserving_cpus_the_machine_lacks_is_an_error() {
     assert_eq!(affinity(dir.path(), 201), "0", "nothing moved");
     let (_, doc, _) = json(&["doctor", "--reserve-cpus", "0-99"], dir.path());
     assert_eq!(check(&doc, "irq-pins")["status"], "fail");
-    assert!(check(&doc, "acs")["detail"]
-        .as_str()
-        .unwrap()
-        .starts_with("not checked"));
+    // The other checks still answer.
+    assert_eq!(check(&doc, "nccl-disablers")["status"], "pass", "{doc:#}");
 }

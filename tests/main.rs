@@ -12,6 +12,7 @@ mod canary;
 mod cli;
 mod diagnose;
 mod docs;
+mod doctor;
 mod from_probes;
 mod fuzz;
 mod guard_property;

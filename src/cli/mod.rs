@@ -275,6 +275,17 @@ pub(crate) struct DoctorArgs {
     /// node-exporter's textfile collector; replaced atomically). docs/doctor-metrics.md.
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_TEXTFILE")]
     pub(crate) textfile: Option<PathBuf>,
+
+    /// The NCCL version jobs use (e.g. 2.21.5), for the checks that depend on it when the
+    /// node's loader finds no libnccl.so.2 (NCCL inside a PyTorch wheel); cluster.yaml's
+    /// `nccl_version` stands in with --cluster-config.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub(crate) nccl_version: Option<crate::model::NcclVersion>,
+
+    /// Use recorded NVML answers (JSON) instead of the NVIDIA driver, for this machine's
+    /// checks (tests of a --fsroot tree).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_NVML_FIXTURE", hide = true)]
+    pub(crate) nvml_fixture: Option<PathBuf>,
 }
 
 /// `apply`: exactly one of --canary SEL, --all, --resume ID.

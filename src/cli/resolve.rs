@@ -197,10 +197,16 @@ impl DoctorArgs {
             &self.reach,
             self.reserve_cpus.as_ref(),
         )?;
+        let nccl_version = match &scope {
+            Scope::Cluster { inv, .. } => self.nccl_version.or(inv.nccl_version),
+            Scope::Here { .. } => self.nccl_version,
+        };
         Ok(DoctorSettings {
             scope,
             reserved,
+            nccl_version,
             textfile: self.textfile.clone(),
+            nvml_fixture: self.nvml_fixture.clone(),
         })
     }
 }

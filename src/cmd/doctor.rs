@@ -3,9 +3,9 @@
 
 use super::{finish, Done};
 use crate::cli::DoctorArgs;
+use crate::doctor::Status;
 use crate::error::Error;
 use crate::exit;
-use crate::irq::doctor::Status;
 use crate::report::doctor::{self as doctor_report, DoctorPayload};
 use crate::report::envelope::{Envelope, Summary};
 use crate::report::Printer;

@@ -3,8 +3,8 @@
 
 use super::reach::{machine_jobs, on_nodes};
 use super::settings::{DoctorSettings, Scope};
+use crate::doctor::DoctorRequest;
 use crate::error::Error;
-use crate::irq::doctor::DoctorRequest;
 use crate::node::calls::Doctor;
 use crate::report::doctor::DoctorDetail;
 use crate::report::envelope::NodeRow;
@@ -15,11 +15,13 @@ use crate::transport::NodeEnv;
 pub(crate) fn checks(s: &DoctorSettings, printer: &Printer) -> Result<Vec<NodeRow<Option<DoctorDetail>>>, Error> {
     let call = Doctor(DoctorRequest {
         reserved: s.reserved.clone(),
+        nccl_version: s.nccl_version,
     });
     match &s.scope {
         Scope::Here { fsroot } => {
             let env = NodeEnv {
                 fsroot: fsroot.clone(),
+                nvml_fixture: s.nvml_fixture.clone(),
                 ..NodeEnv::live()
             };
             let report = call.run(&env)?;

@@ -152,6 +152,11 @@ pub(crate) struct DoctorSettings {
     /// `--reserve-cpus`, else cluster.yaml's `reserved_cpus`, else none.
     pub(crate) reserved: CpuList,
     pub(crate) textfile: Option<PathBuf>,
+    /// `--nccl-version`, else cluster.yaml's `nccl_version`: the NCCL jobs use where a node's
+    /// loader finds none.
+    pub(crate) nccl_version: Option<crate::model::NcclVersion>,
+    /// Recorded NVML answers for this machine's checks (`--nvml-fixture`, hidden).
+    pub(crate) nvml_fixture: Option<PathBuf>,
 }
 
 /// `irq-pin`.

@@ -6,7 +6,6 @@
 //! where they are unless asked. The plan is deterministic: the same machine and options give
 //! the same plan. Everything reads and writes through an [`FsRoot`] (`/` or `--fsroot`).
 
-pub(crate) mod doctor;
 pub(crate) mod irqbalance;
 pub(crate) mod pin;
 pub(crate) mod system;

@@ -201,6 +201,10 @@ pub struct Gpu {
     /// topology file; `null` when unknown.
     #[serde(default)]
     pub nvlink_source: Option<NvlinkSource>,
+    /// The speed NVML reports for the GPU's active NVLinks, MB/s per link
+    /// (`NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`); `null` when not reported.
+    #[serde(default)]
+    pub nvlink_speed_mbps: Option<u32>,
     /// NVLink-C2C to the CPU (Grace: GH200, GB200, GB300); `null` when none is known.
     #[serde(default)]
     pub c2c: Option<C2cLink>,

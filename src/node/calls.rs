@@ -7,7 +7,7 @@ use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::tree::TreeError;
 use crate::apply::writer::{self, Bundle, Settled, WriteError, WriteReport};
 use crate::config::NodeSpec;
-use crate::irq::doctor::{self, Check, DoctorRequest};
+use crate::doctor::{self, Check, DoctorRequest};
 use crate::irq::pin::{self, PinReport, PinRequest};
 use crate::irq::system::System;
 use crate::irq::IrqError;
@@ -95,7 +95,7 @@ pub(crate) fn snapshot(env: &NodeEnv) -> Result<NodeSnapshot, probe::ProbeError>
     };
     probe::probe(&ProbeRequest {
         target,
-        nvml_fixture: None,
+        nvml_fixture: env.nvml_fixture.clone(),
     })
 }
 
@@ -242,7 +242,7 @@ impl Doctor {
         let snap = snapshot(env)?;
         Ok(DoctorReport {
             hostname: snap.hostname.clone(),
-            checks: doctor::run(&fs_of(env), &snap, &self.0.reserved),
+            checks: doctor::run(&fs_of(env), &snap, &self.0),
         })
     }
 }

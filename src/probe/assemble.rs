@@ -168,6 +168,7 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
                 placement: place(d),
                 compute_capability: None,
                 nvlink_source: nvlinks.as_ref().map(|_| NvlinkSource::HwlocDistances),
+                nvlink_speed_mbps: None,
                 nvlinks,
                 c2c: None,
                 fabric: None,
@@ -505,6 +506,7 @@ fn gpu_from_driver(dg: &DriverGpu, mut p: PciPlacement, gpu_bdfs: &[Bdf], numa_n
         compute_capability: dg.compute_capability.map(|(a, b)| format!("{a}.{b}")),
         nvlinks: Some(nvlinks),
         nvlink_source: Some(NvlinkSource::Nvml),
+        nvlink_speed_mbps: dg.nvlink_speed_mbps,
         c2c: dg.c2c.as_ref().map(|c| C2cLink {
             links: c.links,
             gbps_per_link: (c.max_bw_mbps > 0).then(|| f64::from(c.max_bw_mbps) / 1000.0),

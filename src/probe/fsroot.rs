@@ -87,20 +87,30 @@ impl FsRoot {
 
     /// Read a file that must exist, with the error kept for the caller.
     pub(crate) fn read_required(&self, kernel_path: &str) -> std::io::Result<String> {
+        let buf = self.read_bytes(kernel_path, MAX_FILE_BYTES)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// Read a regular file's bytes (a binary sysfs attribute such as a PCI device's
+    /// `config`); more than `limit` bytes is refused with the figure, not cut short.
+    pub(crate) fn read_bytes(&self, kernel_path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
         let fd = self.open(kernel_path, OFlags::RDONLY | OFlags::NONBLOCK, ResolveFlags::IN_ROOT)?;
         let st = rustix::fs::fstat(&fd)?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(Error::new(ErrorKind::InvalidInput, "not a regular file: refused"));
         }
         let mut buf = Vec::new();
-        std::fs::File::from(fd).take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
-        if buf.len() as u64 > MAX_FILE_BYTES {
+        std::fs::File::from(fd).take(limit + 1).read_to_end(&mut buf)?;
+        if buf.len() as u64 > limit {
             return Err(Error::new(
                 ErrorKind::InvalidData,
-                format!("larger than {} MiB: refused", MAX_FILE_BYTES >> 20),
+                match limit >> 20 {
+                    0 => format!("larger than {limit} bytes: refused"),
+                    mib => format!("larger than {mib} MiB: refused"),
+                },
             ));
         }
-        Ok(String::from_utf8_lossy(&buf).into_owned())
+        Ok(buf)
     }
 
     /// Read and trim; empty content counts as absent.

@@ -291,6 +291,7 @@ impl Builder {
             compute_capability: sm.map(|sm| format!("{}.{}", sm / 10, sm % 10)),
             // `<gpu>` without `<nvlink>` does not say "no NVLink" (files are often stripped).
             nvlink_source: (!links.is_empty()).then_some(NvlinkSource::NcclFile),
+            nvlink_speed_mbps: None,
             nvlinks: (!links.is_empty()).then(|| nvlinks(&links, sm)),
             c2c,
             fabric: None,

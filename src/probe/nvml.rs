@@ -43,6 +43,9 @@ pub(crate) struct DriverGpu {
     /// not report C2C.
     #[serde(default)]
     pub(crate) c2c: Option<DriverC2c>,
+    /// `NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`: MB/s per active link.
+    #[serde(default)]
+    pub(crate) nvlink_speed_mbps: Option<u32>,
 }
 
 /// NVML's `nvmlGpuFabricInfo_v3_t` (v2, v1: fewer fields), with the call's return code.
@@ -189,6 +192,13 @@ impl GpuDriver for Nvml {
                 nvlinks,
                 fabric: raw::fabric_info(&nvml, &dev),
                 c2c: raw::c2c_links(&nvml, &dev),
+                nvlink_speed_mbps: raw::field(
+                    &nvml,
+                    &dev,
+                    nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON,
+                    0,
+                )
+                .filter(|s| *s > 0),
             });
         }
         Ok(DriverReport {
@@ -271,19 +281,23 @@ mod raw {
 
     /// C2C links whose status is up, and their max bandwidth, as NCCL reads them
     /// (`NVML_FI_DEV_C2C_LINK_COUNT`, then `_GET_STATUS` and `_GET_MAX_BW` per link).
-    pub(super) fn c2c_links(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<DriverC2c> {
+    /// One unsigned field value (`nvmlDeviceGetFieldValues`, with a scope: a link's index).
+    pub(super) fn field(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device, field: u32, scope: u32) -> Option<u32> {
         let get = nvml.lib().nvmlDeviceGetFieldValues.as_ref().ok()?;
-        let value = |field: u32, scope: u32| -> Option<u32> {
-            // SAFETY: one zeroed `nvmlFieldValue_t` NVML fills; the handle is valid as above.
-            unsafe {
-                let mut fv: b::nvmlFieldValue_t = std::mem::zeroed();
-                fv.fieldId = field;
-                fv.scopeId = scope;
-                let ret = get(dev.handle(), 1, &mut fv);
-                (ret == b::nvmlReturn_enum_NVML_SUCCESS && fv.nvmlReturn == b::nvmlReturn_enum_NVML_SUCCESS)
-                    .then_some(fv.value.uiVal)
-            }
-        };
+        // SAFETY: one zeroed `nvmlFieldValue_t` NVML fills; the handle is valid while `nvml`
+        // lives.
+        unsafe {
+            let mut fv: b::nvmlFieldValue_t = std::mem::zeroed();
+            fv.fieldId = field;
+            fv.scopeId = scope;
+            let ret = get(dev.handle(), 1, &mut fv);
+            (ret == b::nvmlReturn_enum_NVML_SUCCESS && fv.nvmlReturn == b::nvmlReturn_enum_NVML_SUCCESS)
+                .then_some(fv.value.uiVal)
+        }
+    }
+
+    pub(super) fn c2c_links(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<DriverC2c> {
+        let value = |f: u32, scope: u32| field(nvml, dev, f, scope);
         let count = value(b::field_id::NVML_FI_DEV_C2C_LINK_COUNT, 0)?;
         let mut links = 0;
         let mut max_bw_mbps = 0;

@@ -7,7 +7,7 @@ use super::table;
 use crate::bench::locate::{EdgeBlame, Round, Suspect};
 use crate::bench::parse::SizeFigures;
 use crate::bench::sweep::Findings;
-use crate::irq::doctor::Check;
+use crate::doctor::Check;
 use serde::Serialize;
 use std::fmt::Write as _;
 

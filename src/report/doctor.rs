@@ -3,13 +3,16 @@
 use super::envelope::Summary;
 use super::envelope::{Envelope, NodeStatus};
 use super::{failure_text, table};
-use crate::irq::doctor::Check;
-use crate::irq::doctor::Status;
+use crate::doctor::Check;
+use crate::doctor::Status;
 use crate::node::calls::DoctorReport;
 use serde::Serialize;
 
+/// The table (one row per check and node, each finding's headline), then every warning and
+/// failure in full with its fix: what to read first, then what to do.
 pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
-    let mut t = table(&["Host", "Check", "Status", "Detail", "Fix"]);
+    let mut t = table(&["Host", "Check", "Status", "Finding"]);
+    let mut todo = String::new();
     for r in &e.nodes {
         if let Some(f) = &r.error {
             // Not reached (or only on paper) is not a failing check.
@@ -18,29 +21,18 @@ pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> Strin
             } else {
                 "NOT CHECKED"
             };
-            t.add_row(vec![
-                r.host.clone(),
-                "-".into(),
-                st.into(),
-                failure_text(f),
-                String::new(),
-            ]);
+            t.add_row(vec![r.host.clone(), "-".into(), st.into(), failure_text(f)]);
         }
         let Some(d) = &r.detail else { continue };
         for c in &d.checks {
-            let st = match c.status {
-                Status::Pass => "pass",
-                Status::Skip => "skip",
-                Status::Warn => "WARN",
-                Status::Fail => "FAIL",
-            };
-            t.add_row(vec![
-                r.host.clone(),
-                c.check.clone(),
-                st.into(),
-                c.detail.clone(),
-                c.fix.clone(),
-            ]);
+            let st = status_word(c.status);
+            t.add_row(vec![r.host.clone(), c.check.clone(), st.into(), headline(&c.detail)]);
+            if matches!(c.status, Status::Warn | Status::Fail) {
+                todo.push_str(&format!("{} {} {st}\n  {}\n", r.host, c.check, c.detail));
+                if !c.fix.is_empty() {
+                    todo.push_str(&format!("  fix: {}\n", c.fix));
+                }
+            }
         }
     }
     let metrics = e
@@ -48,7 +40,27 @@ pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> Strin
         .textfile
         .as_ref()
         .map_or_else(String::new, |p| format!("metrics written to {p}\n"));
-    format!("{t}\n{metrics}{}\n", e.msg)
+    let todo = if todo.is_empty() { todo } else { format!("\n{todo}") };
+    format!("{t}\n{todo}{metrics}{}\n", e.msg)
+}
+
+fn status_word(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Skip => "skip",
+        Status::Warn => "WARN",
+        Status::Fail => "FAIL",
+    }
+}
+
+/// A check's first finding, and how many more it has (findings are joined by "; ").
+fn headline(detail: &str) -> String {
+    let mut parts = detail.split("; ");
+    let first = parts.next().unwrap_or_default();
+    match parts.count() {
+        0 => first.to_string(),
+        more => format!("{first} (+{more} more)"),
+    }
 }
 
 /// One node's checks.

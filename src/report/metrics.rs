@@ -4,7 +4,7 @@
 
 use super::doctor::DoctorDetail;
 use super::envelope::{NodeRow, NodeStatus};
-use crate::irq::doctor::Status;
+use crate::doctor::Status;
 use std::fmt::Write as _;
 
 /// The file node-exporter's textfile collector reads (only `*.prom`; the temporary file a
@@ -79,7 +79,7 @@ pub(crate) fn textfile(rows: &[NodeRow<Option<DoctorDetail>>], unix_seconds: u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::irq::doctor::Check;
+    use crate::doctor::Check;
     use crate::model::{Failure, FailureKind};
 
     fn check(name: &str, status: Status) -> Check {

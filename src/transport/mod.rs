@@ -32,6 +32,8 @@ pub(crate) struct NodeEnv {
     pub(crate) fsroot: Option<PathBuf>,
     /// Describe the machine from this hwloc export instead (tests, replays).
     pub(crate) hwloc_xml: Option<PathBuf>,
+    /// Recorded NVML answers instead of the driver (tests of a `--fsroot` tree).
+    pub(crate) nvml_fixture: Option<PathBuf>,
     /// Cancelled when a signal ends the run the call belongs to (a benchmark in flight ends).
     pub(crate) cancel: crate::runner::Cancel,
 }
@@ -43,6 +45,7 @@ impl NodeEnv {
             write_root: PathBuf::from("/"),
             fsroot: None,
             hwloc_xml: None,
+            nvml_fixture: None,
             cancel: crate::runner::Cancel::default(),
         }
     }

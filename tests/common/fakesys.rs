@@ -18,6 +18,10 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+/// A CPU's `flags` as a bare-metal Sapphire Rapids shows the start of them.
+const CPU_FLAGS: &str =
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht";
+
 pub struct FakeMachine {
     pub root: PathBuf,
     ncpus: u32,
@@ -195,10 +199,50 @@ impl FakeMachine {
         );
         let mut cpuinfo = String::new();
         for cpu in 0..n {
-            cpuinfo.push_str(&format!("processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nphysical id\t: {}\ncore id\t\t: {}\n\n", (cpu % cores) / cores_per_socket, cpu % cores % cores_per_socket));
+            cpuinfo.push_str(&format!("processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nphysical id\t: {}\ncore id\t\t: {}\nflags\t\t: {CPU_FLAGS}\n\n", (cpu % cores) / cores_per_socket, cpu % cores % cores_per_socket));
         }
         self.write("/proc/cpuinfo", &cpuinfo);
         self
+    }
+
+    /// Mark the machine a guest: the kernel adds `hypervisor` to every CPU's flags (as the
+    /// captured H200 VM's `lscpu` shows).
+    pub fn hypervisor(&mut self) -> &mut Self {
+        let path = self.root.join("proc/cpuinfo");
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(path, text.replace(CPU_FLAGS, &format!("{CPU_FLAGS} hypervisor"))).unwrap();
+        self
+    }
+
+    /// A PCIe port's configuration space made whole (4096 bytes, what root reads): AER at
+    /// 0x100, then ACS at 0x148 with this control register (`lspci -vvv`'s ACSCtl; bit 2
+    /// ReqRedir, bit 3 CmpltRedir), after the 64-byte header hwloc reads.
+    pub fn acs_control(&self, bdf: &str, control: u16) {
+        let path = self
+            .root
+            .join(format!("{}/config", self.dev_paths[bdf].trim_start_matches('/')));
+        let mut c = fs::read(&path).unwrap();
+        c.resize(4096, 0);
+        c[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0x148 << 20)).to_le_bytes());
+        c[0x148..0x14c].copy_from_slice(&(0x000du32 | (1 << 16)).to_le_bytes());
+        c[0x14c..0x14e].copy_from_slice(&0x005fu16.to_le_bytes());
+        c[0x14e..0x150].copy_from_slice(&control.to_le_bytes());
+        fs::write(path, c).unwrap();
+    }
+
+    /// The sysfs directory of a PCI function (`/sys/devices/pci…/…`).
+    pub fn dev_path(&self, bdf: &str) -> String {
+        self.dev_paths[bdf].clone()
+    }
+
+    /// Put a PCI function in an IOMMU group of this default-domain type (`DMA`, `DMA-FQ`,
+    /// `identity`), linked as the kernel links it.
+    pub fn iommu_group(&self, bdf: &str, group: u32, ty: &str) {
+        let path = self.dev_paths[bdf].clone();
+        self.write(&format!("/sys/kernel/iommu_groups/{group}/type"), &format!("{ty}\n"));
+        let link = self.root.join(format!("{}/iommu_group", path.trim_start_matches('/')));
+        let _ = fs::remove_file(&link);
+        symlink(format!("{}/kernel/iommu_groups/{group}", up(&path)), link).unwrap();
     }
 
     pub fn node_cpus(&self, numa: i32) -> Vec<u32> {

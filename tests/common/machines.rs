@@ -157,7 +157,11 @@ pub fn dgx_like(root: &Path) -> FakeMachine {
 /// captured `/proc/interrupts`.
 pub fn h200_vm(root: &Path) -> FakeMachine {
     let mut m = FakeMachine::new(root, "h200-vm");
-    m.cpus(1, 16, 1);
+    m.cpus(1, 16, 1).hypervisor();
+    // The captured kernel and command line.
+    m.write("/proc/sys/kernel/osrelease", "6.18.44-fc-v657-gpu\n");
+    let cmdline = include_str!("../data/h200-vm/cmdline.txt");
+    m.write("/proc/cmdline", cmdline.lines().nth(1).unwrap_or_default());
     let pci: serde_json::Value = serde_json::from_str(include_str!("../data/h200-vm/pci.json")).unwrap();
     for d in pci.as_array().unwrap() {
         let s = |k: &str| d[k].as_str().map(|v| v.to_string());
@@ -332,4 +336,164 @@ pub fn irq_box(root: &Path, naming: Mlx5Naming) -> FakeMachine {
     m.write("/proc/4242/comm", "irqbalance\n");
     m.write("/etc/default/irqbalance", "#IRQBALANCE_ONESHOT=\n#IRQBALANCE_ARGS=\n");
     m
+}
+
+/// The NVSwitches of an HGX H100/H200 board as PCI shows them (class 0x0680, NVIDIA 22a3),
+/// each on its own root bus.
+pub const HGX_NVSWITCHES: [&str; 4] = ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"];
+
+/// The GPU bus ids of `dgx_like`, in NVML's order.
+pub fn dgx_gpu_bdfs() -> Vec<&'static str> {
+    DGX_SWITCHES
+        .iter()
+        .flat_map(|s| [s.endpoints[0], s.endpoints[1]])
+        .collect()
+}
+
+/// `dgx_like` as a healthy HGX H200 node in every respect doctor's node checks look at
+/// beyond interrupts and PCIe links: NVSwitches on PCI and Fabric Manager running,
+/// nvidia_peermem loaded, locked memory unlimited, `iommu=pt` with identity IOMMU groups,
+/// ACS redirect off on every switch port (SrcValid and UpstreamFwd on, as a BIOS leaves them),
+/// RDMA error counters at zero.
+pub fn hgx_node(root: &Path) -> FakeMachine {
+    let mut m = dgx_like(root);
+    for bdf in HGX_NVSWITCHES {
+        m.pci(
+            Pci::new(bdf, None, 0x068000, NVIDIA, 0x22a3, 0)
+                .driver("nvidia-nvswitch")
+                .no_link(),
+        );
+    }
+    m.write("/proc/sys/kernel/osrelease", "6.8.0-51-generic\n");
+    m.write(
+        "/proc/driver/nvidia/version",
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct 28 10:12:41 UTC 2025\nGCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n",
+    );
+    m.write("/sys/module/nvidia_peermem/version", "580.159.04\n");
+    m.write("/proc/4100/comm", "nv-fabricmanage\n");
+    m.write(
+        "/etc/systemd/system.conf",
+        "[Manager]\n#DefaultLimitNOFILE=1024:524288\nDefaultLimitMEMLOCK=infinity\n",
+    );
+    m.write(
+        "/etc/security/limits.d/99-rdma.conf",
+        "* soft memlock unlimited\n* hard memlock unlimited\n",
+    );
+    m.write(
+        "/proc/cmdline",
+        "BOOT_IMAGE=/boot/vmlinuz-6.8.0-51-generic root=UUID=3f1c ro quiet splash iommu=pt\n",
+    );
+    m.write("/sys/class/iommu/dmar0/devices/.keep", "");
+    for (g, bdf) in DGX_SWITCHES.iter().flat_map(|s| s.endpoints).enumerate() {
+        m.iommu_group(bdf, 40 + g as u32, "identity");
+    }
+    for s in &DGX_SWITCHES {
+        m.acs_control(s.upstream, 0);
+        for d in s.downstream {
+            m.acs_control(d, 0x0011);
+        }
+    }
+    for nic in 0..8 {
+        for c in ["link_downed", "symbol_error"] {
+            m.write(&format!("/sys/class/infiniband/mlx5_{nic}/ports/1/counters/{c}"), "0\n");
+        }
+    }
+    m
+}
+
+/// NVML's answers for `hgx_node`: 8 H200s, 18 NVLinks each to the NVSwitches, active at
+/// 26562 MB/s, the fabric registered (an HGX board's own: cluster UUID zero).
+pub fn hgx_nvml() -> serde_json::Value {
+    let gpus: Vec<serde_json::Value> = dgx_gpu_bdfs()
+        .iter()
+        .enumerate()
+        .map(|(i, bdf)| {
+            let links: Vec<serde_json::Value> = (0..18)
+                .map(|l| {
+                    serde_json::json!({"link": l, "active": true, "version": 4,
+                        "remote_bus_id": format!("0000{}", HGX_NVSWITCHES[l % 4])})
+                })
+                .collect();
+            serde_json::json!({
+                "index": i, "name": "NVIDIA H200", "uuid": format!("GPU-{i}"), "bus_id": format!("0000{bdf}"),
+                "numa_node": null, "pcie_current_gen": 5, "pcie_current_width": if i == 3 { 8 } else { 16 },
+                "pcie_max_gen": 5, "pcie_max_width": 16,
+                "cpu_affinity": if i < 4 { "0-15,32-47" } else { "16-31,48-63" },
+                "compute_capability": [9, 0], "nvlinks": links, "nvlink_speed_mbps": 26562,
+                "fabric": {"ret": 0, "version": 3, "cluster_uuid": "00000000000000000000000000000000",
+                    "status": 0, "clique_id": 0, "state": 3, "health_mask": 0xaa, "health_summary": 1}
+            })
+        })
+        .collect();
+    serde_json::json!({"driver_version": "580.159.04", "gpus": gpus})
+}
+
+const GB200: u16 = 0x2941;
+
+/// The GPUs of `gb200_tray`, in NVML's order (each on its own PCI domain, as on a tray).
+pub const GB200_GPUS: [&str; 4] = ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"];
+
+/// One compute tray of a GB200 NVL72 rack: two Grace CPUs (72 cores each), four GB200 GPUs,
+/// four ConnectX-7 (InfiniBand NDR), healthy: IMEX running with the rack's 18 trays in its
+/// node list and channel 0 made, locked memory unlimited.
+pub fn gb200_tray(root: &Path) -> FakeMachine {
+    let mut m = FakeMachine::new(root, "gb-tray-01");
+    m.cpus(2, 72, 1);
+    for (i, bdf) in GB200_GPUS.iter().enumerate() {
+        m.pci(Pci::new(bdf, None, 0x030200, NVIDIA, GB200, (i / 2) as i32).driver("nvidia"));
+    }
+    for (i, bdf) in ["0000:03:00.0", "0002:03:00.0", "0010:03:00.0", "0012:03:00.0"]
+        .iter()
+        .enumerate()
+    {
+        m.pci(Pci::new(bdf, None, 0x020700, MELLANOX, CX7, (i / 2) as i32).driver("mlx5_core"));
+        let name: &'static str = Box::leak(format!("mlx5_{i}").into_boxed_str());
+        m.rdma(
+            bdf,
+            name,
+            &[Port {
+                state: "4: ACTIVE",
+                rate: "400 Gb/sec (4X NDR)",
+                link_layer: "InfiniBand",
+                gids: vec![("IB/RoCE v1", "fe80:0000:0000:0000:0000:0000:0000:0001")],
+                ndev: None,
+            }],
+        );
+    }
+    m.finish_interrupts();
+    m.write("/proc/sys/kernel/osrelease", "6.8.0-1021-nvidia-64k\n");
+    m.write("/sys/module/nvidia_peermem/version", "580.159.04\n");
+    m.write("/proc/4200/comm", "nvidia-imex\n");
+    let ips: String = (1..=18).map(|t| format!("10.0.8.{t}\n")).collect();
+    m.write("/etc/nvidia-imex/nodes_config.cfg", &ips);
+    m.write("/dev/nvidia-caps-imex-channels/channel0", "");
+    m.write(
+        "/etc/security/limits.d/99-rdma.conf",
+        "* soft memlock unlimited\n* hard memlock unlimited\n",
+    );
+    m
+}
+
+/// NVML's answers for `gb200_tray`: 18 NVLinks per GPU to the rack's switch trays (which
+/// the tray cannot see), 53125 MB/s, every GPU in one NVLink domain, healthy (`0x1aa`: the
+/// four flags false, configuration correct).
+pub fn gb200_nvml() -> serde_json::Value {
+    let gpus: Vec<serde_json::Value> = GB200_GPUS
+        .iter()
+        .enumerate()
+        .map(|(i, bdf)| {
+            let links: Vec<serde_json::Value> = (0..18)
+                .map(|l| serde_json::json!({"link": l, "active": true, "version": 5, "remote_bus_id": "00000000:FF:00.0"}))
+                .collect();
+            serde_json::json!({
+                "index": i, "name": "NVIDIA GB200", "uuid": format!("GPU-gb-{i}"), "bus_id": format!("0000{bdf}"),
+                "numa_node": null, "pcie_current_gen": 5, "pcie_current_width": 16, "pcie_max_gen": 5, "pcie_max_width": 16,
+                "cpu_affinity": if i < 2 { "0-71" } else { "72-143" },
+                "compute_capability": [10, 0], "nvlinks": links, "nvlink_speed_mbps": 53125,
+                "fabric": {"ret": 0, "version": 3, "cluster_uuid": "dc6e40c4d72243579ba65291dd461278",
+                    "status": 0, "clique_id": 1, "state": 3, "health_mask": 0x1aa, "health_summary": 1}
+            })
+        })
+        .collect();
+    serde_json::json!({"driver_version": "580.159.04", "gpus": gpus})
 }

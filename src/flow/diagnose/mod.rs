@@ -18,8 +18,8 @@ use super::settings::{DiagnoseSettings, ReachSettings};
 use crate::bench::parse::SizeFigures;
 use crate::bench::sweep::{self, Findings};
 use crate::config::Inventory;
+use crate::doctor::{DoctorRequest, Status};
 use crate::error::Error;
-use crate::irq::doctor::{DoctorRequest, Status};
 use crate::model::plan::NodeClass;
 use crate::node::calls::Doctor;
 use crate::report::diagnose::{BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict};
@@ -208,6 +208,7 @@ fn doctor_on(
     let jobs = machine_jobs(&some, |_| {
         Doctor(DoctorRequest {
             reserved: reserved.clone(),
+            nccl_version: some.nccl_version,
         })
     });
     Ok(on_nodes(&some, reach, printer, jobs)?

@@ -5,7 +5,7 @@
 
 use super::localise::Found;
 use crate::bench::locate::EdgeBlame;
-use crate::irq::doctor::Status;
+use crate::doctor::Status;
 use crate::report::diagnose::{DoctorOn, SuspectKind, Verdict};
 
 /// The hosts doctor should look at: every node a step named, each once.
@@ -41,14 +41,17 @@ pub(super) fn suspect_hosts(f: &Found) -> Vec<String> {
     hosts
 }
 
-/// doctor's first failing (else warning) check on `host`, as cause and fix.
+/// What doctor found on `host` that best explains a slow node, as cause and fix: a failing
+/// check before a warning, and among them the most telling cause (`doctor::CAUSES`), e.g.
+/// "GPUDirect RDMA off on gpu-11: …".
 fn doctor_says(doctor: &[DoctorOn], host: &str) -> Option<(String, String)> {
     let d = doctor.iter().find(|d| d.host == host)?;
-    d.checks
+    let c = d
+        .checks
         .iter()
-        .find(|c| c.status == Status::Fail)
-        .or_else(|| d.checks.first())
-        .map(|c| (format!("{}: {}", c.check, c.detail), c.fix.clone()))
+        .min_by_key(|c| (c.status != Status::Fail, crate::doctor::cause(&c.check).0))?;
+    let (_, phrase) = crate::doctor::cause(&c.check);
+    Some((format!("{phrase} on {host} ({}): {}", c.check, c.detail), c.fix.clone()))
 }
 
 /// Why doctor gave no cause: it found nothing, or could not look.

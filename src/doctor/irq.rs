@@ -1,101 +1,22 @@
-//! `topo-tune doctor`: the host basics that make NCCL slow, each check with a status and a fix.
+//! doctor's checks of interrupts, PCIe links, NUMA and topo-tune's own NCCL file: where mlx5
+//! completion work lands, whether pins hold, irqbalance, degraded links, GPU–NIC distance,
+//! unknown NUMA nodes, drift of `/etc/nccl.conf`.
 
-use super::{irqbalance, is_managed, plan, read_cpu_topology, PinAction};
+use super::{check, Check, Facts, Status, SKEW_FACTOR};
 use crate::digest::sha256_hex;
 use crate::graph::paths::path_matrix;
+use crate::irq::{irqbalance, is_managed, plan, read_cpu_topology, PinAction};
 use crate::model::files::{MANIFEST, NCCL_CONF};
-use crate::model::snapshot::{IrqClass, NodeSnapshot, NoteLevel};
+use crate::model::snapshot::NoteLevel;
 use crate::model::CpuList;
 use crate::model::PathClass;
-use crate::probe::fsroot::FsRoot;
 use crate::probe::procfs::Interrupts;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Status {
-    Pass,
-    Skip,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Check {
-    pub(crate) check: String,
-    pub(crate) status: Status,
-    pub(crate) detail: String,
-    pub(crate) fix: String,
-}
-
-fn check(name: &str, status: Status, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check {
-        check: name.into(),
-        status,
-        detail: detail.into(),
-        fix: fix.into(),
-    }
-}
-
-/// One CPU with more than this many times its fair share of mlx5 completion work is skew.
-pub(crate) const SKEW_FACTOR: f64 = 3.0;
-
-/// What `doctor` is asked on a node.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct DoctorRequest {
-    pub(crate) reserved: CpuList,
-}
-
-/// What every check looks at.
-pub(crate) struct Facts<'a> {
-    pub(crate) fs: &'a FsRoot,
-    pub(crate) snap: &'a NodeSnapshot,
-    pub(crate) reserved: &'a CpuList,
-    /// Every mlx5 completion vector: its NIC and the interrupt.
-    completion: Vec<(&'a str, &'a crate::model::Irq)>,
-}
-
-/// One check: at most one row of the table.
-pub(crate) type CheckFn = fn(&Facts) -> Option<Check>;
-
-/// Every check, in the order of the table.
-pub(crate) const CHECKS: &[(&str, CheckFn)] = &[
-    ("mlx5-irq-placement", irq_placement),
-    ("mlx5-irq-load", irq_load),
-    ("irq-pins", irq_pins),
-    ("irqbalance", irqbalance_check),
-    ("pcie-link", pcie_link),
-    ("gpu-nic-numa", gpu_nic_numa),
-    ("numa-known", numa_known),
-    ("acs", acs),
-    ("nccl-config", nccl_config),
-];
-
-pub(crate) fn run(fs: &FsRoot, snap: &NodeSnapshot, reserved: &CpuList) -> Vec<Check> {
-    let completion = snap
-        .nics
-        .iter()
-        .flat_map(|n| {
-            n.irqs
-                .iter()
-                .filter(|i| i.class == IrqClass::Completion)
-                .map(move |i| (n.name.as_str(), i))
-        })
-        .collect();
-    let facts = Facts {
-        fs,
-        snap,
-        reserved,
-        completion,
-    };
-    CHECKS.iter().filter_map(|(_, check)| check(&facts)).collect()
-}
 
 /// CPUs local to some mlx5 NIC: where completion work may fairly go.
 fn eligible_cpus(f: &Facts) -> CpuList {
     let mut eligible = CpuList::new();
-    for n in f.snap.nics.iter().filter(|n| super::is_mlx5(n)) {
+    for n in f.snap.nics.iter().filter(|n| crate::irq::is_mlx5(n)) {
         if let Some(p) = &n.pci {
             eligible = eligible.union(&p.cpu_affinity);
         }
@@ -133,7 +54,7 @@ fn placement_is_skewed(f: &Facts) -> bool {
 }
 
 /// Placement now: where each completion vector is aimed (effective target when single).
-fn irq_placement(f: &Facts) -> Option<Check> {
+pub(super) fn irq_placement(f: &Facts) -> Option<Check> {
     if f.completion.is_empty() {
         return Some(check(
             "mlx5-irq-placement",
@@ -161,7 +82,7 @@ fn irq_placement(f: &Facts) -> Option<Check> {
 }
 
 /// Load since boot, from /proc/interrupts: evidence, not state (counters never reset).
-fn irq_load(f: &Facts) -> Option<Check> {
+pub(super) fn irq_load(f: &Facts) -> Option<Check> {
     if f.completion.is_empty() {
         return None;
     }
@@ -206,14 +127,14 @@ fn irq_load(f: &Facts) -> Option<Check> {
 }
 
 /// Pins: those irq-pin recorded, checked one by one; else what it would do now.
-fn irq_pins(f: &Facts) -> Option<Check> {
+pub(super) fn irq_pins(f: &Facts) -> Option<Check> {
     let current: BTreeMap<u32, Option<CpuList>> = f
         .snap
         .nics
         .iter()
         .flat_map(|n| n.irqs.iter().map(|i| (i.irq, i.affinity.clone())))
         .collect();
-    let Some(state) = super::PinState::load(f.fs) else {
+    let Some(state) = crate::irq::PinState::load(f.fs) else {
         return Some(pins_never_made(f));
     };
     let undone: Vec<u32> = state
@@ -263,7 +184,7 @@ fn pins_never_made(f: &Facts) -> Check {
             )
         }
     };
-    if let Err(e) = super::check_reserved(&topo, f.reserved) {
+    if let Err(e) = crate::irq::check_reserved(&topo, f.reserved) {
         return check(
             "irq-pins",
             Status::Fail,
@@ -295,7 +216,7 @@ fn pins_never_made(f: &Facts) -> Check {
     }
 }
 
-fn irqbalance_check(f: &Facts) -> Option<Check> {
+pub(super) fn irqbalance_check(f: &Facts) -> Option<Check> {
     let ib = irqbalance::status(f.fs);
     Some(match (ib.running, ib.bans_mlx5) {
         (false, _) => check("irqbalance", Status::Pass, "irqbalance is not running", ""),
@@ -314,7 +235,7 @@ fn irqbalance_check(f: &Facts) -> Option<Check> {
     })
 }
 
-fn pcie_link(f: &Facts) -> Option<Check> {
+pub(super) fn pcie_link(f: &Facts) -> Option<Check> {
     let degraded: Vec<&crate::model::Note> = f.snap.notes.iter().filter(|n| n.code == "pcie-degraded").collect();
     if degraded.is_empty() {
         return Some(check(
@@ -342,7 +263,7 @@ fn pcie_link(f: &Facts) -> Option<Check> {
 }
 
 /// Each GPU and its nearest RDMA NIC on one NUMA node.
-fn gpu_nic_numa(f: &Facts) -> Option<Check> {
+pub(super) fn gpu_nic_numa(f: &Facts) -> Option<Check> {
     let m = path_matrix(f.snap);
     let gpus: Vec<usize> = (0..m.devices.len())
         .filter(|&i| m.devices[i].label.starts_with("GPU"))
@@ -385,7 +306,7 @@ fn gpu_nic_numa(f: &Facts) -> Option<Check> {
     })
 }
 
-fn numa_known(f: &Facts) -> Option<Check> {
+pub(super) fn numa_known(f: &Facts) -> Option<Check> {
     Some(match f.snap.notes.iter().find(|n| n.code == "numa-unknown") {
         Some(n) => check(
             "numa-known",
@@ -397,17 +318,8 @@ fn numa_known(f: &Facts) -> Option<Check> {
     })
 }
 
-fn acs(_: &Facts) -> Option<Check> {
-    Some(check(
-        "acs",
-        Status::Skip,
-        "not checked: ACS control sits in PCIe extended configuration space, which doctor does not read",
-        "as root: lspci -vvv | grep -i ACSCtl (ReqRedir+ or CmpltRedir+ on switch ports between GPU and NIC sends P2P through the root complex)",
-    ))
-}
-
 /// Drift: is `/etc/nccl.conf` still what topo-tune last wrote?
-fn nccl_config(f: &Facts) -> Option<Check> {
+pub(super) fn nccl_config(f: &Facts) -> Option<Check> {
     let Some(manifest) = f.fs.read(MANIFEST) else {
         return Some(check(
             "nccl-config",

@@ -1,0 +1,194 @@
+//! `nccl-disablers`: settings that turn a fast path off, wherever NCCL or a job reads them —
+//! `/etc/nccl.conf`, `/etc/nccl/conf.d/*.conf`, topo-tune's env file, `/etc/environment` —
+//! named by file and line. What each does is NCCL's (src/init.cc, src/graph/paths.cc,
+//! src/mnnvl.cc, and its environment-variable guide).
+
+use super::{check, read_config, Check, Facts, Status};
+use crate::model::files::{DROPIN_DIR, ENV_FILE, NCCL_CONF};
+use crate::probe::fsroot::FsRoot;
+
+/// One `NAME=VALUE` line of a file that sets NCCL's variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Found {
+    pub(super) file: String,
+    pub(super) line: usize,
+    pub(super) name: String,
+    pub(super) value: String,
+}
+
+/// Most lines read per file (a config file is a few dozen).
+const MAX_LINES: usize = 10_000;
+
+/// Every `NCCL_*` line of the files NCCL or a job's environment reads, in file order, and
+/// the files that exist but could not be read.
+pub(super) fn nccl_settings(fs: &FsRoot) -> (Vec<Found>, Vec<String>) {
+    let mut files = vec![NCCL_CONF.to_string()];
+    files.extend(
+        fs.list(DROPIN_DIR)
+            .into_iter()
+            .filter(|n| n.ends_with(".conf") && !n.starts_with('.'))
+            .map(|n| format!("{DROPIN_DIR}/{n}")),
+    );
+    files.push(ENV_FILE.to_string());
+    files.push("/etc/environment".to_string());
+    let mut unreadable = Vec::new();
+    let found = files
+        .iter()
+        .flat_map(|f| settings_of(f, &read_config(fs, f, &mut unreadable).unwrap_or_default()))
+        .collect();
+    (found, unreadable)
+}
+
+/// The `NCCL_*` settings of one file's text (`# comments`, `export NAME=…`, quoted values).
+fn settings_of(file: &str, text: &str) -> Vec<Found> {
+    text.lines()
+        .take(MAX_LINES)
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let l = l.trim();
+            let l = l.strip_prefix("export ").unwrap_or(l).trim_start();
+            if l.starts_with('#') {
+                return None;
+            }
+            let (name, value) = l.split_once('=')?;
+            let name = name.trim();
+            if !name.starts_with("NCCL_") || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return None;
+            }
+            let value = value.trim().trim_matches('"').trim_matches('\'').to_string();
+            Some(Found {
+                file: file.to_string(),
+                line: i + 1,
+                name: name.to_string(),
+                value,
+            })
+        })
+        .collect()
+}
+
+/// What the node has that a setting can take away.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Paths {
+    /// More than one GPU: P2P (NVLink or PCIe) and shared memory carry intra-node traffic.
+    pub(super) intra: bool,
+    /// RDMA NICs: InfiniBand/RoCE and GPUDirect RDMA.
+    pub(super) rdma: bool,
+    /// A multi-node NVLink domain (or a tray of one): cuMem and MNNVL.
+    pub(super) domain: bool,
+}
+
+/// What a setting does here: fail (a fast path off), warn (forced for every size), or
+/// nothing.
+pub(super) fn judge(name: &str, value: &str, p: Paths) -> Option<(Status, String)> {
+    let v = value.trim();
+    let fail = |why: &str| Some((Status::Fail, why.to_string()));
+    match name {
+        "NCCL_P2P_DISABLE" if v == "1" && (p.intra || p.domain) => fail("turns CUDA P2P off: no NVLink or PCIe P2P between the node's GPUs (and no multi-node NVLink)"),
+        "NCCL_SHM_DISABLE" if v == "1" && p.intra => fail("turns the shared-memory transport off: where P2P cannot go, traffic falls to the network"),
+        "NCCL_IB_DISABLE" if v == "1" && p.rdma => fail("turns InfiniBand/RoCE off: NCCL falls back to TCP sockets"),
+        "NCCL_P2P_LEVEL" if matches!(v, "LOC" | "0") && (p.intra || p.domain) => fail("P2P only inside a GPU: NVLink unused, and multi-node NVLink off"),
+        "NCCL_NET_GDR_LEVEL" if matches!(v, "LOC" | "0") && p.rdma => fail("turns GPUDirect RDMA off: every transfer staged through host memory"),
+        "NCCL_CUMEM_ENABLE" if v == "0" && p.domain => fail("turns cuMem off, which multi-node NVLink needs (very slow all-reduce on GB200: vllm-project/vllm#16992)"),
+        "NCCL_MNNVL_ENABLE" if v == "0" && p.domain => fail("turns multi-node NVLink off"),
+        "NCCL_CHUNK_SIZE" | "NCCL_P2P_NET_CHUNKSIZE" if v.parse::<u64>().is_ok_and(|b| b >= 1 << 20) => {
+            fail("1 MiB or more: wrong all-reduce results have been seen (NVIDIA/nccl#2408)")
+        }
+        "NCCL_ALGO" | "NCCL_PROTO" => Some((
+            Status::Warn,
+            "forces one choice for every message size, node-wide: NCCL's tuner picks per size (set it per job, or use a tuner plugin)".to_string(),
+        )),
+        _ => None,
+    }
+}
+
+pub(super) fn nccl_disablers(f: &Facts) -> Option<Check> {
+    let part = crate::graph::links::part_of(f.snap, &Default::default());
+    let paths = Paths {
+        intra: f.snap.gpus.len() > 1,
+        rdma: f.snap.nics.iter().any(|n| n.kind == crate::model::NicKind::Rdma),
+        domain: f.snap.nvlink_domain.is_some()
+            || part.is_some_and(|p| p.board == crate::model::gpu_parts::Board::NvlinkSwitchTray),
+    };
+    let (settings, unreadable) = nccl_settings(f.fs);
+    let mut found: Vec<(Status, String)> = settings
+        .into_iter()
+        .filter_map(|s| {
+            let (status, why) = judge(&s.name, &s.value, paths)?;
+            Some((status, format!("{}:{} {}={}: {why}", s.file, s.line, s.name, s.value)))
+        })
+        .collect();
+    found.extend(
+        unreadable
+            .into_iter()
+            .map(|u| (Status::Warn, format!("cannot read {u}: what it sets is unknown"))),
+    );
+    let worst = found.iter().map(|(s, _)| *s).max();
+    Some(match worst {
+        None => check(
+            "nccl-disablers",
+            Status::Pass,
+            "no setting in NCCL's config or environment files turns a fast path off",
+            "",
+        ),
+        Some(status) => check(
+            "nccl-disablers",
+            status,
+            found.iter().map(|(_, d)| d.as_str()).collect::<Vec<_>>().join("; "),
+            "remove the line (a job that needs it sets it in its own environment); `topo-tune init` keeps an operator's drop-ins and says so",
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_read_as_files_write_them() {
+        let text = "# a comment\nNCCL_IB_HCA==mlx5_0\nexport NCCL_P2P_DISABLE=1\nNCCL_ALGO=\"Ring\"\nPATH=/usr/bin\n  NCCL_PROTO = 'LL'\nnot a line\n";
+        let s = settings_of("/etc/environment", text);
+        let shown: Vec<(usize, &str, &str)> = s.iter().map(|f| (f.line, f.name.as_str(), f.value.as_str())).collect();
+        assert_eq!(
+            shown,
+            [
+                (2, "NCCL_IB_HCA", "=mlx5_0"),
+                (3, "NCCL_P2P_DISABLE", "1"),
+                (4, "NCCL_ALGO", "Ring"),
+                (6, "NCCL_PROTO", "LL")
+            ]
+        );
+    }
+
+    #[test]
+    fn each_disabler_counts_only_where_its_path_exists() {
+        let all = Paths {
+            intra: true,
+            rdma: true,
+            domain: true,
+        };
+        let none = Paths::default();
+        for (name, value) in [
+            ("NCCL_P2P_DISABLE", "1"),
+            ("NCCL_SHM_DISABLE", "1"),
+            ("NCCL_IB_DISABLE", "1"),
+            ("NCCL_P2P_LEVEL", "LOC"),
+            ("NCCL_NET_GDR_LEVEL", "0"),
+            ("NCCL_CUMEM_ENABLE", "0"),
+            ("NCCL_MNNVL_ENABLE", "0"),
+            ("NCCL_CHUNK_SIZE", "1048576"),
+        ] {
+            assert_eq!(
+                judge(name, value, all).map(|j| j.0),
+                Some(Status::Fail),
+                "{name}={value}"
+            );
+            let without = judge(name, value, none).map(|j| j.0);
+            let always = name.contains("CHUNK");
+            assert_eq!(without.is_some(), always, "{name}={value} on a node without its path");
+        }
+        assert_eq!(judge("NCCL_P2P_DISABLE", "0", all), None);
+        assert_eq!(judge("NCCL_P2P_LEVEL", "NVL", all), None);
+        assert_eq!(judge("NCCL_CHUNK_SIZE", "524288", all), None);
+        assert_eq!(judge("NCCL_ALGO", "Ring", none).map(|j| j.0), Some(Status::Warn));
+    }
+}
