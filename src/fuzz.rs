@@ -206,3 +206,23 @@ pub fn plan_json(data: &[u8]) -> String {
     });
     outcome(r)
 }
+
+/// A PyTorch profiler trace through the streaming event reader, then everything that
+/// consumes a read trace: one rank's figures and the job's analysis (`diagnose --trace`).
+pub fn trace_events(data: &[u8]) -> String {
+    outcome(crate::trace::read::read(data).map(|raw| {
+        let rank = crate::trace::RankTrace::new(0, "fuzz".into(), Some("h".into()), None, raw);
+        let twin = crate::trace::RankTrace::new(
+            1,
+            "twin".into(),
+            None,
+            Some("n".into()),
+            crate::trace::read::RawTrace::default(),
+        );
+        let report = crate::trace::analyse(&[rank, twin], None);
+        assert!(
+            report.job.comm_share.is_finite() && report.job.exposed_share >= -1e-9,
+            "{report:?}"
+        );
+    }))
+}

@@ -25,8 +25,9 @@ pub(crate) fn show_size(bytes: u64) -> String {
     }
 }
 
-/// Read a regular file of at most `limit` bytes as bytes. `what` names it in the message.
-pub(crate) fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result<Vec<u8>> {
+/// Open a regular file for reading; a FIFO, a device, a socket or a directory is refused
+/// without being waited on. `what` names it in the message.
+pub(crate) fn open_regular(path: &Path, what: &str) -> std::io::Result<std::fs::File> {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below anyway.
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
         .map_err(Error::from)?;
@@ -46,10 +47,14 @@ pub(crate) fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result
             format!("{kind}: refused (a {what} must be a regular file)"),
         ));
     }
+    Ok(std::fs::File::from(fd))
+}
+
+/// Read a regular file of at most `limit` bytes as bytes. `what` names it in the message.
+pub(crate) fn read_bytes(path: &Path, limit: u64, what: &str) -> std::io::Result<Vec<u8>> {
+    let file = open_regular(path, what)?;
     let mut buf = Vec::new();
-    std::fs::File::from(fd)
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut buf)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
         return Err(Error::new(
             ErrorKind::InvalidData,

@@ -33,6 +33,7 @@ pub(crate) mod probe;
 pub(crate) mod report;
 pub(crate) mod runner;
 pub(crate) mod solve;
+pub(crate) mod trace;
 pub(crate) mod transport;
 
 use clap::Parser;

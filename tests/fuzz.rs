@@ -381,3 +381,8 @@ fn rollout_record() {
 fn plan_json() {
     fuzz("plan_json", topo_tune::fuzz::plan_json);
 }
+
+#[test]
+fn trace_events() {
+    fuzz("trace_events", topo_tune::fuzz::trace_events);
+}

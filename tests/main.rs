@@ -30,3 +30,4 @@ mod simulate;
 mod slurm;
 mod ssh_collect;
 mod tables;
+mod trace;

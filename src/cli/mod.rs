@@ -388,8 +388,39 @@ pub(crate) struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct DiagnoseArgs {
+    /// The cluster description (docs/cluster-yaml.md): its nodes are swept; with `--trace`,
+    /// the straggler's host is doctored when it is one of them.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TOPO_TUNE_CLUSTER_CONFIG",
+        required_unless_present = "trace"
+    )]
+    pub(crate) cluster_config: Option<PathBuf>,
+
     #[command(flatten)]
-    pub(crate) gather: GatherArgs,
+    pub(crate) source: NodeSourceArgs,
+
+    /// Read the job's PyTorch profiler traces instead of sweeping: files (`.json` or
+    /// `.json.gz`, one per rank) or directories of them. How much of a step is
+    /// communication, how much exposed, at which sizes, and which rank arrives last
+    /// (docs/diagnose.md).
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["nodes", "budget", "localise", "output_dir", "from_probes"])]
+    pub(crate) trace: Vec<PathBuf>,
+
+    /// With --trace: an nccl-tests all_reduce_perf run (`-J` JSON or its text) to hold the
+    /// job's bandwidth against; its crossover says which messages are small.
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    pub(crate) sweep: Option<PathBuf>,
+
+    /// With --trace: an mpirun hostfile (`host slots=N`) mapping ranks to hosts in order.
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    pub(crate) hostfile: Option<PathBuf>,
+
+    /// With --trace: ranks per host (the hostfile's default slots; without a hostfile,
+    /// ranks are grouped into `node0`, `node1`, …).
+    #[arg(long, value_name = "N", requires = "trace", value_parser = RangedU64ValueParser::<u32>::new().range(1..=4096))]
+    pub(crate) ranks_per_node: Option<u32>,
 
     /// The nodes to sweep (a rack, `KEY=VALUE`, or hosts, as `apply --canary`); default: all.
     #[arg(long, value_name = "SEL")]
@@ -502,6 +533,13 @@ pub(crate) struct GatherArgs {
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
     pub(crate) cluster_config: PathBuf,
 
+    #[command(flatten)]
+    pub(crate) nodes: NodeSourceArgs,
+}
+
+/// Where a cluster's facts come from besides cluster.yaml: earlier probes, or the nodes.
+#[derive(Debug, Args)]
+pub(crate) struct NodeSourceArgs {
     /// Take snapshots from `DIR/<host>.json` (or `DIR/<host>/snapshot.json`, e.g. an earlier
     /// `init --collect-only --output-dir`) instead of reaching the nodes (see examples/).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FROM_PROBES")]

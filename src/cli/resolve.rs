@@ -2,8 +2,8 @@
 //! loaded, and each "flag over cluster.yaml over default" written here, once.
 
 use super::{
-    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, PlanArgs, ReachArgs, RollbackArgs,
-    StatusArgs,
+    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, NodeSourceArgs, PlanArgs, ReachArgs,
+    RollbackArgs, StatusArgs,
 };
 use crate::config::Inventory;
 use crate::error::Error;
@@ -33,9 +33,11 @@ impl ReachArgs {
 impl GatherArgs {
     /// cluster.yaml loaded (every error at its line), and how its nodes are reached.
     pub(crate) fn resolve(&self) -> Result<GatherSettings, Error> {
-        self.resolve_with(Inventory::load(&self.cluster_config)?)
+        self.nodes.resolve_with(Inventory::load(&self.cluster_config)?)
     }
+}
 
+impl NodeSourceArgs {
     fn resolve_with(&self, inv: Inventory) -> Result<GatherSettings, Error> {
         Ok(GatherSettings {
             reach: self.reach.resolve(&inv),
@@ -92,9 +94,9 @@ impl ApplyArgs {
                     p99_threshold: self.p99_threshold,
                     require_gain: self.require_gain,
                     wave_size: self.wave_size,
-                    max_fail: self.gather.reach.max_fail,
+                    max_fail: self.gather.nodes.reach.max_fail,
                     plan: self.plan.is_some(),
-                    from_probes: self.gather.from_probes.is_some(),
+                    from_probes: self.gather.nodes.from_probes.is_some(),
                 },
             },
             None => {
@@ -104,7 +106,7 @@ impl ApplyArgs {
                     canary: self.canary.clone(),
                     wave_size: self.wave_size,
                     canary_only: self.canary_only,
-                    max_fail: self.gather.reach.max_fail.unwrap_or(0),
+                    max_fail: self.gather.nodes.reach.max_fail.unwrap_or(0),
                     rounds: self.rounds.unwrap_or(b.rounds),
                     gate: crate::bench::stats::Gate {
                         threshold: pct(self.threshold, "threshold", b.gate.threshold)?,
@@ -236,7 +238,13 @@ impl IrqPinArgs {
 impl DiagnoseArgs {
     /// The inventory cut to `--nodes` (all nodes without it), and those hosts.
     pub(crate) fn resolve(&self) -> Result<DiagnoseSettings, Error> {
-        let full = Inventory::load(&self.gather.cluster_config)?;
+        let config = self.cluster_config.as_ref().ok_or_else(|| {
+            Error::Usage(
+                "diagnose needs --cluster-config FILE (a sweep on its nodes) or --trace PATH (a job's profiler traces)"
+                    .into(),
+            )
+        })?;
+        let full = Inventory::load(config)?;
         let hosts = match &self.nodes {
             Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(|e| Error::Usage(e.0))?,
             None => full.nodes.iter().map(|n| n.host.clone()).collect(),
@@ -245,12 +253,31 @@ impl DiagnoseArgs {
         let mut inv = full.clone();
         inv.nodes.retain(|n| keep.contains(n.host.as_str()));
         Ok(DiagnoseSettings {
-            gather: self.gather.resolve_with(inv)?,
+            gather: self.source.resolve_with(inv)?,
             hosts,
             output_dir: self.output_dir.clone(),
             budget: self.budget.map(Duration::from_secs),
             ceiling_fraction: self.ceiling_fraction,
             localise: self.localise,
+        })
+    }
+
+    /// `--trace` and what goes with it; the cluster only to doctor the straggler's host.
+    pub(crate) fn resolve_trace(&self) -> Result<crate::flow::trace::TraceSettings, Error> {
+        let cluster = match &self.cluster_config {
+            Some(config) => {
+                let s = self.source.resolve_with(Inventory::load(config)?)?;
+                Some((s.inv, s.reach))
+            }
+            None => None,
+        };
+        Ok(crate::flow::trace::TraceSettings {
+            paths: self.trace.clone(),
+            sweep: self.sweep.clone(),
+            hostfile: self.hostfile.clone(),
+            ranks_per_node: self.ranks_per_node,
+            cluster,
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
         })
     }
 }

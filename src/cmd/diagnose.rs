@@ -1,5 +1,6 @@
 //! `topo-tune diagnose`: the sweep on the selected nodes, held against the plan's prediction,
-//! localised when slower (`flow::diagnose`), and printed.
+//! localised when slower (`flow::diagnose`), and printed; or with `--trace`, the job's own
+//! profiler traces read (`flow::trace`).
 
 use super::{finish, Done};
 use crate::cli::DiagnoseArgs;
@@ -10,6 +11,9 @@ use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 use crate::report::Printer;
 
 pub(crate) fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
+    if !args.trace.is_empty() {
+        return traces(args, printer);
+    }
     let s = args.resolve()?;
     let d = crate::flow::diagnose::diagnose(&s, printer)?;
     let envelope = Envelope {
@@ -22,4 +26,22 @@ pub(crate) fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error>
         payload: d.payload,
     };
     finish(printer, envelope, diagnose_report::render)
+}
+
+fn traces(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
+    let s = args.resolve_trace()?;
+    let o = crate::flow::trace::diagnose_traces(&s, printer)?;
+    let envelope = Envelope {
+        command: "diagnose",
+        changed: false,
+        failed: false,
+        msg: format!("{} rank(s): {}", o.report.ranks.len(), o.report.verdict),
+        exit_code: exit::OK,
+        nodes: Vec::<NodeRow<NoDetail>>::new(),
+        payload: crate::report::trace::TracePayload {
+            trace: o.report,
+            doctor: o.doctor,
+        },
+    };
+    finish(printer, envelope, crate::report::trace::render)
 }

@@ -9,7 +9,7 @@ mod localise;
 #[cfg(test)]
 mod paper;
 mod runs;
-mod verdict;
+pub(in crate::flow) mod verdict;
 
 use super::gather::Ask;
 use super::plan::gather_and_plan;
@@ -193,7 +193,7 @@ fn judged<B: Bencher>(
 
 /// `doctor` on the suspect nodes at once: each one's failing and warning checks, or why it
 /// could not be checked.
-fn doctor_on(
+pub(in crate::flow) fn doctor_on(
     inv: &Inventory,
     reach: &ReachSettings,
     hosts: &[String],

@@ -44,7 +44,7 @@ pub(super) fn suspect_hosts(f: &Found) -> Vec<String> {
 /// What doctor found on `host` that best explains a slow node, as cause and fix: a failing
 /// check before a warning, and among them the most telling cause (`doctor::CAUSES`), e.g.
 /// "GPUDirect RDMA off on gpu-11: …".
-fn doctor_says(doctor: &[DoctorOn], host: &str) -> Option<(String, String)> {
+pub(in crate::flow) fn doctor_says(doctor: &[DoctorOn], host: &str) -> Option<(String, String)> {
     let d = doctor.iter().find(|d| d.host == host)?;
     let c = d
         .checks
@@ -55,7 +55,7 @@ fn doctor_says(doctor: &[DoctorOn], host: &str) -> Option<(String, String)> {
 }
 
 /// Why doctor gave no cause: it found nothing, or could not look.
-fn doctor_silent(doctor: &[DoctorOn], host: &str, otherwise: &str) -> String {
+pub(in crate::flow) fn doctor_silent(doctor: &[DoctorOn], host: &str, otherwise: &str) -> String {
     match doctor.iter().find(|d| d.host == host).and_then(|d| d.error.as_deref()) {
         Some(why) => format!("doctor could not check {host} ({why}); {otherwise}"),
         None => format!("doctor finds nothing wrong on {host}: {otherwise}"),

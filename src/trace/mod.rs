@@ -1,0 +1,173 @@
+//! `diagnose --trace`: a job's own PyTorch profiler traces read for how much of a training
+//! step is communication, how much of it is exposed, which message sizes it goes to, how fast
+//! each size runs against nccl-tests, and which rank the others wait for. The reader streams
+//! (`read`), each rank is reduced to figures (`rank`), the ranks are compared (`job`). Pure:
+//! readers in, a report out; opening files, threads and doctor are the flow's.
+
+pub(crate) mod intervals;
+pub(crate) mod job;
+pub(crate) mod rank;
+pub(crate) mod read;
+pub(crate) mod scan;
+pub(crate) mod units;
+
+use crate::bench::parse::SizeFigures;
+use serde::Serialize;
+
+/// One rank's trace, read, with where it came from.
+pub(crate) struct RankTrace {
+    pub(crate) rank: u32,
+    pub(crate) file: String,
+    /// Its host, from a hostfile.
+    pub(crate) host: Option<String>,
+    /// The ranks that share its clock: its host, or `node<k>` by `--ranks-per-node`.
+    pub(crate) group: Option<String>,
+    pub(crate) world_size: Option<i64>,
+    pub(crate) nccl_version: Option<String>,
+    pub(crate) events: u64,
+    pub(crate) skipped: read::Skipped,
+    pub(crate) figures: rank::RankFigures,
+}
+
+impl RankTrace {
+    /// Reduce a read trace to its figures (the events are dropped here).
+    pub(crate) fn new(
+        rank: u32,
+        file: String,
+        host: Option<String>,
+        group: Option<String>,
+        raw: read::RawTrace,
+    ) -> Self {
+        let dist = raw.dist.clone().unwrap_or_default();
+        let (events, skipped) = (raw.events, raw.skipped.clone());
+        RankTrace {
+            rank,
+            file,
+            group: group.or_else(|| host.clone()),
+            host,
+            world_size: dist.world_size,
+            nccl_version: dist.nccl_version,
+            events,
+            skipped,
+            figures: rank::figures(raw),
+        }
+    }
+}
+
+/// An nccl-tests all-reduce sweep to hold the job against.
+pub(crate) struct SweepRef {
+    pub(crate) file: String,
+    pub(crate) rows: Vec<SizeFigures>,
+    pub(crate) ranks: u32,
+}
+
+/// One rank in the report.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RankReport {
+    pub(crate) rank: u32,
+    pub(crate) file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) world_size: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) nccl_version: Option<String>,
+    pub(crate) events: u64,
+    pub(crate) skipped: read::Skipped,
+    pub(crate) overall: rank::StepFigures,
+    pub(crate) comm_share: f64,
+    pub(crate) exposed_share: f64,
+    pub(crate) steps: Vec<rank::StepFigures>,
+    pub(crate) collectives: usize,
+    pub(crate) collectives_without_size: usize,
+    pub(crate) anonymous_comm_kernels: u64,
+}
+
+/// What the traces say.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TraceReport {
+    pub(crate) ranks: Vec<RankReport>,
+    pub(crate) job: job::JobShares,
+    pub(crate) sizes: job::Sizes,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sweep: Option<String>,
+    pub(crate) bandwidth: Vec<job::Bandwidth>,
+    pub(crate) skew: job::Skew,
+    /// The verdict's parts; `verdict` joins them.
+    pub(crate) findings: Vec<String>,
+    pub(crate) verdict: String,
+}
+
+/// The report of a job's ranks (in rank order), against a sweep when one is given.
+pub(crate) fn analyse(ranks: &[RankTrace], sweep: Option<&SweepRef>) -> TraceReport {
+    let inputs: Vec<job::RankIn> = ranks
+        .iter()
+        .map(|r| job::RankIn {
+            rank: r.rank,
+            host: r.host.as_deref(),
+            group: r.group.as_deref(),
+            figures: &r.figures,
+        })
+        .collect();
+    let crossover = sweep.and_then(|s| crate::bench::sweep::findings(&s.rows, s.ranks).crossover);
+    let (small_below, small_from) = match crossover {
+        Some(c) => (c, "sweep"),
+        None => (job::SMALL_DEFAULT, "default"),
+    };
+    let sizes = job::sizes(&inputs, small_below, small_from);
+    let bandwidth = sweep.map(|s| job::bandwidth(&inputs, &s.rows)).unwrap_or_default();
+    let skew = job::skew(&inputs);
+    let shares = job::shares(&inputs);
+    let findings = job::verdict(&shares, &sizes, &bandwidth, &skew, &inputs);
+    TraceReport {
+        ranks: ranks.iter().map(rank_report).collect(),
+        job: shares,
+        verdict: findings.join("; "),
+        findings,
+        sizes,
+        sweep: sweep.map(|s| s.file.clone()),
+        bandwidth,
+        skew,
+    }
+}
+
+fn rank_report(r: &RankTrace) -> RankReport {
+    let f = &r.figures;
+    RankReport {
+        rank: r.rank,
+        file: r.file.clone(),
+        host: r.host.clone(),
+        world_size: r.world_size,
+        nccl_version: r.nccl_version.clone(),
+        events: r.events,
+        skipped: r.skipped.clone(),
+        comm_share: f.overall.comm_share(),
+        exposed_share: f.overall.exposed_share(),
+        overall: f.overall.clone(),
+        steps: f.steps.clone(),
+        collectives: f.collectives.len(),
+        collectives_without_size: f.collectives.iter().filter(|c| c.bytes.is_none()).count(),
+        anonymous_comm_kernels: f.anonymous_comm_kernels,
+    }
+}
+
+/// Why `diagnose --trace` could not read its input; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TraceError {
+    #[error("{file}: {source}")]
+    Open { file: String, source: std::io::Error },
+    #[error("{file}: {source}")]
+    Read { file: String, source: read::ReadError },
+    #[error("{file}: which rank it is is unknown: `distributedInfo.rank` is missing and the file name has no rank (name it rank-N.json, or export it with torch.distributed initialised)")]
+    NoRank { file: String },
+    #[error("{first} and {second} both claim rank {rank}: one job's traces, one file per rank")]
+    SameRank { rank: u32, first: String, second: String },
+    #[error("{path}: no .json or .json.gz trace in it")]
+    NoTraces { path: String },
+    #[error("more than {0} trace files: refused")]
+    TooManyFiles(usize),
+    #[error("{file}:{line}: {message}")]
+    Hostfile { file: String, line: usize, message: String },
+    #[error("{file}: not an nccl-tests sweep: {message}")]
+    Sweep { file: String, message: String },
+}

@@ -1,0 +1,491 @@
+//! One rank's trace turned into figures: its collectives (each from the CPU op that issued
+//! it — `record_param_comms` inside `c10d::*`, or a kernel that carries the arguments — with
+//! its GPU work found through `correlation`, its bytes from the op's arguments, never from a
+//! kernel name), and per profiler step the step time, GPU busy time, communication,
+//! computation, their overlap and the exposed communication (HTA's method).
+
+use super::intervals::{self, Span};
+use super::read::{self, CommArgs, CommOp, GpuClass, OpKind, RawTrace};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One collective as one rank ran it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Collective {
+    /// `allreduce`, `allgather`, `reducescatter`, `alltoall`, `broadcast`, `reduce`,
+    /// `sendrecv`, `barrier`, or the name PyTorch gave.
+    pub(crate) kind: String,
+    /// The larger of its input and output, as nccl-tests counts a size.
+    pub(crate) bytes: Option<u64>,
+    pub(crate) group_size: Option<u64>,
+    /// Its process group's name (`""` when the trace does not say).
+    pub(crate) pg: String,
+    /// Its place among the collectives of its kind and process group on this rank, from 0
+    /// (NCCL runs one communicator's collectives in the same order on every rank).
+    pub(crate) seq: u64,
+    pub(crate) step: Option<u64>,
+    /// Where its figures come from: `record_param_comms`, `c10d`, `nccl`, or `kernel`.
+    pub(crate) source: &'static str,
+    /// When the CPU issued it, ns on this host's clock.
+    pub(crate) issued_ns: i64,
+    /// When its first GPU work started, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_start_ns: Option<i64>,
+    /// The union of its GPU work, µs (0 when it launched none: one rank).
+    pub(crate) gpu_us: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) algbw_gbps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) busbw_gbps: Option<f64>,
+}
+
+/// One step's figures (or the whole trace's, summed over its steps).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct StepFigures {
+    /// `N` of `ProfilerStep#N`; `None` for the sum, or a trace without steps.
+    pub(crate) step: Option<u64>,
+    pub(crate) step_us: f64,
+    pub(crate) gpu_busy_us: f64,
+    pub(crate) compute_us: f64,
+    pub(crate) comm_us: f64,
+    /// Communication while computation runs (on another stream).
+    pub(crate) overlap_us: f64,
+    /// Communication with no computation beside it: `comm − overlap`.
+    pub(crate) exposed_us: f64,
+    pub(crate) collectives: usize,
+}
+
+impl StepFigures {
+    pub(crate) fn comm_share(&self) -> f64 {
+        share(self.comm_us, self.step_us)
+    }
+    pub(crate) fn exposed_share(&self) -> f64 {
+        share(self.exposed_us, self.step_us)
+    }
+}
+
+pub(crate) fn share(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        part / whole
+    } else {
+        0.0
+    }
+}
+
+/// What one rank's trace shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct RankFigures {
+    pub(crate) steps: Vec<StepFigures>,
+    pub(crate) overall: StepFigures,
+    pub(crate) collectives: Vec<Collective>,
+    /// Communication kernels no collective op or argument names (their time still counts).
+    pub(crate) anonymous_comm_kernels: u64,
+}
+
+/// A collective's canonical kind from any of PyTorch's spellings (`c10d::_allgather_base_`,
+/// `nccl:all_reduce`, `allreduce_coalesced`, `all_to_all`).
+pub(crate) fn canonical_kind(name: &str) -> String {
+    let n = name.trim_start_matches("c10d::").trim_start_matches("nccl:");
+    let n = n.trim_matches('_');
+    let n = ["_base", "_coalesced", "_into_tensor", "_single", "_tensor"]
+        .iter()
+        .fold(n.to_string(), |s, cut| s.replace(cut, ""));
+    let n: String = n.chars().filter(|c| *c != '_').collect::<String>().to_ascii_lowercase();
+    match n.as_str() {
+        "alltoallbase" | "alltoall" | "alltoallv" => "alltoall".into(),
+        "send" | "recv" | "sendrecv" | "recvanysource" => "sendrecv".into(),
+        _ => n,
+    }
+}
+
+/// nccl-tests' bus-bandwidth factor for a collective over `n` ranks (PERFORMANCE.md).
+pub(crate) fn bus_factor(kind: &str, n: u64) -> Option<f64> {
+    if n == 0 {
+        return None;
+    }
+    let r = n as f64;
+    Some(match kind {
+        "allreduce" => 2.0 * (r - 1.0) / r,
+        "allgather" | "reducescatter" | "alltoall" => (r - 1.0) / r,
+        "broadcast" | "reduce" | "sendrecv" => 1.0,
+        _ => return None,
+    })
+}
+
+/// An op's bytes from its arguments: `In/Out msg nelems` × dtype, else `Input Dims`.
+fn op_bytes(a: &CommArgs) -> Option<u64> {
+    let size = a.dtype.as_deref().and_then(read::dtype_size);
+    let by_count = match (a.in_nelems, a.out_nelems, size) {
+        (Some(i), o, Some(s)) => i.max(o.unwrap_or(0)).checked_mul(s),
+        (None, Some(o), Some(s)) => o.checked_mul(s),
+        _ => None,
+    };
+    by_count
+        .filter(|b| *b > 0)
+        .or_else(|| a.input_bytes.iter().flatten().copied().max().filter(|b| *b > 0))
+}
+
+/// The outermost collective op on each thread with the ops nested in it.
+fn groups(ops: &mut [CommOp]) -> Vec<Vec<usize>> {
+    ops.sort_by(|a, b| {
+        (a.tid, a.start, std::cmp::Reverse(a.end), a.kind).cmp(&(b.tid, b.start, std::cmp::Reverse(b.end), b.kind))
+    });
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut outer: Option<(u64, i64)> = None;
+    for (i, op) in ops.iter().enumerate() {
+        match outer {
+            Some((tid, end)) if tid == op.tid && op.end <= end => {
+                if let Some(g) = out.last_mut() {
+                    g.push(i);
+                }
+            }
+            _ => {
+                outer = Some((op.tid, op.end));
+                out.push(vec![i]);
+            }
+        }
+    }
+    out
+}
+
+/// What a group of nested ops says of its collective.
+struct Issued {
+    kind: String,
+    bytes: Option<u64>,
+    group_size: Option<u64>,
+    pg: String,
+    source: &'static str,
+    tid: u64,
+    start: i64,
+    end: i64,
+}
+
+fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
+    let all: Vec<&CommOp> = members.iter().map(|&i| &ops[i]).collect();
+    let rpcs: Vec<&CommOp> = all
+        .iter()
+        .copied()
+        .filter(|o| o.kind == OpKind::RecordParamComms)
+        .collect();
+    let named = |kind: OpKind| all.iter().find(|o| o.kind == kind).map(|o| canonical_kind(&o.name));
+    let kind = rpcs
+        .iter()
+        .find_map(|o| o.args.collective.as_deref().map(canonical_kind))
+        .or_else(|| named(OpKind::C10d))
+        .or_else(|| named(OpKind::NcclTitle))
+        .unwrap_or_else(|| "unknown".into());
+    let rpc_bytes: Option<u64> = (!rpcs.is_empty())
+        .then(|| rpcs.iter().map(|o| op_bytes(&o.args)).sum::<Option<u64>>())
+        .flatten();
+    let (bytes, source) = match rpc_bytes {
+        Some(b) => (Some(b), "record_param_comms"),
+        None => match all
+            .iter()
+            .filter(|o| o.kind == OpKind::C10d)
+            .find_map(|o| op_bytes(&o.args))
+        {
+            Some(b) => (Some(b), "c10d"),
+            None => (None, if rpcs.is_empty() { "c10d" } else { "record_param_comms" }),
+        },
+    };
+    let first = |f: fn(&CommArgs) -> Option<&String>| all.iter().find_map(|o| f(&o.args).cloned());
+    Issued {
+        kind,
+        bytes,
+        group_size: all.iter().find_map(|o| o.args.group_size),
+        pg: first(|a| a.pg_name.as_ref()).unwrap_or_default(),
+        source: if all.iter().all(|o| o.kind == OpKind::NcclTitle) {
+            "nccl"
+        } else {
+            source
+        },
+        tid: all[0].tid,
+        start: all[0].start,
+        end: all[0].end,
+    }
+}
+
+/// The step whose CPU span holds `ts`.
+fn step_at(steps: &[read::Step], ts: i64) -> Option<usize> {
+    let i = steps.partition_point(|s| s.start <= ts);
+    let s = steps.get(i.checked_sub(1)?)?;
+    (ts < s.end).then_some(i - 1)
+}
+
+/// Which collective launched each correlation: the launches on an op's thread within its
+/// span (the launches sorted by thread and time here).
+fn launches_inside(issued: &[Issued], launches: &mut [read::Launch]) -> HashMap<u64, usize> {
+    launches.sort_unstable_by_key(|l| (l.tid, l.ts));
+    let mut by = HashMap::new();
+    for (gi, g) in issued.iter().enumerate() {
+        let from = launches.partition_point(|l| (l.tid, l.ts) < (g.tid, g.start));
+        for l in launches[from..].iter().take_while(|l| l.tid == g.tid && l.ts <= g.end) {
+            by.insert(l.correlation, gi);
+        }
+    }
+    by
+}
+
+/// Figures of one rank.
+pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
+    t.steps.sort_by_key(|s| (s.start, s.number));
+    t.steps.dedup_by_key(|s| s.number);
+    let world = t
+        .dist
+        .as_ref()
+        .and_then(|d| d.world_size)
+        .and_then(|w| u64::try_from(w).ok());
+    let pg_sizes: HashMap<String, u64> = t
+        .dist
+        .iter()
+        .flat_map(|d| &d.pg_config)
+        .filter_map(|p| {
+            Some((
+                p.pg_name.clone(),
+                p.pg_size.or(Some(p.ranks.len() as u64).filter(|n| *n > 0))?,
+            ))
+        })
+        .collect();
+    let mut ops = std::mem::take(&mut t.ops);
+    let groups = groups(&mut ops);
+    let mut issued: Vec<Issued> = groups
+        .iter()
+        .map(|g| issued(&ops, g))
+        .filter(|g| g.kind != "wait")
+        .collect();
+
+    let launched_by = launches_inside(&issued, &mut t.launches);
+    // Then by correlation, to find when each GPU event was launched (HTA's step rule).
+    t.launches.sort_unstable_by_key(|l| l.correlation);
+    let launches = &t.launches;
+    let launched_at = |c: u64| {
+        let i = launches.partition_point(|l| l.correlation < c);
+        launches.get(i).filter(|l| l.correlation == c).map(|l| l.ts)
+    };
+
+    // Each GPU event, in order of start: its class (comm when a collective launched it), its
+    // collective and its step; unions kept as running totals, only communication as spans.
+    t.gpu.sort_unstable_by_key(|g| (g.start, g.end));
+    let mut work: Vec<Vec<Span>> = vec![Vec::new(); issued.len()];
+    let steps = &t.steps;
+    let mut per_step: Vec<StepRuns> = vec![StepRuns::default(); steps.len().max(1)];
+    let mut compute_all: Vec<Span> = Vec::new();
+    let mut anonymous = 0;
+    for g in &t.gpu {
+        let span = (g.start, g.end);
+        let by_launch = g.correlation().and_then(|c| launched_by.get(&c).copied());
+        let gi = match (by_launch, g.args()) {
+            (Some(gi), _) => Some(gi),
+            (None, Some(a)) if g.class == GpuClass::Comm => {
+                issued.push(kernel_issued(&t.kernel_args[a as usize], g.start));
+                work.push(Vec::new());
+                Some(issued.len() - 1)
+            }
+            _ => None,
+        };
+        let class = if gi.is_some() { GpuClass::Comm } else { g.class };
+        if gi.is_none() && class == GpuClass::Comm {
+            anonymous += 1;
+        }
+        if let Some(gi) = gi {
+            work[gi].push(span);
+        }
+        if class == GpuClass::Compute {
+            intervals::push_sorted(&mut compute_all, span);
+        }
+        let at = g.correlation().and_then(launched_at).unwrap_or(g.start);
+        let si = if steps.is_empty() { Some(0) } else { step_at(steps, at) };
+        if let Some(r) = si.and_then(|si| per_step.get_mut(si)) {
+            r.busy.add(span);
+            match class {
+                GpuClass::Comm => intervals::push_sorted(&mut r.comm, span),
+                GpuClass::Compute => r.compute.add(span),
+                _ => {}
+            }
+        }
+    }
+    let collectives = collectives(&issued, work, steps, &pg_sizes, world);
+    let whole_trace = whole_span(&t.gpu);
+    let steps_out: Vec<StepFigures> = per_step
+        .into_iter()
+        .enumerate()
+        .map(|(si, runs)| {
+            let (number, span) = match steps.get(si) {
+                Some(s) => (Some(s.number), s.end - s.start),
+                None => (None, whole_trace),
+            };
+            step_figures(number, span, runs, &compute_all, &collectives)
+        })
+        .collect();
+    let overall = sum(&steps_out);
+    RankFigures {
+        steps: steps_out,
+        overall,
+        collectives,
+        anonymous_comm_kernels: anonymous,
+    }
+}
+
+/// A collective known only from its kernel's arguments (the op was not recorded).
+fn kernel_issued(a: &CommArgs, start: i64) -> Issued {
+    Issued {
+        kind: a.collective.as_deref().map_or_else(|| "unknown".into(), canonical_kind),
+        bytes: op_bytes(a),
+        group_size: a.group_size,
+        pg: a.pg_name.clone().unwrap_or_default(),
+        source: "kernel",
+        tid: u64::MAX,
+        start,
+        end: start,
+    }
+}
+
+fn whole_span(gpu: &[read::GpuEvent]) -> i64 {
+    let lo = gpu.iter().map(|g| g.start).min();
+    let hi = gpu.iter().map(|g| g.end).max();
+    lo.zip(hi).map_or(0, |(l, h)| h - l)
+}
+
+fn collectives(
+    issued: &[Issued],
+    work: Vec<Vec<Span>>,
+    steps: &[read::Step],
+    pg_sizes: &HashMap<String, u64>,
+    world: Option<u64>,
+) -> Vec<Collective> {
+    let mut order: Vec<usize> = (0..issued.len()).collect();
+    order.sort_by_key(|&i| (issued[i].start, i));
+    let mut seq: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut out = Vec::with_capacity(order.len());
+    for i in order {
+        let g = &issued[i];
+        let spans = intervals::merge(work[i].clone());
+        let ns = intervals::total(&spans);
+        let n = g.group_size.or_else(|| pg_sizes.get(&g.pg).copied()).or(world);
+        let algbw = g.bytes.filter(|_| ns > 0).map(|b| b as f64 / ns as f64);
+        let busbw = algbw.zip(n.and_then(|n| bus_factor(&g.kind, n))).map(|(a, f)| a * f);
+        let s = seq.entry((g.pg.as_str(), g.kind.as_str())).or_insert(0);
+        out.push(Collective {
+            kind: g.kind.clone(),
+            bytes: g.bytes,
+            group_size: n,
+            pg: g.pg.clone(),
+            seq: *s,
+            step: if steps.is_empty() {
+                None
+            } else {
+                step_at(steps, g.start).map(|si| steps[si].number)
+            },
+            source: g.source,
+            issued_ns: g.start,
+            gpu_start_ns: spans.first().map(|s| s.0),
+            gpu_us: ns as f64 / 1000.0,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
+        });
+        *s += 1;
+    }
+    out
+}
+
+/// One step's GPU time as it is gathered: busy and compute as running unions, communication
+/// as merged spans (to intersect with every step's computation).
+#[derive(Debug, Clone, Default)]
+struct StepRuns {
+    busy: intervals::Run,
+    compute: intervals::Run,
+    comm: Vec<Span>,
+}
+
+fn step_figures(
+    number: Option<u64>,
+    span_ns: i64,
+    runs: StepRuns,
+    compute_all: &[Span],
+    collectives: &[Collective],
+) -> StepFigures {
+    let comm_ns = intervals::total(&runs.comm);
+    let overlap_ns = intervals::shared(&runs.comm, compute_all);
+    let us = |ns: i64| ns as f64 / 1000.0;
+    StepFigures {
+        step: number,
+        step_us: us(span_ns),
+        gpu_busy_us: us(runs.busy.total()),
+        compute_us: us(runs.compute.total()),
+        comm_us: us(comm_ns),
+        overlap_us: us(overlap_ns),
+        exposed_us: us(comm_ns - overlap_ns),
+        collectives: collectives.iter().filter(|c| c.step == number).count(),
+    }
+}
+
+/// The steps summed (the rank's figures over every profiled step).
+pub(crate) fn sum(steps: &[StepFigures]) -> StepFigures {
+    let mut s = StepFigures::default();
+    for x in steps {
+        s.step_us += x.step_us;
+        s.gpu_busy_us += x.gpu_busy_us;
+        s.compute_us += x.compute_us;
+        s.comm_us += x.comm_us;
+        s.overlap_us += x.overlap_us;
+        s.exposed_us += x.exposed_us;
+        s.collectives += x.collectives;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_from_every_spelling() {
+        for (name, want) in [
+            ("c10d::allreduce_", "allreduce"),
+            ("nccl:all_reduce", "allreduce"),
+            ("allreduce_coalesced", "allreduce"),
+            ("c10d::_allgather_base_", "allgather"),
+            ("all_gather_into_tensor_coalesced", "allgather"),
+            ("c10d::_reduce_scatter_base_", "reducescatter"),
+            ("c10d::alltoall_base_", "alltoall"),
+            ("all_to_all", "alltoall"),
+            ("c10d::broadcast_", "broadcast"),
+            ("nccl:send", "sendrecv"),
+        ] {
+            assert_eq!(canonical_kind(name), want, "{name}");
+        }
+        assert_eq!(bus_factor("allreduce", 8), Some(1.75));
+        assert_eq!(bus_factor("allgather", 4), Some(0.75));
+        assert_eq!(bus_factor("allreduce", 1), Some(0.0));
+    }
+
+    #[test]
+    fn overlap_and_exposure_of_one_step() {
+        let doc = r#"{"traceEvents":[
+          {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","tid":1,"ts":0,"dur":100},
+          {"ph":"X","cat":"cpu_op","name":"c10d::allreduce_","tid":1,"ts":10,"dur":5,"args":{"Input Dims":[[[1024]]],"Input type":["TensorList"]}},
+          {"ph":"X","cat":"cpu_op","name":"record_param_comms","tid":1,"ts":11,"dur":3,"args":{"Collective name":"allreduce","In msg nelems":1048576,"Out msg nelems":1048576,"dtype":"Float","Group size":4}},
+          {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":1,"ts":12,"dur":1,"args":{"correlation":9}},
+          {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":1,"ts":20,"dur":1,"args":{"correlation":10}},
+          {"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32_RING_LL","tid":40,"ts":30,"dur":40,"args":{"stream":40,"correlation":9}},
+          {"ph":"X","cat":"kernel","name":"sm90_xmma_gemm","tid":7,"ts":50,"dur":40,"args":{"stream":7,"correlation":10}}
+        ]}"#;
+        let f = figures(read::read(doc.as_bytes()).unwrap());
+        let s = &f.steps[0];
+        assert_eq!(
+            (s.step, s.step_us, s.comm_us, s.compute_us),
+            (Some(1), 100.0, 40.0, 40.0)
+        );
+        assert_eq!((s.overlap_us, s.exposed_us, s.gpu_busy_us), (20.0, 20.0, 60.0));
+        let c = &f.collectives[0];
+        assert_eq!(
+            (c.kind.as_str(), c.bytes, c.group_size, c.source),
+            ("allreduce", Some(4 << 20), Some(4), "record_param_comms")
+        );
+        // 4 MiB in 40 µs: 104.9 GB/s algbw, × 2·3/4 bus factor.
+        let algbw = (4u64 << 20) as f64 / 40_000.0;
+        assert_eq!(c.algbw_gbps, Some(algbw));
+        assert_eq!(c.busbw_gbps, Some(algbw * 1.5));
+        assert_eq!(f.anonymous_comm_kernels, 0);
+    }
+}

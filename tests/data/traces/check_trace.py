@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""An independent cross-check of `topo-tune diagnose --trace`: the same figures from one
+PyTorch profiler trace, computed the plain way (json.load, HTA's regular expressions as
+HolisticTraceAnalysis writes them, brute interval merging). Prints one JSON object.
+
+    python3 check_trace.py TRACE.json[.gz]
+"""
+import gzip
+import json
+import re
+import sys
+
+# hta/common/types.py @ f4d0062c: the kernel classes, tried in this order.
+COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
+MEMORY = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
+NOT_COMPUTE = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)"
+    r"|(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)"
+    r"|(^collective_subgraph_execution)"
+)
+DTYPE = {"Double": 8, "Long": 8, "Float": 4, "Int": 4, "Half": 2, "BFloat16": 2, "Short": 2,
+         "Byte": 1, "Char": 1, "Bool": 1}
+CPP = {"double": 8, "long": 8, "long int": 8, "int64_t": 8, "float": 4, "int": 4,
+       "c10::Half": 2, "c10::BFloat16": 2, "short": 2, "unsigned char": 1, "signed char": 1,
+       "char": 1, "bool": 1}
+KINDS = [("alltoall", "alltoall"), ("all_to_all", "alltoall"), ("allgather", "allgather"),
+         ("all_gather", "allgather"), ("reduce_scatter", "reducescatter"),
+         ("reducescatter", "reducescatter"), ("allreduce", "allreduce"),
+         ("all_reduce", "allreduce"), ("broadcast", "broadcast"), ("barrier", "barrier")]
+
+
+def kind_of(name):
+    low = name.lower()
+    for needle, kind in KINDS:
+        if needle in low:
+            return kind
+    return low
+
+
+def ns(us):
+    return int(round(us * 1000.0))
+
+
+def merge(spans):
+    out = []
+    for s, e in sorted(x for x in spans if x[1] > x[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(spans):
+    return sum(e - s for s, e in spans)
+
+
+def common(a, b):
+    # Every pair: quadratic, and plainly right.
+    return sum(max(0, min(e1, e2) - max(s1, s2)) for s1, e1 in a for s2, e2 in b)
+
+
+def elements(dims):
+    if not isinstance(dims, list) or not dims:
+        return None
+    if all(isinstance(d, list) for d in dims):
+        parts = [elements(d) for d in dims]
+        return None if any(p is None for p in parts) else sum(parts)
+    n = 1
+    for d in dims:
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
+
+
+def op_bytes(args):
+    size = DTYPE.get(args.get("dtype"))
+    inn, out = args.get("In msg nelems"), args.get("Out msg nelems")
+    if size and (inn or out):
+        return max(inn or 0, out or 0) * size
+    best = None
+    for d, t in zip(args.get("Input Dims") or [], args.get("Input type") or []):
+        n, s = elements(d), CPP.get(t)
+        if n and s and (best is None or n * s > best):
+            best = n * s
+    return best
+
+
+def main(path):
+    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with opener(path, "rt") as f:
+        doc = json.load(f)
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    steps = sorted((int(m.group(1)), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+                   for e in events
+                   for m in [re.match(r"^ProfilerStep#(\d+)$", e.get("name", ""))]
+                   if m and e.get("cat") in ("cpu_op", "user_annotation"))
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["dur"] >= 0]
+    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in e.get("args", {})]
+    ops = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation") and (
+        e["name"] == "record_param_comms" or e["name"].startswith("nccl:")
+        or (e["name"].startswith("c10d::") and "wait" not in e["name"]))]
+
+    # Outermost collective ops: not inside another on the same thread.
+    def inside(a, b):
+        return a is not b and a["tid"] == b["tid"] and ns(b["ts"]) <= ns(a["ts"]) and \
+            ns(a["ts"]) + ns(a["dur"]) <= ns(b["ts"]) + ns(b["dur"])
+    outer = [o for o in ops if not any(inside(o, p) for p in ops)]
+    colls = []
+    launched_by = {}
+    for o in outer:
+        members = [o] + [p for p in ops if inside(p, o)]
+        rpcs = [p for p in members if p["name"] == "record_param_comms"]
+        kind = next((kind_of(p["args"]["Collective name"]) for p in rpcs if "Collective name" in p.get("args", {})), None)
+        kind = kind or kind_of(o["name"])
+        sizes = [op_bytes(p.get("args", {})) for p in rpcs]
+        if rpcs and all(sizes):
+            nbytes = sum(sizes)
+        else:
+            nbytes = next((b for p in members if p["name"].startswith("c10d::") for b in [op_bytes(p.get("args", {}))] if b), None)
+        if kind == "wait":
+            continue
+        c = {"kind": kind, "bytes": nbytes, "start": ns(o["ts"]), "spans": []}
+        colls.append(c)
+        lo, hi = ns(o["ts"]), ns(o["ts"]) + ns(o["dur"])
+        for l in launches:
+            if l["tid"] == o["tid"] and lo <= ns(l["ts"]) <= hi:
+                launched_by[l["args"]["correlation"]] = c
+    launch_ts = {l["args"]["correlation"]: ns(l["ts"]) for l in launches}
+
+    def step_of(t):
+        for number, s, e in steps:
+            if s <= t < e:
+                return number
+        return None
+
+    per = {n: {"all": [], "comm": [], "compute": []} for n, _, _ in steps} if steps else {None: {"all": [], "comm": [], "compute": []}}
+    compute_all = []
+    for g in gpu:
+        a = g.get("args", {})
+        span = (ns(g["ts"]), ns(g["ts"]) + ns(g["dur"]))
+        c = launched_by.get(a.get("correlation"))
+        name = g["name"]
+        is_comm = c is not None or bool(COMM.match(name))
+        if c is None and COMM.match(name) and "Collective name" in a:
+            c = {"kind": kind_of(a["Collective name"]), "bytes": op_bytes(a), "start": span[0], "spans": []}
+            colls.append(c)
+        if c is not None:
+            c["spans"].append(span)
+        compute = not is_comm and not MEMORY.match(name) and not NOT_COMPUTE.match(name)
+        if compute:
+            compute_all.append(span)
+        at = launch_ts.get(a.get("correlation"), span[0])
+        key = step_of(at) if steps else None
+        if key is None and steps:
+            continue
+        per[key]["all"].append(span)
+        if is_comm:
+            per[key]["comm"].append(span)
+        if compute:
+            per[key]["compute"].append(span)
+    compute_all = merge(compute_all)
+    lo = min((ns(g["ts"]) for g in gpu), default=0)
+    hi = max((ns(g["ts"]) + ns(g["dur"]) for g in gpu), default=0)
+    spans = {n: e - s for n, s, e in steps} if steps else {None: hi - lo}
+    out_steps = []
+    for key, p in per.items():
+        comm = merge(p["comm"])
+        overlap = common(comm, compute_all)
+        out_steps.append({
+            "step": key, "step_us": spans[key] / 1000, "gpu_busy_us": length(merge(p["all"])) / 1000,
+            "compute_us": length(merge(p["compute"])) / 1000, "comm_us": length(comm) / 1000,
+            "overlap_us": overlap / 1000, "exposed_us": (length(comm) - overlap) / 1000,
+        })
+    kinds = {}
+    for c in colls:
+        k = kinds.setdefault(c["kind"], {"count": 0, "bytes": 0, "unknown": 0, "small": 0, "gpu_us": 0.0})
+        k["count"] += 1
+        k["gpu_us"] += length(merge(c["spans"])) / 1000
+        if c["bytes"] is None:
+            k["unknown"] += 1
+        else:
+            k["bytes"] += c["bytes"]
+            k["small"] += c["bytes"] < (1 << 20)
+    print(json.dumps({"rank": (doc.get("distributedInfo") or {}).get("rank"), "steps": out_steps, "kinds": kinds}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
