@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// examples/canary-demo.yaml's paper nodes with the double's knobs in front of its command.
-fn cluster(dir: &Path, knobs: &str) -> std::path::PathBuf {
+pub(crate) fn cluster(dir: &Path, knobs: &str) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let demo = std::fs::read_to_string(root.join("examples/canary-demo.yaml")).unwrap();
     let double = root.join("tests/data/nccl-tests/fake_all_reduce_perf");

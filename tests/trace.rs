@@ -352,6 +352,56 @@ fn a_made_job_gets_every_part_of_the_verdict() {
     assert!(v.contains("doctor could not check gpu-02"), "{v}");
 }
 
+#[test]
+fn a_sweep_measured_in_the_same_run_is_held_against_the_job() {
+    // The paper rack with the nccl-tests double (9 µs + 400 GB/s): diagnose sweeps it first.
+    let dir = tempfile::tempdir().unwrap();
+    made_job(dir.path());
+    let cfg = crate::diagnose::cluster(dir.path(), "");
+    let out = dir.path().join("out");
+    let (code, doc, err) = diagnose(&[
+        os("--cluster-config"),
+        os(&cfg),
+        os("--nodes"),
+        os("rack-1"),
+        os("--output-dir"),
+        os(&out),
+        os("--trace"),
+        os(dir.path()),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let t = &doc["trace"];
+    assert_eq!(t["sweep"], "the sweep on 4 node(s)");
+    assert_eq!(t["sizes"]["small_from"], "sweep");
+    let rows = t["bandwidth"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for b in rows {
+        // The double's busbw at that size over 32 ranks: 400 GB/s algbw × 2·31/32.
+        let size = b["size"].as_f64().unwrap();
+        let want = size / (9.0e-6 + size / 400.0e9) / 1e9 * 2.0 * 31.0 / 32.0;
+        assert!(
+            (b["sweep_busbw_gbps"].as_f64().unwrap() - want).abs() < 0.02 * want,
+            "{b} vs {want}"
+        );
+    }
+    // A file and a measured sweep at once: one or the other.
+    let (code, text) = human(&[
+        os("--cluster-config"),
+        os(&cfg),
+        os("--nodes"),
+        os("rack-1"),
+        os("--trace"),
+        os(dir.path()),
+        os("--sweep"),
+        os(&dir.path().join("sweep.txt")),
+    ]);
+    assert_eq!(code, Some(2), "{text}");
+    // --output-dir without --nodes would be ignored: refused instead.
+    let (code, text) = human(&[os("--trace"), os(dir.path()), os("--output-dir"), os(&out)]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("go with --nodes"), "{text}");
+}
+
 fn gz(bytes: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(bytes).unwrap();

@@ -405,12 +405,13 @@ pub(crate) struct DiagnoseArgs {
     /// `.json.gz`, one per rank) or directories of them. How much of a step is
     /// communication, how much exposed, at which sizes, and which rank arrives last
     /// (docs/diagnose.md).
-    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["nodes", "budget", "localise", "output_dir", "from_probes"])]
+    /// With `--nodes`, the sweep is measured on those nodes first and the job held against it.
+    #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with_all = ["budget", "localise"])]
     pub(crate) trace: Vec<PathBuf>,
 
     /// With --trace: an nccl-tests all_reduce_perf run (`-J` JSON or its text) to hold the
     /// job's bandwidth against; its crossover says which messages are small.
-    #[arg(long, value_name = "FILE", requires = "trace")]
+    #[arg(long, value_name = "FILE", requires = "trace", conflicts_with = "nodes")]
     pub(crate) sweep: Option<PathBuf>,
 
     /// With --trace: an mpirun hostfile (`host slots=N`) mapping ranks to hosts in order.

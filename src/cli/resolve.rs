@@ -271,9 +271,20 @@ impl DiagnoseArgs {
             }
             None => None,
         };
+        // `--nodes` with `--trace`: a sweep measured on them, held against the traces.
+        let measure = match &self.nodes {
+            Some(_) => Some(self.resolve()?),
+            None if self.output_dir.is_some() || self.source.from_probes.is_some() => {
+                return Err(Error::Usage(
+                    "--output-dir and --from-probes go with --nodes (a sweep measured before the traces are read); --trace alone reads no nodes".into(),
+                ))
+            }
+            None => None,
+        };
         Ok(crate::flow::trace::TraceSettings {
             paths: self.trace.clone(),
             sweep: self.sweep.clone(),
+            measure,
             hostfile: self.hostfile.clone(),
             ranks_per_node: self.ranks_per_node,
             cluster,

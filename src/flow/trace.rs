@@ -1,8 +1,9 @@
 //! `diagnose --trace`: the job's profiler traces found (files, or the `.json`/`.json.gz` in a
 //! directory), opened as regular files only, gunzipped while read and bounded, read in
 //! parallel (one rank per worker, each reduced to figures before the next is read), mapped to
-//! hosts (a hostfile, or ranks per node), held against an nccl-tests sweep, and — when the
-//! cluster is known — the straggler's host doctored like a bisection suspect.
+//! hosts (a hostfile, or ranks per node), held against an nccl-tests sweep (a file, or one
+//! measured first on `--nodes`), and — when the cluster is known — the straggler's host
+//! doctored like a bisection suspect.
 
 use super::diagnose::{doctor_on, verdict};
 use crate::config::Inventory;
@@ -26,6 +27,8 @@ pub(crate) struct TraceSettings {
     pub(crate) sweep: Option<PathBuf>,
     pub(crate) hostfile: Option<PathBuf>,
     pub(crate) ranks_per_node: Option<u32>,
+    /// `--nodes`: measure the sweep on them first (instead of `--sweep FILE`).
+    pub(crate) measure: Option<crate::flow::settings::DiagnoseSettings>,
     /// The cluster, when `--cluster-config` is given: the straggler's host is doctored.
     pub(crate) cluster: Option<(Inventory, ReachSettings)>,
     /// Traces read at once.
@@ -44,7 +47,18 @@ pub(crate) fn diagnose_traces(s: &TraceSettings, printer: &Printer) -> Result<Tr
         Some(f) => Some(hostfile(f, s.ranks_per_node)?),
         None => None,
     };
-    let sweep = s.sweep.as_deref().map(load_sweep).transpose()?;
+    let sweep = match (&s.measure, &s.sweep) {
+        (Some(m), _) => {
+            let run = super::diagnose::measured_sweep(m, printer)?;
+            Some(SweepRef {
+                file: format!("the sweep on {} node(s)", m.hosts.len()),
+                rows: run.rows,
+                ranks: run.ranks,
+            })
+        }
+        (None, Some(f)) => Some(load_sweep(f)?),
+        (None, None) => None,
+    };
     let ranks = read_all(&files, s.workers, |rank| {
         let host = hosts.as_deref().and_then(|h| h.get(rank as usize).cloned());
         let group = s

@@ -271,7 +271,7 @@ fn events<R: BufRead>(s: &mut Scanner<R>, state: &mut State, max_events: u64) ->
                 message: e.to_string(),
             })?;
         state.trace.events += 1;
-        keep(state, event).map_err(|message| ReadError::Event { index, message })?;
+        keep(state, event);
         if s.one_of(b",]", "a comma or the end of `traceEvents`").map_err(json)? == b']' {
             return Ok(());
         }
@@ -712,22 +712,22 @@ fn step_number(name: &str) -> Option<u64> {
     name.strip_prefix("ProfilerStep#")?.parse().ok()
 }
 
-/// Keep what the analysis needs of one event. An `Err` is a fault of the whole trace.
-fn keep(state: &mut State, e: Event) -> Result<(), String> {
+/// Keep what the analysis needs of one event; what cannot be used is counted.
+fn keep(state: &mut State, e: Event) {
     if !e.complete {
-        return Ok(());
+        return;
     }
     let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
         state.trace.skipped.no_time += 1;
-        return Ok(());
+        return;
     };
     let (Some(start), Some(len)) = (nanos(ts), nanos(dur)) else {
         state.trace.skipped.bad_time += 1;
-        return Ok(());
+        return;
     };
     if len < 0 || start.checked_add(len).is_none() {
         state.trace.skipped.bad_time += 1;
-        return Ok(());
+        return;
     }
     let end = start + len;
     let t = &mut *state.trace;
@@ -776,7 +776,6 @@ fn keep(state: &mut State, e: Event) -> Result<(), String> {
         }
         _ => {}
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use super::gather::Ask;
 use super::plan::gather_and_plan;
 use super::reach::{machine_jobs, on_nodes};
 use super::settings::{DiagnoseSettings, ReachSettings};
-use crate::bench::parse::SizeFigures;
+use crate::bench::parse::{BenchRun, SizeFigures};
 use crate::bench::sweep::{self, Findings};
 use crate::config::Inventory;
 use crate::doctor::{DoctorRequest, Status};
@@ -38,22 +38,8 @@ pub(crate) struct Diagnosis {
 /// The sweep on the selected nodes, read and held against the plan's prediction; localised
 /// when slower (or asked), each suspect doctored and judged.
 pub(crate) fn diagnose(s: &DiagnoseSettings, printer: &Printer) -> Result<Diagnosis, Error> {
-    let inv = &s.gather.inv;
-    // The model's figures for exactly these nodes.
-    let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
-    let gpus = gpus_per_node(inv, &planned.plan.node_classes);
-    let order = if planned.plan.node_order.is_empty() {
-        s.hosts.clone()
-    } else {
-        planned.plan.node_order.clone()
-    };
-    let mut bench = Bench::new(runs::NodeBencher::new(
-        inv,
-        &s.gather.reach,
-        printer,
-        s.output_dir.as_deref(),
-        s.budget,
-    ));
+    let (planned, order, gpus) = prepare(s, printer)?;
+    let mut bench = node_bench(s, printer);
     let run = bench.sweep(&order, gpus)?;
     let findings = sweep::findings(&run.rows, run.ranks);
     let predicted = Prediction {
@@ -97,6 +83,44 @@ pub(crate) fn diagnose(s: &DiagnoseSettings, printer: &Printer) -> Result<Diagno
         msg,
         set_measured,
     })
+}
+
+/// The plan for the selected nodes: their order (the plan's, else the selection's) and the
+/// GPUs per node the benchmark runs.
+fn prepare(s: &DiagnoseSettings, printer: &Printer) -> Result<(crate::flow::plan::Planned, Vec<String>, u32), Error> {
+    let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
+    let gpus = gpus_per_node(&s.gather.inv, &planned.plan.node_classes);
+    let order = if planned.plan.node_order.is_empty() {
+        s.hosts.clone()
+    } else {
+        planned.plan.node_order.clone()
+    };
+    Ok((planned, order, gpus))
+}
+
+fn node_bench<'a>(s: &'a DiagnoseSettings, printer: &'a Printer) -> Bench<runs::NodeBencher<'a>> {
+    Bench::new(runs::NodeBencher::new(
+        &s.gather.inv,
+        &s.gather.reach,
+        printer,
+        s.output_dir.as_deref(),
+        s.budget,
+    ))
+}
+
+/// The sweep alone, on the selected nodes in the plan's order (`diagnose --trace --nodes`:
+/// the job's traces are held against it). A run over another set than asked is refused.
+pub(in crate::flow) fn measured_sweep(s: &DiagnoseSettings, printer: &Printer) -> Result<BenchRun, Error> {
+    let (_, order, gpus) = prepare(s, printer)?;
+    let run = node_bench(s, printer).sweep(&order, gpus)?;
+    let expected = order.len() as u32 * gpus;
+    if run.ranks != expected {
+        return Err(Error::Trace(crate::trace::TraceError::Sweep {
+            file: "the sweep diagnose ran".into(),
+            message: another_set(run.ranks, order.len(), gpus),
+        }));
+    }
+    Ok(run)
 }
 
 /// One line: the verdict with its numbers.
