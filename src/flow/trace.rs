@@ -47,6 +47,15 @@ pub(crate) fn diagnose_traces(s: &TraceSettings, printer: &Printer) -> Result<Tr
         Some(f) => Some(hostfile(f, s.ranks_per_node)?),
         None => None,
     };
+    let ranks = read_all(&files, s.workers, |rank| {
+        let host = hosts.as_deref().and_then(|h| h.get(rank as usize).cloned());
+        let group = s
+            .ranks_per_node
+            .filter(|_| hosts.is_none())
+            .map(|n| format!("node{}", rank / n));
+        (host, group)
+    })?;
+    // Measured (or read) after the traces: a bad trace costs no benchmark run.
     let sweep = match (&s.measure, &s.sweep) {
         (Some(m), _) => {
             let run = super::diagnose::measured_sweep(m, printer)?;
@@ -59,14 +68,6 @@ pub(crate) fn diagnose_traces(s: &TraceSettings, printer: &Printer) -> Result<Tr
         (None, Some(f)) => Some(load_sweep(f)?),
         (None, None) => None,
     };
-    let ranks = read_all(&files, s.workers, |rank| {
-        let host = hosts.as_deref().and_then(|h| h.get(rank as usize).cloned());
-        let group = s
-            .ranks_per_node
-            .filter(|_| hosts.is_none())
-            .map(|n| format!("node{}", rank / n));
-        (host, group)
-    })?;
     let mut report = trace::analyse(&ranks, sweep.as_ref());
     let mut doctor = Vec::new();
     let suspect = report
