@@ -242,40 +242,12 @@ pub(crate) fn skew(ranks: &[RankIn]) -> Skew {
                 .push((ri, c));
         }
     }
-    let mut last = vec![0u64; ranks.len()];
-    let mut late_sum = vec![0.0f64; ranks.len()];
-    let mut seen = vec![0u64; ranks.len()];
-    let (mut matched, mut judged, mut mismatched) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::new(ranks.len());
     let mut spreads: HashMap<&str, (usize, Vec<f64>)> = HashMap::new();
     for members in by_key.values().filter(|m| m.len() >= 2) {
-        // All-to-all sizes differ between ranks by design (uneven splits); others do not.
-        let first = members[0].1;
-        let differs = |c: &Collective| {
-            c.group_size != first.group_size
-                || (c.kind != "alltoall" && c.bytes.is_some() && first.bytes.is_some() && c.bytes != first.bytes)
-        };
-        if members.iter().any(|(_, c)| differs(c)) {
-            mismatched += 1;
-            continue;
+        if let Some(timed) = tally.judge(members) {
+            host_spreads(ranks, &timed, &mut spreads);
         }
-        let timed: Vec<&(usize, &Collective)> = members.iter().filter(|(_, c)| c.gpu_us > 0.0).collect();
-        if timed.len() < 2 {
-            continue;
-        }
-        matched += 1;
-        let longest = timed.iter().map(|(_, c)| c.gpu_us).fold(0.0, f64::max);
-        let shortest = timed.iter().map(|(_, c)| c.gpu_us).fold(f64::INFINITY, f64::min);
-        for (ri, c) in &timed {
-            late_sum[*ri] += longest - c.gpu_us;
-            seen[*ri] += 1;
-        }
-        if longest - shortest >= (0.05 * longest).max(10.0) {
-            judged += 1;
-            if let Some((ri, _)) = timed.iter().min_by(|a, b| a.1.gpu_us.total_cmp(&b.1.gpu_us)) {
-                last[*ri] += 1;
-            }
-        }
-        host_spreads(ranks, &timed, &mut spreads);
     }
     let lateness: Vec<Lateness> = ranks
         .iter()
@@ -283,17 +255,84 @@ pub(crate) fn skew(ranks: &[RankIn]) -> Skew {
         .map(|(i, r)| Lateness {
             rank: r.rank,
             host: r.host.map(str::to_string),
-            last: last[i],
-            last_share: share(last[i] as f64, judged as f64),
-            mean_late_us: share(late_sum[i], seen[i] as f64),
+            last: tally.last[i],
+            last_share: share(tally.last[i] as f64, tally.judged as f64),
+            mean_late_us: share(tally.late_sum[i], tally.seen[i] as f64),
         })
         .collect();
     let straggler = lateness
         .iter()
         .max_by_key(|l| l.last)
-        .filter(|l| judged as usize >= STRAGGLER_MIN && l.last_share >= STRAGGLER_SHARE)
+        .filter(|l| tally.judged as usize >= STRAGGLER_MIN && l.last_share >= STRAGGLER_SHARE)
         .map(|l| l.rank);
-    let mut within_host: Vec<HostSpread> = spreads
+    Skew {
+        matched: tally.matched,
+        judged: tally.judged,
+        mismatched: tally.mismatched,
+        ranks: lateness,
+        straggler,
+        within_host: within_host(spreads),
+    }
+}
+
+/// Per rank: how often it arrived last, and how long the others waited for it.
+struct Tally {
+    last: Vec<u64>,
+    late_sum: Vec<f64>,
+    seen: Vec<u64>,
+    matched: u64,
+    judged: u64,
+    mismatched: u64,
+}
+
+impl Tally {
+    fn new(ranks: usize) -> Self {
+        Tally {
+            last: vec![0; ranks],
+            late_sum: vec![0.0; ranks],
+            seen: vec![0; ranks],
+            matched: 0,
+            judged: 0,
+            mismatched: 0,
+        }
+    }
+
+    /// One collective as the ranks ran it: the members that ran GPU work, when two or more did
+    /// and the ranks agree on what it was.
+    fn judge<'m, 'a>(&mut self, members: &'m [(usize, &'a Collective)]) -> Option<Vec<&'m (usize, &'a Collective)>> {
+        // All-to-all sizes differ between ranks by design (uneven splits); others do not.
+        let first = members[0].1;
+        let differs = |c: &Collective| {
+            c.group_size != first.group_size
+                || (c.kind != "alltoall" && c.bytes.is_some() && first.bytes.is_some() && c.bytes != first.bytes)
+        };
+        if members.iter().any(|(_, c)| differs(c)) {
+            self.mismatched += 1;
+            return None;
+        }
+        let timed: Vec<&(usize, &Collective)> = members.iter().filter(|(_, c)| c.gpu_us > 0.0).collect();
+        if timed.len() < 2 {
+            return None;
+        }
+        self.matched += 1;
+        let longest = timed.iter().map(|(_, c)| c.gpu_us).fold(0.0, f64::max);
+        let shortest = timed.iter().map(|(_, c)| c.gpu_us).fold(f64::INFINITY, f64::min);
+        for (ri, c) in &timed {
+            self.late_sum[*ri] += longest - c.gpu_us;
+            self.seen[*ri] += 1;
+        }
+        if longest - shortest >= (0.05 * longest).max(10.0) {
+            self.judged += 1;
+            if let Some((ri, _)) = timed.iter().min_by(|a, b| a.1.gpu_us.total_cmp(&b.1.gpu_us)) {
+                self.last[*ri] += 1;
+            }
+        }
+        Some(timed)
+    }
+}
+
+fn within_host(spreads: HashMap<&str, (usize, Vec<f64>)>) -> Vec<HostSpread> {
+    let mut out: Vec<HostSpread> = spreads
         .into_iter()
         .filter_map(|(host, (n, v))| {
             let max = v.iter().copied().fold(0.0, f64::max);
@@ -305,15 +344,8 @@ pub(crate) fn skew(ranks: &[RankIn]) -> Skew {
             })
         })
         .collect();
-    within_host.sort_by(|a, b| a.host.cmp(&b.host));
-    Skew {
-        matched,
-        judged,
-        mismatched,
-        ranks: lateness,
-        straggler,
-        within_host,
-    }
+    out.sort_by(|a, b| a.host.cmp(&b.host));
+    out
 }
 
 /// Per host, the spread of GPU start times among its ranks in one collective.

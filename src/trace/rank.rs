@@ -230,22 +230,7 @@ fn launches_inside(issued: &[Issued], launches: &mut [read::Launch]) -> HashMap<
 pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
     t.steps.sort_by_key(|s| (s.start, s.number));
     t.steps.dedup_by_key(|s| s.number);
-    let world = t
-        .dist
-        .as_ref()
-        .and_then(|d| d.world_size)
-        .and_then(|w| u64::try_from(w).ok());
-    let pg_sizes: HashMap<String, u64> = t
-        .dist
-        .iter()
-        .flat_map(|d| &d.pg_config)
-        .filter_map(|p| {
-            Some((
-                p.pg_name.clone(),
-                p.pg_size.or(Some(p.ranks.len() as u64).filter(|n| *n > 0))?,
-            ))
-        })
-        .collect();
+    let (world, pg_sizes) = group_sizes(&t);
     let mut ops = std::mem::take(&mut t.ops);
     let groups = groups(&mut ops);
     let mut issued: Vec<Issued> = groups
@@ -253,24 +238,77 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
         .map(|g| issued(&ops, g))
         .filter(|g| g.kind != "wait")
         .collect();
-
     let launched_by = launches_inside(&issued, &mut t.launches);
     // Then by correlation, to find when each GPU event was launched (HTA's step rule).
     t.launches.sort_unstable_by_key(|l| l.correlation);
-    let launches = &t.launches;
-    let launched_at = |c: u64| {
-        let i = launches.partition_point(|l| l.correlation < c);
-        launches.get(i).filter(|l| l.correlation == c).map(|l| l.ts)
-    };
-
-    // Each GPU event, in order of start: its class (comm when a collective launched it), its
-    // collective and its step; unions kept as running totals, only communication as spans.
     t.gpu.sort_unstable_by_key(|g| (g.start, g.end));
-    let mut work: Vec<Vec<Span>> = vec![Vec::new(); issued.len()];
-    let steps = &t.steps;
-    let mut per_step: Vec<StepRuns> = vec![StepRuns::default(); steps.len().max(1)];
-    let mut compute_all: Vec<Span> = Vec::new();
-    let mut anonymous = 0;
+    let walk = walk(&t, &mut issued, &launched_by);
+    let collectives = collectives(&issued, walk.work, &t.steps, &pg_sizes, world);
+    let whole_trace = whole_span(&t.gpu);
+    let steps_out: Vec<StepFigures> = walk
+        .per_step
+        .into_iter()
+        .enumerate()
+        .map(|(si, runs)| {
+            let (number, span) = match t.steps.get(si) {
+                Some(s) => (Some(s.number), s.end - s.start),
+                None => (None, whole_trace),
+            };
+            step_figures(number, span, runs, &walk.compute_all, &collectives)
+        })
+        .collect();
+    let overall = sum(&steps_out);
+    RankFigures {
+        steps: steps_out,
+        overall,
+        collectives,
+        anonymous_comm_kernels: walk.anonymous,
+    }
+}
+
+/// The world size, and each process group's size from `distributedInfo.pg_config`.
+fn group_sizes(t: &RawTrace) -> (Option<u64>, HashMap<String, u64>) {
+    let world = t
+        .dist
+        .as_ref()
+        .and_then(|d| d.world_size)
+        .and_then(|w| u64::try_from(w).ok());
+    let pgs = t
+        .dist
+        .iter()
+        .flat_map(|d| &d.pg_config)
+        .filter_map(|p| {
+            let size = p.pg_size.or(Some(p.ranks.len() as u64).filter(|n| *n > 0))?;
+            Some((p.pg_name.clone(), size))
+        })
+        .collect();
+    (world, pgs)
+}
+
+/// What one pass over the GPU events gathers.
+struct Walk {
+    /// Each collective's GPU spans.
+    work: Vec<Vec<Span>>,
+    per_step: Vec<StepRuns>,
+    /// Computation on every stream, merged.
+    compute_all: Vec<Span>,
+    anonymous: u64,
+}
+
+/// Each GPU event (sorted by start), once: its class (comm when a collective launched it),
+/// its collective and its step; unions kept as running totals, only communication as spans.
+/// `t.launches` is sorted by correlation.
+fn walk(t: &RawTrace, issued: &mut Vec<Issued>, launched_by: &HashMap<u64, usize>) -> Walk {
+    let launched_at = |c: u64| {
+        let i = t.launches.partition_point(|l| l.correlation < c);
+        t.launches.get(i).filter(|l| l.correlation == c).map(|l| l.ts)
+    };
+    let mut w = Walk {
+        work: vec![Vec::new(); issued.len()],
+        per_step: vec![StepRuns::default(); t.steps.len().max(1)],
+        compute_all: Vec::new(),
+        anonymous: 0,
+    };
     for g in &t.gpu {
         let span = (g.start, g.end);
         let by_launch = g.correlation().and_then(|c| launched_by.get(&c).copied());
@@ -278,24 +316,27 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
             (Some(gi), _) => Some(gi),
             (None, Some(a)) if g.class == GpuClass::Comm => {
                 issued.push(kernel_issued(&t.kernel_args[a as usize], g.start));
-                work.push(Vec::new());
+                w.work.push(Vec::new());
                 Some(issued.len() - 1)
             }
             _ => None,
         };
         let class = if gi.is_some() { GpuClass::Comm } else { g.class };
-        if gi.is_none() && class == GpuClass::Comm {
-            anonymous += 1;
-        }
-        if let Some(gi) = gi {
-            work[gi].push(span);
+        match gi {
+            Some(gi) => w.work[gi].push(span),
+            None if class == GpuClass::Comm => w.anonymous += 1,
+            None => {}
         }
         if class == GpuClass::Compute {
-            intervals::push_sorted(&mut compute_all, span);
+            intervals::push_sorted(&mut w.compute_all, span);
         }
         let at = g.correlation().and_then(launched_at).unwrap_or(g.start);
-        let si = if steps.is_empty() { Some(0) } else { step_at(steps, at) };
-        if let Some(r) = si.and_then(|si| per_step.get_mut(si)) {
+        let si = if t.steps.is_empty() {
+            Some(0)
+        } else {
+            step_at(&t.steps, at)
+        };
+        if let Some(r) = si.and_then(|si| w.per_step.get_mut(si)) {
             r.busy.add(span);
             match class {
                 GpuClass::Comm => intervals::push_sorted(&mut r.comm, span),
@@ -304,26 +345,7 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
             }
         }
     }
-    let collectives = collectives(&issued, work, steps, &pg_sizes, world);
-    let whole_trace = whole_span(&t.gpu);
-    let steps_out: Vec<StepFigures> = per_step
-        .into_iter()
-        .enumerate()
-        .map(|(si, runs)| {
-            let (number, span) = match steps.get(si) {
-                Some(s) => (Some(s.number), s.end - s.start),
-                None => (None, whole_trace),
-            };
-            step_figures(number, span, runs, &compute_all, &collectives)
-        })
-        .collect();
-    let overall = sum(&steps_out);
-    RankFigures {
-        steps: steps_out,
-        overall,
-        collectives,
-        anonymous_comm_kernels: anonymous,
-    }
+    w
 }
 
 /// A collective known only from its kernel's arguments (the op was not recorded).
