@@ -396,6 +396,25 @@ fn a_sweep_measured_in_the_same_run_is_held_against_the_job() {
         os(&dir.path().join("sweep.txt")),
     ]);
     assert_eq!(code, Some(2), "{text}");
+    // A benchmark that ignores its hosts measured one GPU, not the rack: not a yardstick.
+    let one = tempfile::tempdir().unwrap();
+    let cfg1 = crate::diagnose::cluster(one.path(), "FAKE_NCCL_RANKS=1");
+    let (code, text) = human(&[
+        os("--cluster-config"),
+        os(&cfg1),
+        os("--nodes"),
+        os("rack-1"),
+        os("--output-dir"),
+        os(&one.path().join("out")),
+        os("--trace"),
+        os(dir.path()),
+    ]);
+    assert_eq!(code, Some(65), "{text}");
+    assert!(
+        text.contains("the sweep on --nodes measured another set")
+            && text.contains("ran 1 rank(s) where the 4 node(s) have 32"),
+        "{text}"
+    );
     // --output-dir without --nodes would be ignored: refused instead.
     let (code, text) = human(&[os("--trace"), os(dir.path()), os("--output-dir"), os(&out)]);
     assert_eq!(code, Some(2), "{text}");
@@ -427,7 +446,7 @@ fn bad_traces_are_errors_naming_the_file_or_counted_skips() {
         (
             "nested.json",
             format!(
-                "{{\"traceEvents\":[{{\"args\":{}{}}}]}}",
+                "{{\"traceEvents\":[{{\"args\":{{\"deep\":{}{}}}}}]}}",
                 "[".repeat(200),
                 "]".repeat(200)
             )

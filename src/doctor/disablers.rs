@@ -109,9 +109,9 @@ pub(super) fn nccl_disablers(f: &Facts) -> Option<Check> {
         domain: f.snap.nvlink_domain.is_some()
             || part.is_some_and(|p| p.board == crate::model::gpu_parts::Board::NvlinkSwitchTray),
     };
-    let (settings, unreadable) = nccl_settings(f.fs);
+    let (settings, unreadable) = &f.settings;
     let mut found: Vec<(Status, String)> = settings
-        .into_iter()
+        .iter()
         .filter_map(|s| {
             let (status, why) = judge(&s.name, &s.value, paths)?;
             Some((status, format!("{}:{} {}={}: {why}", s.file, s.line, s.name, s.value)))
@@ -119,7 +119,7 @@ pub(super) fn nccl_disablers(f: &Facts) -> Option<Check> {
         .collect();
     found.extend(
         unreadable
-            .into_iter()
+            .iter()
             .map(|u| (Status::Warn, format!("cannot read {u}: what it sets is unknown"))),
     );
     let worst = found.iter().map(|(s, _)| *s).max();

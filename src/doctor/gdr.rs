@@ -4,7 +4,6 @@
 //! driver's open kernel module and NCCL ≥ 2.19 with `NCCL_DMABUF_ENABLE` not 0. Without either,
 //! NCCL stages every message through host memory (180 → 10 GB/s: NVIDIA/nccl#1537).
 
-use super::disablers::nccl_settings;
 use super::{check, few, gpu_nics, Check, Facts, Reach, Status};
 use crate::model::NcclVersion;
 
@@ -107,9 +106,10 @@ fn dmabuf(f: &Facts) -> Result<String, String> {
     if let Some(v) = f.nccl.filter(|v| *v < DMABUF_NCCL) {
         return Err(format!("NCCL {v} predates DMA-BUF (2.19)"));
     }
-    if let Some(s) = nccl_settings(f.fs)
+    if let Some(s) = f
+        .settings
         .0
-        .into_iter()
+        .iter()
         .find(|s| s.name == "NCCL_DMABUF_ENABLE" && s.value == "0")
     {
         return Err(format!("{}:{} sets NCCL_DMABUF_ENABLE=0", s.file, s.line));

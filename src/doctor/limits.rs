@@ -20,27 +20,32 @@ fn unlimited(v: &str) -> bool {
     matches!(v.trim(), "unlimited" | "infinity" | "-1")
 }
 
+/// What `stated` finds on each line of each file (at most 10,000 lines a file).
+fn each_line(
+    fs: &FsRoot,
+    files: &[String],
+    unreadable: &mut Vec<String>,
+    stated: impl Fn(&str, &str) -> Option<Stated>,
+) -> Vec<Stated> {
+    let mut out = Vec::new();
+    for file in files {
+        let text = read_config(fs, file, unreadable).unwrap_or_default();
+        out.extend(text.lines().take(10_000).filter_map(|l| stated(file, l)));
+    }
+    out
+}
+
 /// `DefaultLimitMEMLOCK=` (or `LimitMEMLOCK=` in a unit) in the files of a systemd config.
 fn systemd(fs: &FsRoot, files: &[String], key: &str, unreadable: &mut Vec<String>) -> Vec<Stated> {
-    files
-        .iter()
-        .flat_map(|file| {
-            read_config(fs, file, unreadable)
-                .unwrap_or_default()
-                .lines()
-                .take(10_000)
-                .filter_map(|l| {
-                    let v = l.trim().strip_prefix(key)?.strip_prefix('=')?.trim();
-                    // `soft:hard`: the soft limit is what a process starts with.
-                    let soft = v.split(':').next().unwrap_or(v).trim();
-                    (!soft.is_empty()).then(|| Stated {
-                        source: format!("{file} ({key})"),
-                        value: soft.to_string(),
-                    })
-                })
-                .collect::<Vec<_>>()
+    each_line(fs, files, unreadable, |file, l| {
+        let v = l.trim().strip_prefix(key)?.strip_prefix('=')?.trim();
+        // `soft:hard`: the soft limit is what a process starts with.
+        let soft = v.split(':').next().unwrap_or(v).trim();
+        (!soft.is_empty()).then(|| Stated {
+            source: format!("{file} ({key})"),
+            value: soft.to_string(),
         })
-        .collect()
+    })
 }
 
 /// `<domain> <type> <item> <value>` lines of limits.conf and limits.d for `item`.
@@ -52,24 +57,14 @@ fn pam(fs: &FsRoot, item: &str, unreadable: &mut Vec<String>) -> Vec<Stated> {
             .filter(|n| n.ends_with(".conf"))
             .map(|n| format!("/etc/security/limits.d/{n}")),
     );
-    files
-        .iter()
-        .flat_map(|file| {
-            read_config(fs, file, unreadable)
-                .unwrap_or_default()
-                .lines()
-                .take(10_000)
-                .filter_map(|l| {
-                    let l = l.split('#').next().unwrap_or("");
-                    let w: Vec<&str> = l.split_whitespace().collect();
-                    (w.len() == 4 && w[2] == item && matches!(w[1], "soft" | "-")).then(|| Stated {
-                        source: format!("{file} ({} {} {item})", w[0], w[1]),
-                        value: w[3].to_string(),
-                    })
-                })
-                .collect::<Vec<_>>()
+    each_line(fs, &files, unreadable, |file, l| {
+        let l = l.split('#').next().unwrap_or("");
+        let w: Vec<&str> = l.split_whitespace().collect();
+        (w.len() == 4 && w[2] == item && matches!(w[1], "soft" | "-")).then(|| Stated {
+            source: format!("{file} ({} {} {item})", w[0], w[1]),
+            value: w[3].to_string(),
         })
-        .collect()
+    })
 }
 
 fn system_conf(fs: &FsRoot) -> Vec<String> {

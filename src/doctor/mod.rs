@@ -69,6 +69,13 @@ pub(crate) struct Facts<'a> {
     completion: Vec<(&'a str, &'a crate::model::Irq)>,
     /// The path classes between GPUs and RDMA NICs (`graph::paths::path_classes`).
     classes: Vec<Vec<PathClass>>,
+    /// Every `NCCL_*` line of NCCL's config and environment files, and the files that exist
+    /// but could not be read — read once for the checks that judge them (`gdr`,
+    /// `nccl-disablers`).
+    settings: (Vec<disablers::Found>, Vec<String>),
+    /// A virtual machine (the CPU's `hypervisor` flag), where ACS and the IOMMU are not the
+    /// guest's.
+    vm: bool,
 }
 
 /// One check: at most one row of the table.
@@ -141,6 +148,8 @@ pub(crate) fn run(fs: &FsRoot, snap: &NodeSnapshot, req: &DoctorRequest) -> Vec<
         nccl: snap.nccl_version.or(req.nccl_version),
         completion,
         classes: crate::graph::paths::path_classes(snap),
+        settings: disablers::nccl_settings(fs),
+        vm: is_vm(fs),
     };
     CHECKS.iter().filter_map(|(_, check)| check(&facts)).collect()
 }

@@ -5,7 +5,7 @@
 //! (the guide: `iommu=pt` on bare metal). Both are the hypervisor's on a VM, and are skipped
 //! there, said so.
 
-use super::{check, few, is_vm, Check, Facts, Status};
+use super::{check, few, Check, Facts, Status};
 use crate::model::snapshot::{BridgeRole, PciParent, PciPlacement};
 use crate::model::Bdf;
 use std::collections::BTreeSet;
@@ -111,7 +111,7 @@ fn read_acs(f: &Facts, bdf: &Bdf) -> Acs {
 
 pub(super) fn acs(f: &Facts) -> Option<Check> {
     let skip = |why: String| Some(check("acs", Status::Skip, why, ""));
-    if is_vm(f.fs) {
+    if f.vm {
         return skip(
             "a virtual machine (the CPU's hypervisor flag): ACS and ATS are the hypervisor's to set, not this guest's"
                 .into(),
@@ -212,7 +212,7 @@ fn cmdline_mode(cmdline: &str) -> Option<&'static str> {
 
 pub(super) fn iommu(f: &Facts) -> Option<Check> {
     let skip = |why: &str| Some(check("iommu", Status::Skip, why, ""));
-    if is_vm(f.fs) {
+    if f.vm {
         return skip("a virtual machine: the IOMMU on the GPU–NIC path is the hypervisor's");
     }
     let rdma = f.snap.matrix_nics().any(|n| n.pci.is_some());

@@ -1,4 +1,16 @@
-//! A message size as operators write it (`256M`, `4G`): binary units, as nccl-tests reads them.
+//! A message size as operators write it (`256M`, `4G`) and as it is shown (`64 KiB`): binary
+//! units, as nccl-tests reads them.
+
+/// Bytes as nccl-tests users read them: 8 B, 64 KiB, 4 GiB (the unit only where it divides).
+pub(crate) fn show(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (u, name) in UNITS {
+        if b >= u && b.is_multiple_of(u) {
+            return format!("{} {name}", b / u);
+        }
+    }
+    format!("{b} B")
+}
 
 /// Why text is not a size.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -37,16 +37,7 @@ fn change(c: &Change) -> String {
     )
 }
 
-/// Bytes as nccl-tests users read them: 8 B, 64 KiB, 4 GiB.
-pub(crate) fn size(b: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (u, name) in UNITS {
-        if b >= u && b.is_multiple_of(u) {
-            return format!("{} {name}", b / u);
-        }
-    }
-    format!("{b} B")
-}
+pub(crate) use crate::model::size::show as size;
 
 pub(crate) fn verdict_table(v: &Verdict) -> String {
     let bw = match v.metric {

@@ -4,8 +4,8 @@
 //! nccl-tests sweep, and the verdict line. Pure: figures in, figures and sentences out.
 
 use super::rank::{share, Collective, RankFigures};
-use super::units::show_bytes;
 use crate::bench::parse::SizeFigures;
+use crate::model::size::show as show_bytes;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

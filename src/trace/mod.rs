@@ -9,7 +9,6 @@ pub(crate) mod job;
 pub(crate) mod rank;
 pub(crate) mod read;
 pub(crate) mod scan;
-pub(crate) mod units;
 
 use crate::bench::parse::SizeFigures;
 use serde::Serialize;
@@ -170,4 +169,7 @@ pub(crate) enum TraceError {
     Hostfile { file: String, line: usize, message: String },
     #[error("{file}: not an nccl-tests sweep: {message}")]
     Sweep { file: String, message: String },
+    /// `--nodes`: the benchmark ran on another set than the nodes asked for.
+    #[error("the sweep on --nodes measured another set: {0}")]
+    SweepElsewhere(String),
 }

@@ -194,19 +194,19 @@ pub(crate) fn read_limited(input: impl BufRead, max_events: u64) -> Result<RawTr
         Some(_) => return Err(ReadError::NotKineto("not a JSON object".into())),
         None => return Err(ReadError::Json(ScanError::Eof(0).to_string())),
     }
-    s.expect(b'{', "an object").map_err(json)?;
+    s.eat(b'{', "an object").map_err(json)?;
     let mut saw_events = false;
     let mut seen = std::collections::HashSet::new();
     let mut buf = Vec::new();
     if s.peek().map_err(json)? == Some(b'}') {
-        s.expect(b'}', "the end").map_err(json)?;
+        s.eat(b'}', "the end").map_err(json)?;
     } else {
         loop {
             buf.clear();
             s.value(Some(&mut buf), 4096).map_err(json)?;
             let key: String = serde_json::from_slice(&buf)
                 .map_err(|e| ReadError::Json(format!("a key that is not a string: {e}")))?;
-            s.expect(b':', "a colon").map_err(json)?;
+            s.eat(b':', "a colon").map_err(json)?;
             match key.as_str() {
                 "traceEvents" | "distributedInfo" if !seen.insert(key.clone()) => {
                     return Err(ReadError::NotKineto(format!("`{key}` twice: one trace, one of each")))
@@ -247,9 +247,9 @@ fn events<R: BufRead>(s: &mut Scanner<R>, state: &mut State, max_events: u64) ->
     if s.peek().map_err(json)? != Some(b'[') {
         return Err(ReadError::NotKineto("`traceEvents` is not an array".into()));
     }
-    s.expect(b'[', "an array").map_err(json)?;
+    s.eat(b'[', "an array").map_err(json)?;
     if s.peek().map_err(json)? == Some(b']') {
-        return s.expect(b']', "the end").map_err(json);
+        return s.eat(b']', "the end").map_err(json);
     }
     let mut buf = Vec::new();
     loop {
@@ -531,8 +531,9 @@ struct ArgsSeed<'e>(&'e mut Event);
 
 impl<'de> DeserializeSeed<'de> for ArgsSeed<'_> {
     type Value = ();
+    /// Kineto writes `args` as an object; anything else makes the event, and the trace, bad.
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+        d.deserialize_map(self)
     }
 }
 
@@ -568,28 +569,6 @@ impl<'de> Visitor<'de> for ArgsSeed<'_> {
             .enumerate()
             .map(|(i, n)| n.as_ref()?.checked_mul(types.get(i).copied().flatten()?))
             .collect();
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         Ok(())
     }
 }

@@ -29,7 +29,7 @@ impl std::fmt::Display for ScanError {
                 write!(
                     f,
                     "the value at byte {at} is larger than {}: refused",
-                    super::units::show_bytes(*limit)
+                    crate::model::size::show(*limit)
                 )
             }
         }
@@ -98,7 +98,7 @@ impl<R: BufRead> Scanner<R> {
     }
 
     /// Consume `want` (after whitespace), or say what stands there instead.
-    pub(crate) fn expect(&mut self, want: u8, what: &str) -> Result<(), ScanError> {
+    pub(crate) fn eat(&mut self, want: u8, what: &str) -> Result<(), ScanError> {
         match self.peek()? {
             Some(b) if b == want => {
                 self.consume(1);
@@ -221,7 +221,7 @@ mod tests {
         let r = std::io::BufReader::with_capacity(chunk, text.as_bytes());
         let mut s = Scanner::new(r);
         let mut out = Vec::new();
-        s.expect(b'[', "an array").unwrap();
+        s.eat(b'[', "an array").unwrap();
         loop {
             let mut v = Vec::new();
             s.value(Some(&mut v), 1 << 20).unwrap();
