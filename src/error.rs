@@ -42,10 +42,16 @@ pub(crate) enum Error {
     /// A rollout record (`apply`, `status`): missing, unreadable, or its lock held.
     #[error(transparent)]
     State(#[from] StateError),
-    /// `diagnose --trace`: a trace, hostfile or sweep that cannot be used.
-    #[error(transparent)]
-    Trace(#[from] crate::trace::TraceError),
+    /// An error of the layer above (`flow`: a trace, hostfile or sweep `diagnose --trace`
+    /// cannot use), which classifies itself; boxed so that this enum names no module above it.
+    #[error("{0}")]
+    Flow(Box<dyn FlowError>),
 }
+
+/// What an error of the application layer is: an error that says its own exit code.
+pub(crate) trait FlowError: std::error::Error + Classify + Send + Sync {}
+
+impl<E: std::error::Error + Classify + Send + Sync> FlowError for E {}
 
 impl Classify for Error {
     fn classify(&self) -> Class {
@@ -56,7 +62,7 @@ impl Classify for Error {
             Error::Irq(e) => e.classify(),
             Error::Serve(e) => e.classify(),
             Error::State(e) => e.classify(),
-            Error::Trace(e) => trace_class(e),
+            Error::Flow(e) => e.classify(),
             Error::Usage(_) => Class::new(exit::USAGE, "usage"),
             Error::PlanFile { .. } => Class::new(exit::DATA_ERROR, "plan_file")
                 .hint("make the plan with this version: `topo-tune plan --output-dir DIR`"),
@@ -83,20 +89,5 @@ impl Error {
     /// A next step for the operator, where there is an obvious one.
     pub(crate) fn hint(&self) -> Option<String> {
         self.classify().hint
-    }
-}
-
-/// `diagnose --trace`'s input errors: a missing file or directory is no input, one that
-/// cannot be opened an I/O error, the rest bad data.
-fn trace_class(e: &crate::trace::TraceError) -> Class {
-    use crate::trace::TraceError;
-    match e {
-        TraceError::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            Class::new(exit::NO_INPUT, "trace")
-        }
-        TraceError::Open { .. } => Class::new(exit::IO_ERROR, "trace"),
-        TraceError::NoTraces { .. } => Class::new(exit::NO_INPUT, "trace"),
-        _ => Class::new(exit::DATA_ERROR, "trace")
-            .hint("give one PyTorch profiler trace per rank (torch.profiler's export_chrome_trace, .json or .json.gz)"),
     }
 }

@@ -1,7 +1,7 @@
 //! topo-tune: make NCCL fast on the hardware it really runs on.
 //!
 //! Layers, one way (docs/architecture.md; a test keeps it so): `model` is plain data and
-//! imports nothing else of the crate; `graph`, `nccl`, `solve` and `emit` are pure (no
+//! imports nothing else of the crate; `graph`, `nccl`, `solve`, `emit`, `bench` and `trace` are pure (no
 //! filesystem, network, clock or environment); `config`, `probe`, `apply`, `irq`,
 //! `transport` and `node` do the I/O; `flow` composes them; `report` renders; `cmd` is thin;
 //! `cli` parses. Outside the crate: [`run`] (the binary), [`exit`] (the codes), and [`api`]

@@ -82,7 +82,7 @@ impl Play {
     /// `ansible-playbook examples/ansible/BOOK` with these extra vars (JSON) and flags.
     fn run(&self, book: &str, vars: serde_json::Value, flags: &[&str]) -> (Recap, String) {
         let mut vars = vars;
-        vars["topo_tune_source_binary"] = assert_cmd::cargo::cargo_bin("topo-tune").display().to_string().into();
+        vars["topo_tune_source_binary"] = crate::common::run::binary_path().display().to_string().into();
         vars["topo_tune_binary"] = self.binary.display().to_string().into();
         vars["ansible_become_method"] = "su".into();
         let o = Command::new(&self.playbook)

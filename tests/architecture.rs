@@ -315,3 +315,217 @@ fn the_room_checker_sees_siblings_only() {
     let only_outer = code("use super::super::c;");
     assert!(sibling_imports("m", &only_outer, &names).is_empty());
 }
+
+/// Every `.rs` file under `src/`, with its path relative to `src/` and its code (comments
+/// out).
+fn src_files() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().display().to_string();
+            (rel, code(&std::fs::read_to_string(&f).unwrap()))
+        })
+        .collect()
+}
+
+/// The names of the `*Settings` types a file defines.
+fn settings_types(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for kw in ["struct ", "enum "] {
+        let mut rest = code;
+        while let Some(i) = rest.find(kw) {
+            rest = &rest[i + kw.len()..];
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if name.ends_with("Settings") {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// What a `cmd/` file reads of its flags other than `args.resolve()`.
+fn raw_flag_reads(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("args.") {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + "args.".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let field: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if field != "resolve" {
+            out.push(format!("args.{field}"));
+        }
+    }
+    out
+}
+
+#[test]
+fn settings_are_resolved_in_one_place() {
+    for (file, code) in src_files() {
+        if file != "flow/settings.rs" {
+            let found = settings_types(&code);
+            assert!(
+                found.is_empty(),
+                "src/{file} defines {found:?}: every command's settings live in flow/settings.rs"
+            );
+        }
+        if file.starts_with("cmd/") {
+            let raw = raw_flag_reads(&code);
+            assert!(
+                raw.is_empty(),
+                "src/{file} reads {raw:?}: cmd/ reads only what `args.resolve()` gives (cli/resolve.rs)"
+            );
+        }
+    }
+}
+
+/// Each `Result<T, String>` in the code (the error side exactly `String`).
+fn string_errors(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("Result<") {
+        rest = &rest[i + "Result<".len()..];
+        let (mut depth, mut comma) = (1, None);
+        let mut end = rest.len();
+        for (k, c) in rest.char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' if !rest[..k].ends_with('-') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = k;
+                        break;
+                    }
+                }
+                ',' if depth == 1 => comma = Some(k),
+                _ => {}
+            }
+        }
+        if let Some(c) = comma {
+            if rest[c + 1..end].trim() == "String" {
+                out.push(format!("Result<{}>", &rest[..end]));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_fails_with_a_bare_string() {
+    for (file, code) in src_files() {
+        let found = string_errors(&code);
+        assert!(
+            found.is_empty(),
+            "src/{file}: {found:?}: errors are typed (a thiserror enum that says what went wrong)"
+        );
+    }
+}
+
+/// The enum paths a `match` arm of `error.rs` names (`Foo::Bar` before `=>`).
+fn matched_enums(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines().filter(|l| l.contains("=>")) {
+        let pattern = line.split("=>").next().unwrap_or("");
+        for part in pattern.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+            if let Some((ty, _)) = part.split_once("::") {
+                if ty.chars().next().is_some_and(char::is_uppercase) {
+                    out.insert(ty.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn error_rs_matches_no_other_modules_enum() {
+    let code = code(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/error.rs")).unwrap());
+    let foreign: Vec<String> = matched_enums(&code).into_iter().filter(|t| t != "Error").collect();
+    assert!(
+        foreign.is_empty(),
+        "src/error.rs matches into {foreign:?}: each module's error classifies itself (exit::Classify)"
+    );
+}
+
+#[test]
+fn every_src_folder_is_in_the_readme_layout_and_the_architecture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let arch = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    for e in std::fs::read_dir(root.join("src")).unwrap().flatten() {
+        if !e.path().is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().to_string();
+        assert!(
+            readme.contains(&format!("`src/{name}`")),
+            "README.md's layout does not name src/{name}"
+        );
+        assert!(
+            arch.contains(&format!("| `{name}` |")) || arch.contains(&format!("| `{name}`,")),
+            "docs/architecture.md's layer table has no row for {name}"
+        );
+    }
+}
+
+/// Modules whose files share types through files of their own, never through `mod.rs`
+/// (which holds the registry): no arrow runs back up inside the room.
+const NO_ARROW_UP: &[&str] = &["doctor"];
+
+#[test]
+fn doctor_checks_import_nothing_from_the_registry() {
+    for module in NO_ARROW_UP {
+        let files = rooms(module);
+        let names: BTreeSet<String> = files.keys().cloned().collect();
+        for (file, code) in &files {
+            let mut rest = code.as_str();
+            while let Some(i) = rest.find("super::") {
+                rest = &rest[i + "super::".len()..];
+                let group = rest.strip_prefix('{').map(|g| &g[..g.find('}').unwrap_or(g.len())]);
+                let items: Vec<String> = match group {
+                    Some(g) => g
+                        .split(',')
+                        .map(|p| p.trim().split("::").next().unwrap_or("").to_string())
+                        .collect(),
+                    None => vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()],
+                };
+                for item in items.into_iter().filter(|i| !i.is_empty() && i != "super") {
+                    assert!(
+                        names.contains(&item),
+                        "{module}/{file}.rs imports `super::{item}` from {module}/mod.rs: shared types go in a file of their own"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_new_checkers_see_what_they_must() {
+    assert_eq!(
+        settings_types("pub(crate) struct TraceSettings {"),
+        vec!["TraceSettings"]
+    );
+    assert_eq!(
+        raw_flag_reads("let s = args.resolve()?; if args.list {}"),
+        vec!["args.list"]
+    );
+    assert!(raw_flag_reads("let x = myargs.list;").is_empty());
+    assert_eq!(
+        string_errors("fn f() -> Result<Vec<Vec<u32>>, String> {"),
+        vec!["Result<Vec<Vec<u32>>, String>"]
+    );
+    assert!(string_errors("fn f() -> Result<BTreeMap<String, String>, ConfigError> {").is_empty());
+    assert!(string_errors("fn f() -> Result<(), Box<dyn Fn() -> String>> {").is_empty());
+    assert_eq!(
+        matched_enums("Error::Trace(e) => trace_class(e),\nTraceError::Open { .. } => x,"),
+        ["Error", "TraceError"].iter().map(|s| s.to_string()).collect()
+    );
+}

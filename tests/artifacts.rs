@@ -5,7 +5,7 @@
 //! `--output-dir`, nccl-tests' place taken by its documented double.
 
 use crate::canary::{data, files, fleet, fleet_with, wave, Fleet};
-use crate::common::{json, topo_tune};
+use crate::common::{json, topo_tune, tt};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ fn plain(f: &Fleet, sub: &str) -> assert_cmd::Command {
 }
 
 fn bin() -> std::process::Command {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"));
+    let mut c = std::process::Command::new(crate::common::run::binary_path());
     c.env_remove("TOPO_TUNE_OUTPUT");
     c
 }
@@ -93,15 +93,13 @@ fn bin() -> std::process::Command {
 /// `plan --output-dir` on the fleet, then the plan as `edit` leaves it.
 fn edited_plan(f: &Fleet, edit: impl Fn(&mut Value)) -> PathBuf {
     let dir = f.dir.path().join("plan");
-    let o = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(&f.cfg)
+    let o = tt(["plan"])
+        .json()
+        .config(&f.cfg)
         .arg("--from-probes")
         .arg(&f.probes)
-        .arg("--output-dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
+        .out(&dir)
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
     let mut p: Value = serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
     edit(&mut p);
@@ -243,10 +241,16 @@ type Edit<'a> = Box<dyn Fn(&mut Value) + 'a>;
 /// `touch`: a command that leaves a mark if it ever runs; `finished`: a finished rollout's
 /// record to forge figures from.
 fn tamperings<'a>(touch: &'a str, finished: &'a Value) -> Vec<(&'static str, Edit<'a>, &'static str)> {
+    let mut all = option_tamperings(touch);
+    all.extend(wave_tamperings(finished));
+    all
+}
+
+/// Edits of a record's options: its benchmark command, output directory, rounds.
+fn option_tamperings(touch: &str) -> Vec<(&'static str, Edit<'_>, &'static str)> {
     fn cmd_of(d: &mut Value, c: &str) {
         d["options"]["benchmark"]["command"] = c.into();
     }
-    let finished_record = finished;
     vec![
         (
             "a second command after a newline",
@@ -284,6 +288,12 @@ fn tamperings<'a>(touch: &'a str, finished: &'a Value) -> Vec<(&'static str, Edi
             Box::new(move |d| d["options"]["rounds"] = 4294967295u64.into()),
             "rounds",
         ),
+    ]
+}
+
+/// Edits of a record's waves and bundles: verdicts, hosts, a debugging variable.
+fn wave_tamperings(finished_record: &Value) -> Vec<(&'static str, Edit<'_>, &'static str)> {
+    vec![
         (
             "promoting without a verdict",
             Box::new(move |d| d["waves"][0]["phase"] = "promoting".into()),
@@ -369,16 +379,14 @@ fn a_tampered_rollout_record_is_refused_before_anything_runs() {
         (&f.out, vec!["--threshold", "5"], "--threshold"),
         (&f.out, vec!["--require-gain"], "--require-gain"),
     ] {
-        let o = topo_tune()
-            .args(["--output", "json", "apply", "--resume", &id, "--cluster-config"])
-            .arg(&f.cfg)
+        let o = tt(["apply", "--resume", &id])
+            .json()
+            .config(&f.cfg)
             .arg("--state-dir")
             .arg(&f.state)
-            .arg("--output-dir")
-            .arg(output_dir)
+            .out(output_dir)
             .args(&flags)
-            .output()
-            .unwrap();
+            .run();
         let doc = json(&o);
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {doc}");
         assert!(
@@ -676,7 +684,7 @@ fn a_gigabyte_of_benchmark_output_costs_no_gigabyte_of_memory() {
     let o = std::process::Command::new("python3")
         .arg("-c")
         .arg(script)
-        .arg(assert_cmd::cargo::cargo_bin("topo-tune"))
+        .arg(crate::common::run::binary_path())
         .args([
             "--output",
             "json",
@@ -736,13 +744,7 @@ fn fabric_names_follow_the_label_grammar_and_levels_do_not_share_one() {
             format!("fabric:\n  {fabric}nodes:\n  - host: n1\n    simulate: aws-p4d\n"),
         )
         .unwrap();
-        let o = topo_tune()
-            .args(["--output", "json", "plan", "--cluster-config"])
-            .arg(&cfg)
-            .arg("--output-dir")
-            .arg(dir.path().join("plan"))
-            .output()
-            .unwrap();
+        let o = tt(["plan"]).json().config(&cfg).out(dir.path().join("plan")).run();
         assert_eq!(
             o.status.code(),
             Some(65),
@@ -821,15 +823,7 @@ fn a_second_identical_init_touches_nothing_lock_included() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster.yaml");
-    let init = || {
-        topo_tune()
-            .args(["--output", "json", "init", "--cluster-config"])
-            .arg(&example)
-            .arg("--output-dir")
-            .arg(&out)
-            .output()
-            .unwrap()
-    };
+    let init = || tt(["init"]).json().config(&example).out(&out).run();
     assert_eq!(init().status.code(), Some(0));
     let before = files(&out);
     assert!(
@@ -918,15 +912,12 @@ fn duplicate_device_names_and_bidi_controls_from_a_node_are_refused() {
     ];
     for (what, alter, field) in cases {
         std::fs::write(probes.join("n1.json"), snap(alter)).unwrap();
-        let o = topo_tune()
-            .args(["init", "--cluster-config"])
-            .arg(&cfg)
+        let o = tt(["init"])
+            .config(&cfg)
             .arg("--from-probes")
             .arg(&probes)
-            .arg("--output-dir")
-            .arg(dir.path().join("out"))
-            .output()
-            .unwrap();
+            .out(dir.path().join("out"))
+            .run();
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(4), "{what}: n1 refused, n2 written: {out}");
         assert!(out.contains(field) && out.contains("bad_answer"), "{what}: {out}");
@@ -965,11 +956,7 @@ fn messages_name_what_is_really_wrong() {
         .status()
         .unwrap()
         .success());
-    let o = topo_tune()
-        .args(["--output", "json", "probe", "--from-nccl-topo"])
-        .arg(&fifo)
-        .output()
-        .unwrap();
+    let o = tt(["probe", "--from-nccl-topo"]).json().arg(&fifo).run();
     let m = message(&json(&o));
     assert!(m.contains("FIFO") && !m.contains("hwloc could not read"), "{m}");
     // A second rollback says there is nothing newer to undo (exit 0), as docs/init.md says.
@@ -989,15 +976,13 @@ fn a_bad_snapshot_file_is_a_bad_answer() {
     std::fs::write(probes.join("n1.json"), "{\"schema_version\": 2}").unwrap();
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: n1\n").unwrap();
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&cfg)
+    let o = tt(["init"])
+        .json()
+        .config(&cfg)
         .arg("--from-probes")
         .arg(&probes)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+        .out(dir.path().join("out"))
+        .run();
     let doc = json(&o);
     assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc:#}");
 }

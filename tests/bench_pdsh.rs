@@ -8,7 +8,7 @@
 
 use crate::common::machines;
 use crate::common::sshd::{Node, SshCluster};
-use crate::common::topo_tune;
+use crate::common::tt;
 use std::time::{Duration, Instant};
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -27,21 +27,11 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 /// One `init --collect-only` over the cluster; wall time and failed nodes.
 fn topo_tune_run(cfg: &std::path::Path, out: &std::path::Path, forks: usize) -> (Duration, usize) {
     let t = Instant::now();
-    let o = topo_tune()
-        .args([
-            "--output",
-            "json",
-            "init",
-            "--collect-only",
-            "--forks",
-            &forks.to_string(),
-            "--cluster-config",
-        ])
-        .arg(cfg)
-        .arg("--output-dir")
-        .arg(out)
-        .output()
-        .unwrap();
+    let o = tt(["init", "--collect-only", "--forks", &forks.to_string()])
+        .json()
+        .config(cfg)
+        .out(out)
+        .run();
     let took = t.elapsed();
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let failed = doc["nodes"]
@@ -89,6 +79,39 @@ fn pdsh_run(cluster: &SshCluster, binary: &str, forks: usize) -> (Duration, usiz
     (took, cluster.names.len().saturating_sub(answered))
 }
 
+/// TOPO_TUNE_BENCH_LOAD=N: N busy processes on the machine while measuring.
+fn busy_load() -> Vec<std::process::Child> {
+    (0..env_list("TOPO_TUNE_BENCH_LOAD", "0")[0])
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn stop(load: Vec<std::process::Child>) {
+    for mut l in load {
+        let _ = l.kill();
+        let _ = l.wait();
+    }
+}
+
+/// `pairs` runs of each, interleaved, alternating which goes first (a load that drifts moves
+/// both runs of a pair alike).
+fn interleaved(pairs: usize, a: &mut dyn FnMut(), b: &mut dyn FnMut()) {
+    for i in 0..pairs {
+        if i % 2 == 0 {
+            a();
+            b();
+        } else {
+            b();
+            a();
+        }
+    }
+}
+
 #[test]
 #[ignore = "a benchmark: cargo test --release --test main bench_pdsh -- --ignored --nocapture"]
 fn bench_pdsh() {
@@ -102,15 +125,7 @@ fn bench_pdsh() {
         let extra =
             std::env::var("TOPO_TUNE_BENCH_STARTUPS").map_or(String::new(), |v| format!("  max_startups: {v}\n"));
         let cfg = cluster.cluster_yaml(&extra);
-        // TOPO_TUNE_BENCH_LOAD=N: N busy processes on the machine while measuring.
-        let load: Vec<std::process::Child> = (0..env_list("TOPO_TUNE_BENCH_LOAD", "0")[0])
-            .map(|_| {
-                std::process::Command::new("sh")
-                    .args(["-c", "while :; do :; done"])
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
+        let load = busy_load();
         let out = tempfile::tempdir().unwrap();
         let forks = n.min(64);
         // Cold: the first run deploys the binary (pdsh's cold equivalent: pdcp, then pdsh).
@@ -126,53 +141,37 @@ fn bench_pdsh() {
         let binary = binary.display().to_string();
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         let (mut our_failed, mut their_failed) = (cold_failed, 0);
-        for i in 0..pairs {
-            // Interleaved, alternating who goes first.
-            let mut mine = || {
+        interleaved(
+            pairs,
+            &mut || {
                 let (t, f) = topo_tune_run(&cfg, out.path(), forks);
                 ours.push(t);
                 our_failed += f;
-            };
-            let mut pdsh = || {
+            },
+            &mut || {
                 let (t, f) = pdsh_run(&cluster, &binary, forks);
                 theirs.push(t);
                 their_failed += f;
-            };
-            if i % 2 == 0 {
-                mine();
-                pdsh();
-            } else {
-                pdsh();
-                mine();
-            }
-        }
-        for mut l in load {
-            let _ = l.kill();
-            let _ = l.wait();
-        }
+            },
+        );
+        stop(load);
         // Cold pairs: topo-tune deploying into an empty cache against pdcp + pdsh.
-        let local = assert_cmd::cargo::cargo_bin("topo-tune").display().to_string();
+        let local = crate::common::run::binary_path().display().to_string();
         let (mut cold_ours, mut cold_theirs) = (Vec::new(), Vec::new());
-        for i in 0..pairs {
-            let mut mine = || {
+        interleaved(
+            pairs,
+            &mut || {
                 let _ = std::fs::remove_dir_all(&cache);
                 let (t, f) = topo_tune_run(&cfg, out.path(), forks);
                 cold_ours.push(t);
                 our_failed += f;
-            };
-            let mut theirs_cold = || {
+            },
+            &mut || {
                 let (t, f) = pdcp_pdsh_run(&cluster, &local, forks);
                 cold_theirs.push(t);
                 their_failed += f;
-            };
-            if i % 2 == 0 {
-                mine();
-                theirs_cold();
-            } else {
-                theirs_cold();
-                mine();
-            }
-        }
+            },
+        );
         let (ca, cb) = (median(cold_ours), median(cold_theirs));
         eprintln!(
             "{n} nodes cold: topo-tune {:.2} s, pdcp + pdsh {:.2} s: ratio {:.2}",
@@ -219,11 +218,7 @@ fn bench_repeat_init() {
     let cfg = cluster.cluster_yaml("");
     let init = || {
         let t = Instant::now();
-        let o = topo_tune()
-            .args(["--output", "json", "init", "--cluster-config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = tt(["init"]).json().config(&cfg).run();
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         (t.elapsed(), doc["changed"] == true)

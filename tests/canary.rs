@@ -3,7 +3,7 @@
 //! double (`tests/data/nccl-tests/fake_all_reduce_perf`) whose figures depend on the NCCL
 //! config file it is handed. The parsers are tested on the real H200 output too.
 
-use crate::common::{machines, topo_tune};
+use crate::common::{machines, topo_tune, tt, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,13 +31,9 @@ fn snapshot() -> &'static [u8] {
     SNAP.get_or_init(|| {
         let tree = tempfile::tempdir().unwrap();
         machines::dgx_like(tree.path());
-        let o = topo_tune()
-            .args(["probe", "--output", "json", "--fsroot"])
-            .arg(tree.path())
-            .output()
-            .unwrap();
+        let o = tt(["probe", "--fsroot"]).json().arg(tree.path()).run();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        o.stdout
+        o.0.stdout
     })
 }
 
@@ -111,7 +107,7 @@ impl Fleet {
 
     /// `apply --canary rack-1 EXTRA` started in the background (to be killed or signalled).
     pub(crate) fn spawn_apply(&self, extra: &[&str]) -> std::process::Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+        std::process::Command::new(crate::common::run::binary_path())
             .args(["--output", "json", "apply", "--canary", "rack-1", "--cluster-config"])
             .arg(&self.cfg)
             .args(extra)
@@ -161,15 +157,13 @@ pub(crate) fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
 /// What `init` writes for the same plan: the files a promoted node must hold.
 fn init_files(f: &Fleet) -> PathBuf {
     let reference = f.dir.path().join("reference");
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&f.cfg)
+    let o = tt(["init"])
+        .json()
+        .config(&f.cfg)
         .arg("--from-probes")
         .arg(&f.probes)
-        .arg("--output-dir")
-        .arg(&reference)
-        .output()
-        .unwrap();
+        .out(&reference)
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
     reference
 }
@@ -513,13 +507,12 @@ fn the_canary_runs_over_real_ssh_with_the_benchmark_on_the_first_node() {
         data("fake_all_reduce_perf").display()
     ));
     let state = trees.path().join("state");
-    let o = topo_tune()
-        .args(["--output", "json", "apply", "--canary", "node1", "--cluster-config"])
-        .arg(&cfg)
+    let o = tt(["apply", "--canary", "node1"])
+        .json()
+        .config(&cfg)
         .arg("--state-dir")
         .arg(&state)
-        .output()
-        .unwrap();
+        .run();
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     assert_eq!(
         o.status.code(),
@@ -547,13 +540,7 @@ fn the_canary_runs_over_real_ssh_with_the_benchmark_on_the_first_node() {
             .join("written/etc/nccl/topo-tune/candidate")
             .exists());
     }
-    let o = topo_tune()
-        .args(["--output", "json", "status", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--state-dir")
-        .arg(&state)
-        .output()
-        .unwrap();
+    let o = tt(["status"]).json().config(&cfg).arg("--state-dir").arg(&state).run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
@@ -619,7 +606,7 @@ fn the_parser_reads_the_old_error_column() {
 #[test]
 fn the_canary_demo_runs_as_documented() {
     let dir = tempfile::tempdir().unwrap();
-    let o = topo_tune()
+    let o = Run::new()
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args([
             "--output",
@@ -630,12 +617,10 @@ fn the_canary_demo_runs_as_documented() {
             "--canary",
             "rack-1",
         ])
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
+        .out(dir.path().join("out"))
         .arg("--state-dir")
         .arg(dir.path().join("state"))
-        .output()
-        .unwrap();
+        .run();
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{doc:#}");
     let conf = std::fs::read_to_string(dir.path().join("out/p5en-05/etc/nccl.conf")).unwrap();

@@ -1,6 +1,6 @@
 //! The command line as scripts see it: exit codes, JSON errors.
 
-use crate::common::topo_tune;
+use crate::common::{topo_tune, tt};
 use topo_tune::exit;
 
 #[test]
@@ -25,10 +25,7 @@ fn apply_and_status_answer_in_the_envelope_with_their_codes() {
         crate::common::assert_schema("error", &doc);
     }
     // apply needs a scope: a canary, --all, or a rollout to resume.
-    let out = topo_tune()
-        .args(["--output", "json", "apply", "--cluster-config", "x.yaml"])
-        .output()
-        .unwrap();
+    let out = tt(["apply", "--cluster-config", "x.yaml"]).json().run();
     assert_eq!(out.status.code(), Some(exit::USAGE.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["error"]["message"].as_str().unwrap().contains("--canary"), "{doc}");
@@ -36,19 +33,12 @@ fn apply_and_status_answer_in_the_envelope_with_their_codes() {
 
 #[test]
 fn missing_or_bogus_fsroot() {
-    let out = topo_tune()
-        .args(["probe", "--fsroot", "/nonexistent/tree"])
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--fsroot", "/nonexistent/tree"]).run();
     assert_eq!(out.status.code(), Some(exit::NO_INPUT.code()));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fsroot /nonexistent/tree: no such directory"));
 
     let empty = tempfile::tempdir().unwrap();
-    let out = topo_tune()
-        .args(["probe", "--fsroot"])
-        .arg(empty.path())
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--fsroot"]).arg(empty.path()).run();
     assert_eq!(out.status.code(), Some(exit::DATA_ERROR.code()));
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(
@@ -57,26 +47,19 @@ fn missing_or_bogus_fsroot() {
     );
 
     // The environment variable works the same way (for Ansible `environment:`).
-    let out = topo_tune()
-        .arg("probe")
-        .env("TOPO_TUNE_FSROOT", "/nonexistent/tree")
-        .output()
-        .unwrap();
+    let out = tt(["probe"]).env("TOPO_TUNE_FSROOT", "/nonexistent/tree").run();
     assert_eq!(out.status.code(), Some(exit::NO_INPUT.code()));
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    let out = topo_tune()
-        .args(["probe", "--fsroot", "/a", "--from-hwloc-xml", "/b"])
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--fsroot", "/a", "--from-hwloc-xml", "/b"]).run();
     assert_eq!(out.status.code(), Some(exit::USAGE.code()));
-    let out = topo_tune().args(["probe", "--output", "yaml"]).output().unwrap();
+    let out = tt(["probe", "--output", "yaml"]).run();
     assert_eq!(out.status.code(), Some(exit::USAGE.code()));
-    let out = topo_tune().arg("frobnicate").output().unwrap();
+    let out = tt(["frobnicate"]).run();
     assert_eq!(out.status.code(), Some(exit::USAGE.code()));
-    let out = topo_tune().arg("--help").output().unwrap();
+    let out = tt(["--help"]).run();
     assert_eq!(out.status.code(), Some(exit::OK.code()));
     assert!(String::from_utf8_lossy(&out.stdout).contains("probe"));
 }
@@ -87,11 +70,9 @@ fn broken_nvml_fixture_is_a_data_error() {
     let fixture = dir.path().join("nvml.json");
     std::fs::write(&fixture, "{ not json").unwrap();
     let xml = format!("{}/profiles/aws-p4d.xml", env!("CARGO_MANIFEST_DIR"));
-    let out = topo_tune()
-        .args(["probe", "--from-hwloc-xml", &xml, "--nvml-fixture"])
+    let out = tt(["probe", "--from-hwloc-xml", &xml, "--nvml-fixture"])
         .arg(&fixture)
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(out.status.code(), Some(exit::DATA_ERROR.code()));
 }
 
@@ -110,7 +91,7 @@ fn exit_codes_are_documented() {
 fn closed_stdout_pipe_is_not_an_error() {
     use std::process::{Command, Stdio};
     let xml = format!("{}/profiles/aws-p5en.xml", env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+    let mut child = Command::new(crate::common::run::binary_path())
         .args(["probe", "--output", "json", "--from-hwloc-xml", &xml])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -157,7 +138,7 @@ fn logging_goes_to_stderr_and_follows_v_q_and_rust_log() {
 #[test]
 fn completions_and_the_man_page_are_generated_from_the_interface() {
     for shell in ["bash", "zsh", "fish"] {
-        let o = topo_tune().args(["completions", shell]).output().unwrap();
+        let o = tt(["completions", shell]).run();
         assert!(o.status.success());
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(text.contains("irq-pin") && text.contains("--cluster-config"), "{shell}");
@@ -169,7 +150,7 @@ fn completions_and_the_man_page_are_generated_from_the_interface() {
             assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
         }
     }
-    let o = topo_tune().arg("man").output().unwrap();
+    let o = tt(["man"]).run();
     assert!(o.status.success());
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("topo-tune.1");
@@ -198,7 +179,7 @@ fn completions_and_the_man_page_are_generated_from_the_interface() {
         }
         Err(e) => panic!("man is needed for this test (scripts/setup.sh installs man-db): {e}"),
     }
-    let v = topo_tune().arg("--version").output().unwrap();
+    let v = tt(["--version"]).run();
     let v = String::from_utf8_lossy(&v.stdout);
     assert!(v.starts_with("topo-tune 0.") && v.contains("(commit "), "{v}");
 }
@@ -211,7 +192,7 @@ fn human_tables_have_no_trailing_spaces() {
         ["plan", "--cluster-config", &cfg],
         ["rollback", "--cluster-config", &cfg],
     ] {
-        let o = topo_tune().args(args).output().unwrap();
+        let o = tt(args).run();
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(!text.is_empty());
         for line in text.lines() {

@@ -1,7 +1,7 @@
 //! `topo-tune diagnose` with the nccl-tests double: the sweep read for its fit, cliff and
 //! crossover, and held against the planner's prediction for the swept nodes.
 
-use crate::common::topo_tune;
+use crate::common::tt;
 use serde_json::Value;
 use std::path::Path;
 
@@ -22,14 +22,7 @@ pub(crate) fn cluster(dir: &Path, knobs: &str) -> std::path::PathBuf {
 }
 
 fn diagnose(cfg: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, Value) {
-    let o = topo_tune()
-        .args(["--output", "json", "diagnose", "--cluster-config"])
-        .arg(cfg)
-        .arg("--output-dir")
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
+    let o = tt(["diagnose"]).json().config(cfg).out(out).args(extra).run();
     let doc = crate::common::json(&o);
     if o.status.success() {
         crate::common::assert_schema("diagnose", &doc);
@@ -77,13 +70,7 @@ fn a_slow_fabric_and_a_cliff_are_named() {
     assert_eq!(doc["below_ceiling"], true, "{doc:#}");
     assert!(doc["msg"].as_str().unwrap().contains("below 80% of the ceiling"));
     // The human table says the same.
-    let o = topo_tune()
-        .args(["diagnose", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let o = tt(["diagnose"]).config(&cfg).out(dir.path().join("out")).run();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("cliff: busbw falls") && text.contains("from 32 KiB"),
@@ -97,13 +84,7 @@ fn a_failed_benchmark_is_an_error_not_a_figure() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = cluster(dir.path(), "FAKE_NCCL_FAIL=NCCL_CROSS_NIC:wrong");
     // The failure mode needs the config to set the name: write the files first.
-    let o = topo_tune()
-        .args(["init", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let o = tt(["init"]).config(&cfg).out(dir.path().join("out")).run();
     assert!(o.status.success());
     let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
     assert_eq!(code, Some(topo_tune::exit::UNAVAILABLE.code()), "{doc:#}");
@@ -193,11 +174,7 @@ fn verdicts(doc: &Value) -> Vec<(String, String)> {
 
 /// The ring order the planner gives the sixteen nodes (the order diagnose runs them in).
 fn ring_order(cfg: &Path) -> Vec<String> {
-    let o = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(cfg)
-        .output()
-        .unwrap();
+    let o = tt(["plan"]).json().config(cfg).run();
     crate::common::json(&o)["node_order"]
         .as_array()
         .unwrap()

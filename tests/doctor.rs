@@ -5,7 +5,7 @@
 
 use crate::common::fakesys::FakeMachine;
 use crate::common::machines;
-use crate::common::topo_tune;
+use crate::common::tt;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -56,14 +56,13 @@ impl Node {
     /// `doctor --output json` on the tree with its NVML answers: exit code and document.
     fn doctor(&self, extra: &[&str]) -> (Option<i32>, Value) {
         std::fs::write(&self.nvml_path, self.nvml.to_string()).unwrap();
-        let o = topo_tune()
-            .args(["--output", "json", "doctor", "--fsroot"])
+        let o = tt(["doctor", "--fsroot"])
+            .json()
             .arg(&self.root)
             .arg("--nvml-fixture")
             .arg(&self.nvml_path)
             .args(extra)
-            .output()
-            .unwrap();
+            .run();
         let doc = crate::common::json(&o);
         crate::common::assert_schema("doctor", &doc);
         (o.status.code(), doc)
@@ -72,13 +71,11 @@ impl Node {
     /// The human table, for reading.
     fn table(&self) -> String {
         std::fs::write(&self.nvml_path, self.nvml.to_string()).unwrap();
-        let o = topo_tune()
-            .args(["doctor", "--fsroot"])
+        let o = tt(["doctor", "--fsroot"])
             .arg(&self.root)
             .arg("--nvml-fixture")
             .arg(&self.nvml_path)
-            .output()
-            .unwrap();
+            .run();
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
@@ -198,18 +195,10 @@ fn fix_everything(n: &mut Node) {
     }
 }
 
-#[test]
-fn every_node_check_fails_on_a_broken_node_and_passes_once_fixed() {
-    let mut n = Node::hgx();
-    let (_, healthy) = n.doctor(&[]);
-    assert_eq!(statuses(&healthy), all("pass"), "{healthy:#}");
-    println!("healthy:\n{}", n.table());
-
-    break_everything(&mut n);
-    let (code, broken) = n.doctor(&[]);
-    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
-    println!("broken:\n{}", n.table());
-    let want = [
+/// What doctor must say of `break_everything`'s node: per check, its status and phrases of
+/// its detail.
+fn broken_findings() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    vec![
         (
             "gdr",
             "fail",
@@ -272,7 +261,21 @@ fn every_node_check_fails_on_a_broken_node_and_passes_once_fixed() {
                 "0000:1a:00.0 (DMA-FQ), 0000:1b:00.0 (DMA-FQ), 0000:3d:00.0 (DMA-FQ), and 13 more",
             ],
         ),
-    ];
+    ]
+}
+
+#[test]
+fn every_node_check_fails_on_a_broken_node_and_passes_once_fixed() {
+    let mut n = Node::hgx();
+    let (_, healthy) = n.doctor(&[]);
+    assert_eq!(statuses(&healthy), all("pass"), "{healthy:#}");
+    println!("healthy:\n{}", n.table());
+
+    break_everything(&mut n);
+    let (code, broken) = n.doctor(&[]);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
+    println!("broken:\n{}", n.table());
+    let want = broken_findings();
     for (id, status, needles) in want {
         let (s, detail) = row(&broken, id);
         assert_eq!(s, status, "{id}: {detail}");
@@ -383,11 +386,7 @@ fn nvlink_links_need_the_driver_and_judge_speed_apart() {
     assert_eq!(s, "fail");
     assert!(d.contains("GPU0: 16 of its part's 18 NVLinks active"), "{d}");
     // Without NVML (a tree and no answers) link states are unknown: skip, said so.
-    let o = topo_tune()
-        .args(["--output", "json", "doctor", "--fsroot"])
-        .arg(&n.root)
-        .output()
-        .unwrap();
+    let o = tt(["doctor", "--fsroot"]).json().arg(&n.root).run();
     let doc = crate::common::json(&o);
     let (s, d) = row(&doc, "nvlink-links");
     assert_eq!(s, "skip");
@@ -648,7 +647,12 @@ fn bad_contents_are_findings_not_crashes() {
             Bad::Huge | Bad::Fifo => {}
         }
     }
-    // The configuration space of a switch port: damaged chains and oversized files.
+}
+
+/// The configuration space of a switch port: a damaged capability chain and an oversized file
+/// are findings on that port; the others are still judged.
+#[test]
+fn a_damaged_switch_port_config_is_a_finding() {
     let n = Node::hgx();
     let port = machines::DGX_SWITCHES[1].downstream[2];
     let config = n
@@ -673,11 +677,7 @@ fn paper_nodes_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: paper-1\n    simulate: aws-p5\n").unwrap();
-    let o = topo_tune()
-        .args(["--output", "json", "doctor", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let o = tt(["doctor"]).json().config(&cfg).run();
     let doc = crate::common::json(&o);
     assert_eq!(o.status.code(), Some(0), "{doc:#}");
     assert_eq!(doc["nodes"][0]["status"], "skipped");

@@ -1,6 +1,6 @@
 //! `init --from-probes DIR`: snapshots gathered by srun or Ansible instead of ssh.
 
-use crate::common::topo_tune;
+use crate::common::tt;
 use serde_json::Value;
 
 #[test]
@@ -10,25 +10,20 @@ fn snapshots_from_files_missing_and_broken_ones_reported() {
     std::fs::create_dir_all(probes.join("gpu003")).unwrap();
     let xml = format!("{}/profiles/aws-p5en.xml", env!("CARGO_MANIFEST_DIR"));
     // What `srun ... topo-tune probe --output json > probes/$(hostname).json` leaves behind.
-    let snap = topo_tune()
-        .args(["probe", "--output", "json", "--from-hwloc-xml", &xml])
-        .output()
-        .unwrap();
+    let snap = tt(["probe", "--from-hwloc-xml", &xml]).json().run();
     assert!(snap.status.success());
     std::fs::write(probes.join("gpu001.json"), &snap.stdout).unwrap();
     std::fs::write(probes.join("gpu003/snapshot.json"), &snap.stdout).unwrap(); // an earlier --output-dir
     std::fs::write(probes.join("gpu004.json"), "Last login: Mon\n{").unwrap();
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: \"gpu[001-004]\"\n").unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
+    let out = tt(["init", "--collect-only"])
+        .json()
+        .config(&cfg)
         .arg("--from-probes")
         .arg(&probes)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+        .out(dir.path().join("out"))
+        .run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::PARTIAL_FAILURE.code()));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let status: Vec<(&str, &str)> = doc["nodes"]

@@ -221,6 +221,48 @@ fn replay(target: &str, run: fn(&[u8]) -> String) -> bool {
     true
 }
 
+/// What the watchdog watches: when the input in flight started, whether one is in flight,
+/// and the input.
+struct Watchdog {
+    started: Arc<AtomicU64>,
+    busy: Arc<AtomicBool>,
+    current: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// A watchdog for hangs: the input in flight is saved before the process stops.
+fn watchdog(target: &str, findings: &Path, epoch: Instant) -> Watchdog {
+    let started = Arc::new(AtomicU64::new(0));
+    let busy = Arc::new(AtomicBool::new(false));
+    let current = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let (w_started, w_busy, w_current, findings, target) = (
+        Arc::clone(&started),
+        Arc::clone(&busy),
+        Arc::clone(&current),
+        findings.to_path_buf(),
+        target.to_string(),
+    );
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        // Read the start first: an input that starts after `elapsed` was read must not
+        // underflow into a false hang.
+        let start = w_started.load(Ordering::SeqCst);
+        let since = (epoch.elapsed().as_millis() as u64).saturating_sub(start);
+        if w_busy.load(Ordering::SeqCst) && since > SLOW.as_millis() as u64 {
+            let input = w_current.lock().map(|c| c.clone()).unwrap_or_default();
+            let _ = std::fs::create_dir_all(&findings);
+            let path = findings.join(format!("{target}-hang-{:016x}", fnv(&input)));
+            let _ = std::fs::write(&path, &input);
+            eprintln!(
+                "fuzz {target}: an input ran past {} s: {}",
+                SLOW.as_secs(),
+                path.display()
+            );
+            std::process::abort();
+        }
+    });
+    Watchdog { started, busy, current }
+}
+
 /// Run one target for `TOPO_TUNE_FUZZ_SECS` (default 3) and report executions; a panic or a
 /// hang fails the test, with the input saved under `target/fuzz-findings/`.
 fn fuzz(target: &str, run: fn(&[u8]) -> String) {
@@ -245,39 +287,8 @@ fn fuzz(target: &str, run: fn(&[u8]) -> String) {
     for input in corpus.clone() {
         seen.insert(run(&input));
     }
-    // A watchdog for hangs: the input in flight is saved before the process stops.
-    let started = Arc::new(AtomicU64::new(0));
-    let busy = Arc::new(AtomicBool::new(false));
-    let current = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
     let epoch = Instant::now();
-    {
-        let (started, busy, current, findings, target) = (
-            Arc::clone(&started),
-            Arc::clone(&busy),
-            Arc::clone(&current),
-            findings.clone(),
-            target.to_string(),
-        );
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(500));
-            // Read the start first: an input that starts after `elapsed` was read must not
-            // underflow into a false hang.
-            let start = started.load(Ordering::SeqCst);
-            let since = (epoch.elapsed().as_millis() as u64).saturating_sub(start);
-            if busy.load(Ordering::SeqCst) && since > SLOW.as_millis() as u64 {
-                let input = current.lock().map(|c| c.clone()).unwrap_or_default();
-                let _ = std::fs::create_dir_all(&findings);
-                let path = findings.join(format!("{target}-hang-{:016x}", fnv(&input)));
-                let _ = std::fs::write(&path, &input);
-                eprintln!(
-                    "fuzz {target}: an input ran past {} s: {}",
-                    SLOW.as_secs(),
-                    path.display()
-                );
-                std::process::abort();
-            }
-        });
-    }
+    let Watchdog { started, busy, current } = watchdog(target, &findings, epoch);
     let mut rng = Rng(seed | 1);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let (mut execs, mut added, mut isolated) = (0u64, 0usize, 0u64);
@@ -338,7 +349,7 @@ fn cluster_yaml() {
 #[test]
 fn hwloc_xml() {
     // hwloc's importer is C: it runs in the child process the CLI uses.
-    topo_tune::fuzz::set_binary(assert_cmd::cargo::cargo_bin("topo-tune"));
+    topo_tune::fuzz::set_binary(crate::common::run::binary_path());
     fuzz("hwloc_xml", topo_tune::fuzz::hwloc_xml);
 }
 

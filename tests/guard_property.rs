@@ -94,6 +94,54 @@ const TRAP_ORDER: [u32; 28] = [
     1, 10, 11, 2, 20, 21, 3, 0, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25, 26, 27,
 ];
 
+/// One NIC of a generated node as NCCL topology XML; its ports (with the NIC's index, active,
+/// RoCE) go to `ports`. `counts`: the mlx5 and bnxt_re devices named so far.
+fn nic_xml(
+    i: usize,
+    nic: &GenNic,
+    bus: u32,
+    counts: (&mut u32, &mut u32),
+    ports: &mut Vec<(Port, usize, bool, bool)>,
+) -> String {
+    let (class, vendor, device) = match nic.kind {
+        Kind::Mlx => ("0x020700", "0x15b3", "0x101d"),
+        Kind::Bnxt => ("0x020000", "0x14e4", "0x1760"),
+        Kind::Efa => ("0x020000", "0x1d0f", "0xefa2"),
+    };
+    let mut s = format!("<pci busid=\"0000:{bus:02x}:00.0\" class=\"{class}\" vendor=\"{vendor}\" device=\"{device}\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"><nic>\n");
+    let mut name = String::new();
+    for (k, &(active, roce)) in nic.ports.iter().enumerate() {
+        if k == 0 || !nic.one_device {
+            name = match nic.kind {
+                Kind::Mlx => {
+                    *counts.0 += 1;
+                    format!("mlx5_{}", TRAP_ORDER[*counts.0 as usize - 1])
+                }
+                Kind::Bnxt => {
+                    *counts.1 += 1;
+                    format!("bnxt_re{}", TRAP_ORDER[*counts.1 as usize - 1])
+                }
+                Kind::Efa => format!("rdmap{bus}s{k}"),
+            };
+        }
+        let port = k as u32 + 1;
+        s.push_str(&format!(
+            "<net name=\"{name}\" dev=\"0\" speed=\"200000\" port=\"{port}\" gdr=\"1\"/>\n"
+        ));
+        ports.push((
+            Port {
+                device: name.clone(),
+                port,
+            },
+            i,
+            active,
+            roce,
+        ));
+    }
+    s.push_str("</nic></pci>\n");
+    s
+}
+
 fn build(n: &GenNode) -> Built {
     let mut bus = 0x10u32;
     let mut next_bus = || {
@@ -104,50 +152,6 @@ fn build(n: &GenNode) -> Built {
     let mut gpus = Vec::new();
     let mut ports = Vec::new();
     let mut xml = String::from("<system version=\"1\">\n");
-    let nic_xml = |i: usize,
-                   nic: &GenNic,
-                   bus: u32,
-                   mlx: &mut u32,
-                   bnxt: &mut u32,
-                   ports: &mut Vec<(Port, usize, bool, bool)>| {
-        let (class, vendor, device) = match nic.kind {
-            Kind::Mlx => ("0x020700", "0x15b3", "0x101d"),
-            Kind::Bnxt => ("0x020000", "0x14e4", "0x1760"),
-            Kind::Efa => ("0x020000", "0x1d0f", "0xefa2"),
-        };
-        let mut s = format!("<pci busid=\"0000:{bus:02x}:00.0\" class=\"{class}\" vendor=\"{vendor}\" device=\"{device}\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\"><nic>\n");
-        let mut name = String::new();
-        for (k, &(active, roce)) in nic.ports.iter().enumerate() {
-            if k == 0 || !nic.one_device {
-                name = match nic.kind {
-                    Kind::Mlx => {
-                        *mlx += 1;
-                        format!("mlx5_{}", TRAP_ORDER[*mlx as usize - 1])
-                    }
-                    Kind::Bnxt => {
-                        *bnxt += 1;
-                        format!("bnxt_re{}", TRAP_ORDER[*bnxt as usize - 1])
-                    }
-                    Kind::Efa => format!("rdmap{bus}s{k}"),
-                };
-            }
-            let port = k as u32 + 1;
-            s.push_str(&format!(
-                "<net name=\"{name}\" dev=\"0\" speed=\"200000\" port=\"{port}\" gdr=\"1\"/>\n"
-            ));
-            ports.push((
-                Port {
-                    device: name.clone(),
-                    port,
-                },
-                i,
-                active,
-                roce,
-            ));
-        }
-        s.push_str("</nic></pci>\n");
-        s
-    };
     for cpu in 0..n.cpus {
         xml.push_str(&format!(
             "<cpu numaid=\"{cpu}\" affinity=\"{:08x}\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n",
@@ -167,14 +171,14 @@ fn build(n: &GenNode) -> Built {
             }
             for (i, nic) in n.nics.iter().enumerate() {
                 if matches!(nic.under, Under::Switch(x) if x == s) {
-                    xml.push_str(&nic_xml(i, nic, next_bus(), &mut mlx, &mut bnxt, &mut ports));
+                    xml.push_str(&nic_xml(i, nic, next_bus(), (&mut mlx, &mut bnxt), &mut ports));
                 }
             }
             xml.push_str("</pci>\n");
         }
         for (i, nic) in n.nics.iter().enumerate() {
             if matches!(nic.under, Under::Cpu(c) if c == cpu) {
-                xml.push_str(&nic_xml(i, nic, next_bus(), &mut mlx, &mut bnxt, &mut ports));
+                xml.push_str(&nic_xml(i, nic, next_bus(), (&mut mlx, &mut bnxt), &mut ports));
             }
         }
         xml.push_str("</cpu>\n");

@@ -1,6 +1,6 @@
 //! cluster.yaml: the schema's promises, each error naming file:line:col.
 
-use crate::common::topo_tune;
+use crate::common::{tt, Run};
 use std::path::Path;
 use topo_tune::api::{ConfigError, Inventory, TransportKind};
 
@@ -109,13 +109,10 @@ fn cli_reports_config_errors_with_exit_65_and_missing_file_66() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: a\n    lables: {}\n").unwrap();
-    let out = topo_tune()
-        .args(["init", "--collect-only", "--output-dir"])
-        .arg(dir.path().join("out"))
-        .arg("--cluster-config")
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = tt(["init", "--collect-only"])
+        .out(dir.path().join("out"))
+        .config(&cfg)
+        .run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -123,15 +120,13 @@ fn cli_reports_config_errors_with_exit_65_and_missing_file_66() {
         "{stderr}"
     );
     assert!(!dir.path().join("out").exists(), "bad input changes nothing");
-    let out = topo_tune()
-        .args([
-            "init",
-            "--collect-only",
-            "--cluster-config",
-            "/nonexistent/cluster.yaml",
-        ])
-        .output()
-        .unwrap();
+    let out = tt([
+        "init",
+        "--collect-only",
+        "--cluster-config",
+        "/nonexistent/cluster.yaml",
+    ])
+    .run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT.code()));
 }
 
@@ -141,11 +136,7 @@ fn dry_run_contacts_nothing() {
     let cfg = dir.path().join("cluster.yaml");
     // Port 1 on loopback: a real attempt would fail; a dry run must not try.
     std::fs::write(&cfg, "nodes:\n  - host: 127.0.0.1\n    port: 1\n    labels: {rack: r1}\n  - host: \"sim[1-2]\"\n    simulate: aws-p4d\n").unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--list", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = tt(["init", "--list"]).json().config(&cfg).run();
     assert_eq!(out.status.code(), Some(0));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["list"], true);
@@ -158,10 +149,7 @@ fn dry_run_contacts_nothing() {
 #[test]
 fn paper_nodes_need_an_output_dir_to_be_written() {
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config", &cfg])
-        .output()
-        .unwrap();
+    let out = tt(["init", "--cluster-config", &cfg]).json().run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["nodes"]
@@ -177,19 +165,10 @@ fn bundled_example_collects_and_second_run_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
     let run = || {
-        let out = topo_tune()
-            .args([
-                "--output",
-                "json",
-                "init",
-                "--collect-only",
-                "--cluster-config",
-                &cfg,
-                "--output-dir",
-            ])
-            .arg(dir.path())
-            .output()
-            .unwrap();
+        let out = tt(["init", "--collect-only", "--cluster-config", &cfg])
+            .json()
+            .out(dir.path())
+            .run();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
@@ -226,13 +205,11 @@ fn local_transport_probes_this_machine_without_ssh() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(&cfg, "nodes:\n  - host: localhost\n    transport: local\n").unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let out = tt(["init", "--collect-only"])
+        .json()
+        .config(&cfg)
+        .out(dir.path().join("out"))
+        .run();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["nodes"][0]["transport"], "local");
@@ -296,7 +273,7 @@ fn the_readme_sample_is_what_the_example_prints() {
             "--matrix",
         ],
     ] {
-        let o = topo_tune().args(&args).output().unwrap();
+        let o = Run::new().args(&args).run();
         assert!(o.status.success(), "{args:?}");
         printed.push_str(&String::from_utf8_lossy(&o.stdout));
     }
@@ -325,7 +302,7 @@ fn every_readme_using_it_line_runs_as_written() {
         let command = line.split("  #").next().unwrap().split(" > ").next().unwrap().trim();
         let command = command.replace(" out", &format!(" {}", out.display()));
         let args: Vec<&str> = command.split_whitespace().skip(1).collect();
-        let o = topo_tune().current_dir(root).args(&args).output().unwrap();
+        let o = Run::new().current_dir(root).args(&args).run();
         // 0, or 3 for --check with changes pending.
         let code = o.status.code();
         assert!(

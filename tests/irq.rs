@@ -2,19 +2,12 @@
 //! under --fsroot.
 
 use crate::common::machines::{self, Mlx5Naming};
-use crate::common::topo_tune;
+use crate::common::{topo_tune, tt, Run};
 use serde_json::Value;
 use std::path::Path;
 
 fn json(args: &[&str], root: &Path) -> (Option<i32>, Value, String) {
-    let o = topo_tune()
-        .arg("--output")
-        .arg("json")
-        .args(args)
-        .arg("--fsroot")
-        .arg(root)
-        .output()
-        .unwrap();
+    let o = tt(["--output"]).arg("json").args(args).arg("--fsroot").arg(root).run();
     (
         o.status.code(),
         serde_json::from_slice(&o.stdout).unwrap_or(Value::Null),
@@ -156,11 +149,9 @@ fn old_kernel_names_are_classified() {
 fn reserving_a_whole_numa_node_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     machines::irq_box(dir.path(), Mlx5Naming::Modern);
-    let o = topo_tune()
-        .args(["irq-pin", "--dry-run", "--reserve-cpus", "0-15", "--fsroot"])
+    let o = tt(["irq-pin", "--dry-run", "--reserve-cpus", "0-15", "--fsroot"])
         .arg(dir.path())
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -223,13 +214,7 @@ fn across_the_cluster_over_ssh() {
     let text = std::fs::read_to_string(&cfg).unwrap() + "  - host: paper\n    simulate: aws-p4d\n";
     std::fs::write(&cfg, format!("reserved_cpus: \"0-3\"\n{text}")).unwrap();
     let run = |args: &[&str]| {
-        let o = topo_tune()
-            .args(["--output", "json"])
-            .args(args)
-            .arg("--cluster-config")
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = Run::new().json().args(args).config(&cfg).run();
         (
             o.status.code(),
             serde_json::from_slice::<Value>(&o.stdout)
@@ -273,11 +258,7 @@ fn doctor_tells_an_unreachable_node_from_a_failing_check() {
     machines::irq_box(&tree, Mlx5Naming::Modern);
     let doctor = |cluster: &SshCluster| {
         let cfg = cluster.cluster_yaml("  connect_timeout: 5\n");
-        let o = topo_tune()
-            .args(["--output", "json", "doctor", "--cluster-config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = tt(["doctor"]).json().config(&cfg).run();
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
         crate::common::assert_schema("doctor", &doc);
         (o.status.code(), doc)
@@ -369,12 +350,11 @@ fn the_environment_never_widens_a_local_command_and_booleans_read_as_written() {
     ] {
         let tree = tempfile::tempdir().unwrap();
         machines::irq_box(tree.path(), Mlx5Naming::Modern);
-        let o = topo_tune()
-            .args(["--output", "json", "irq-pin", "--reserve-cpus", "0-3", "--fsroot"])
+        let o = tt(["irq-pin", "--reserve-cpus", "0-3", "--fsroot"])
+            .json()
             .arg(tree.path())
             .env("TOPO_TUNE_DRY_RUN", value)
-            .output()
-            .unwrap();
+            .run();
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(doc["dry_run"], dry, "TOPO_TUNE_DRY_RUN={value:?}: {doc:#}");
         assert_eq!(affinity(tree.path(), 201) == "0", dry, "TOPO_TUNE_DRY_RUN={value:?}");
@@ -395,13 +375,12 @@ fn doctor_writes_prometheus_textfile_metrics() {
     machines::irq_box(dir.path(), Mlx5Naming::Modern);
     let metrics = tempfile::tempdir().unwrap();
     let run = || {
-        let o = topo_tune()
-            .args(["--output", "json", "doctor", "--fsroot"])
+        let o = tt(["doctor", "--fsroot"])
+            .json()
             .arg(dir.path())
             .arg("--textfile")
             .arg(metrics.path())
-            .output()
-            .unwrap();
+            .run();
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
         crate::common::assert_schema("doctor", &doc);
         (o.status.code(), doc)

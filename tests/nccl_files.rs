@@ -1,7 +1,7 @@
 //! `init` end to end: NCCL rules with reasons, the files they become, and the safe writer.
 
 use crate::common::sshd::{Node, SshCluster};
-use crate::common::{machines, topo_tune};
+use crate::common::{machines, topo_tune, tt};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,14 +11,9 @@ use topo_tune::api::NodeSnapshot;
 use topo_tune::api::{plan, NcclPolicy, PlanInput, PlanNode};
 
 fn probe(root: &Path, extra: &[&str]) -> Vec<u8> {
-    let out = topo_tune()
-        .args(["probe", "--output", "json", "--fsroot"])
-        .arg(root)
-        .args(extra)
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--fsroot"]).json().arg(root).args(extra).run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
+    out.0.stdout
 }
 
 fn snapshot_of(build: fn(&Path) -> crate::common::fakesys::FakeMachine) -> NodeSnapshot {
@@ -282,13 +277,7 @@ fn a_foreign_nccl_conf_is_kept_and_rollback_restores_it() {
         "topo-tune's drop-in wins: {merged}"
     );
 
-    let o = topo_tune()
-        .args(["--output", "json", "rollback", "--cluster-config"])
-        .arg(&c.cfg)
-        .arg("--output-dir")
-        .arg(&c.out)
-        .output()
-        .unwrap();
+    let o = tt(["rollback"]).json().config(&c.cfg).out(&c.out).run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         std::fs::read_to_string(&conf).unwrap(),
@@ -299,13 +288,7 @@ fn a_foreign_nccl_conf_is_kept_and_rollback_restores_it() {
     assert!(!c.out.join("gpu1/etc/nccl/conf.d/00-preserved-nccl.conf").exists());
     // Nothing left to undo: said plainly, per node (docs/init.md: a second rollback changes
     // nothing and says so).
-    let o = topo_tune()
-        .args(["--output", "json", "rollback", "--cluster-config"])
-        .arg(&c.cfg)
-        .arg("--output-dir")
-        .arg(&c.out)
-        .output()
-        .unwrap();
+    let o = tt(["rollback"]).json().config(&c.cfg).out(&c.out).run();
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing newer to undo"));
 }
@@ -398,11 +381,7 @@ fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
     let cluster = SshCluster::start(&[Node::Fsroot(trees.path().join("dgx"))]);
     let cfg = cluster.cluster_yaml("");
     let written = trees.path().join("dgx/written");
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let o = tt(["init"]).json().config(&cfg).run();
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -412,17 +391,9 @@ fn init_writes_on_a_node_over_real_ssh_and_rolls_back() {
     );
     let conf = std::fs::read_to_string(written.join("etc/nccl.conf")).unwrap();
     assert!(conf.contains("NCCL_IB_HCA==mlx5_0,"), "{conf}");
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--check", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let o = tt(["init", "--check"]).json().config(&cfg).run();
     assert_eq!(o.status.code(), Some(0), "nothing pending after the write");
-    let o = topo_tune()
-        .args(["--output", "json", "rollback", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let o = tt(["rollback"]).json().config(&cfg).run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(
         !written.join("etc/nccl.conf").exists(),
@@ -446,13 +417,7 @@ fn a_repeat_init_that_changes_nothing_makes_one_round_trip_per_node() {
     let cfg = cluster.cluster_yaml("");
     let log = || cluster.commands_log(1).unwrap_or_default();
     let init = |extra: &[&str]| {
-        let o = topo_tune()
-            .args(["--output", "json", "init"])
-            .args(extra)
-            .arg("--cluster-config")
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = tt(["init"]).json().args(extra).config(&cfg).run();
         let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
         (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
     };
@@ -517,17 +482,15 @@ fn tree(root: &Path) -> std::collections::BTreeMap<String, String> {
 /// `topo-tune --output json init --plan PLAN --output-dir OUT` on the cluster.
 /// The nodes' own facts (the guard's) come from the same probes the plan was made from.
 fn init_from_plan(c: &Cluster, plan: &Path, out: &Path) -> (Option<i32>, Value, String) {
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&c.cfg)
+    let o = tt(["init"])
+        .json()
+        .config(&c.cfg)
         .arg("--plan")
         .arg(plan)
         .arg("--from-probes")
         .arg(&c.probes)
-        .arg("--output-dir")
-        .arg(out)
-        .output()
-        .unwrap();
+        .out(out)
+        .run();
     let doc = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -536,15 +499,13 @@ fn init_from_plan(c: &Cluster, plan: &Path, out: &Path) -> (Option<i32>, Value, 
 fn init_applies_a_reviewed_plan_exactly() {
     let c = cluster("");
     let plan_dir = c.dir.path().join("plan");
-    let o = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(&c.cfg)
+    let o = tt(["plan"])
+        .json()
+        .config(&c.cfg)
         .arg("--from-probes")
         .arg(&c.probes)
-        .arg("--output-dir")
-        .arg(&plan_dir)
-        .output()
-        .unwrap();
+        .out(&plan_dir)
+        .run();
     assert_eq!(o.status.code(), Some(0));
     let plan_json = plan_dir.join("plan.json");
     let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_json).unwrap()).unwrap();
@@ -620,27 +581,13 @@ fn the_example_plan_applies_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"));
     let plan_dir = dir.path().join("plan");
-    let o = topo_tune()
-        .args(["plan", "--cluster-config", &cfg, "--output-dir"])
-        .arg(&plan_dir)
-        .output()
-        .unwrap();
+    let o = tt(["plan", "--cluster-config", &cfg]).out(&plan_dir).run();
     assert_eq!(o.status.code(), Some(0));
-    let o = topo_tune()
-        .args([
-            "--output",
-            "json",
-            "init",
-            "--check",
-            "--cluster-config",
-            &cfg,
-            "--plan",
-        ])
+    let o = tt(["init", "--check", "--cluster-config", &cfg, "--plan"])
+        .json()
         .arg(plan_dir.join("plan.json"))
-        .arg("--output-dir")
-        .arg(dir.path().join("nodes"))
-        .output()
-        .unwrap();
+        .out(dir.path().join("nodes"))
+        .run();
     assert_eq!(
         o.status.code(),
         Some(topo_tune::exit::CHANGES_PENDING.code()),

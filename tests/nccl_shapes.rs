@@ -2,7 +2,7 @@
 //! in tests/data/nccl-shapes/: what the snapshot says, what the rules write, what the plan
 //! assumes about NVLink, and a golden (insta) per shape.
 
-use crate::common::{probe_json, topo_tune};
+use crate::common::{probe_json, tt, Run};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,13 +36,12 @@ fn has_note(s: &NodeSnapshot, code: &str) -> bool {
 /// The golden of a shape: what `probe` prints, then what the rules write and leave out.
 fn golden(name: &str) -> String {
     let file = shape(name);
-    let out = topo_tune()
+    let out = Run::new()
         .current_dir(file.parent().unwrap())
         .args(["probe", "--from-nccl-topo", name])
-        .output()
-        .unwrap();
+        .run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut text = String::from_utf8(out.stdout).unwrap();
+    let mut text = String::from_utf8(out.0.stdout).unwrap();
     let d = rules(&read(name));
     text.push_str("\nNCCL settings\n");
     for s in &d.settings {
@@ -126,14 +125,10 @@ fn facts_the_file_does_not_hold_are_unknown_not_made_up() {
 }
 
 fn refused(name: &str) -> String {
-    let out = topo_tune()
-        .args(["probe", "--from-nccl-topo"])
-        .arg(shape(name))
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--from-nccl-topo"]).arg(shape(name)).run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     assert!(out.stdout.is_empty());
-    String::from_utf8(out.stderr).unwrap()
+    String::from_utf8(out.0.stderr).unwrap()
 }
 
 #[test]
@@ -163,13 +158,11 @@ fn a_graph_file_is_named_as_one() {
         ),
     )
     .unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let out = tt(["init", "--collect-only"])
+        .json()
+        .config(&cfg)
+        .out(dir.path().join("out"))
+        .run();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let error = doc["nodes"][0]["error"]["message"].as_str().unwrap_or_default();
     assert!(error.contains("NCCL graph file"), "{doc}");
@@ -229,11 +222,7 @@ fn plan_json(file: &Path, node_yaml: &str, top_yaml: &str) -> Value {
         ),
     )
     .unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = tt(["plan"]).json().config(&cfg).run();
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
@@ -337,13 +326,7 @@ fn init_refuses_a_hand_edited_plan_that_narrows_the_gpu_ports() {
     )
     .unwrap();
     let plan_dir = dir.path().join("plan");
-    let made = topo_tune()
-        .args(["plan", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(&plan_dir)
-        .output()
-        .unwrap();
+    let made = tt(["plan"]).config(&cfg).out(&plan_dir).run();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let path = plan_dir.join("plan.json");
     let mut plan: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -352,15 +335,13 @@ fn init_refuses_a_hand_edited_plan_that_narrows_the_gpu_ports() {
     setting["value"] = "=mlx5_0".into();
     std::fs::write(&path, plan.to_string()).unwrap();
     let out_dir = dir.path().join("out");
-    let out = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&cfg)
+    let out = tt(["init"])
+        .json()
+        .config(&cfg)
         .arg("--plan")
         .arg(&path)
-        .arg("--output-dir")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
+        .out(&out_dir)
+        .run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let message = doc["nodes"][0]["error"]["message"].as_str().unwrap();

@@ -5,7 +5,7 @@
 //! and the refusals that say what an input is (hwloc 3.0, RCCL, AMD).
 
 use crate::common::machines;
-use crate::common::{assert_schema, json, probe_json, topo_tune};
+use crate::common::{assert_schema, json, probe_json, tt};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -26,9 +26,9 @@ fn example(rel: &str) -> String {
 }
 
 fn matrix(args: &[&str]) -> String {
-    let o = topo_tune().args(["probe", "--matrix"]).args(args).output().unwrap();
+    let o = tt(["probe", "--matrix"]).args(args).run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap()
+    String::from_utf8(o.0.stdout).unwrap()
 }
 
 /// The cells of one matrix row (`GPU0 X NV6 …`).
@@ -48,12 +48,7 @@ fn cluster(dir: &Path, yaml: &str) -> PathBuf {
 }
 
 fn plan(cfg: &Path, extra: &[&str]) -> (Option<i32>, Value) {
-    let o = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(cfg)
-        .args(extra)
-        .output()
-        .unwrap();
+    let o = tt(["plan"]).json().config(cfg).args(extra).run();
     (o.status.code(), json(&o))
 }
 
@@ -209,11 +204,7 @@ fn a_wrong_mesh_is_refused_at_its_line() {
         ("    nvlink_domain: \"a b\"\n", ":3:", "nvlink_domain"),
     ] {
         let cfg = cluster(dir.path(), &format!("nodes:\n  - host: n1\n{mesh}"));
-        let o = topo_tune()
-            .args(["plan", "--cluster-config"])
-            .arg(&cfg)
-            .output()
-            .unwrap();
+        let o = tt(["plan"]).config(&cfg).run();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(65), "{mesh}: {err}");
         assert!(err.contains(&format!("cluster.yaml{line}")), "{mesh}: {err}");
@@ -280,11 +271,7 @@ fn a_fused_device_also_listed_on_its_own_is_read_once() {
     // A fused name with an empty part is refused, with what it should be.
     let bad = dir.path().join("bad.xml");
     std::fs::write(&bad, text.replace("mlx5_0+mlx5_1", "mlx5_0+")).unwrap();
-    let o = topo_tune()
-        .args(["probe", "--from-nccl-topo"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let o = tt(["probe", "--from-nccl-topo"]).arg(&bad).run();
     assert_eq!(o.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&o.stderr).contains("joined by `+`"));
 }
@@ -319,13 +306,11 @@ fn a_gb200_tray_is_planned_over_nvlink_and_its_domain_is_said_unknown() {
 /// The 36-tray example: each rack one domain, hostnames interleaved.
 fn nvl72() -> (tempfile::TempDir, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let o = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(example("nvl72/cluster.yaml"))
-        .arg("--output-dir")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let o = tt(["plan"])
+        .json()
+        .config(example("nvl72/cluster.yaml"))
+        .out(dir.path())
+        .run();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     (dir, json(&o))
 }
@@ -529,13 +514,7 @@ fn a_domain_stated_against_the_nodes_own_is_an_error_naming_both() {
     s.hostname = "vm1".into();
     std::fs::write(probes.join("vm1.json"), serde_json::to_string(&s).unwrap()).unwrap();
     let cfg = cluster(dir.path(), "nodes:\n  - host: vm1\n    nvlink_domain: nvl72-rack-9\n");
-    let o = topo_tune()
-        .args(["plan", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--from-probes")
-        .arg(&probes)
-        .output()
-        .unwrap();
+    let o = tt(["plan"]).config(&cfg).arg("--from-probes").arg(&probes).run();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(65), "{err}");
     assert!(
@@ -583,11 +562,7 @@ fn settings_that_turn_nvlink_off_are_refused_where_it_exists() {
         dir.path(),
         &format!("nccl: {{NCCL_P2P_DISABLE: \"1\"}}\nnodes:\n  - host: gb-1\n    simulate: {tray}\n"),
     );
-    let o = topo_tune()
-        .args(["plan", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let o = tt(["plan"]).config(&cfg).run();
     assert_eq!(o.status.code(), Some(65));
 }
 
@@ -604,13 +579,7 @@ fn an_operators_nvlink_killer_is_kept_and_warned_of() {
         dir.path(),
         &format!("nccl_version: \"2.28.9\"\nnodes:\n  - host: \"gb-[01-02]\"\n    simulate: {tray}\n    nvlink_domain: nvl72-a\n"),
     );
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = tt(["init"]).json().config(&cfg).out(&out).run();
     let doc = json(&o);
     assert_eq!(o.status.code(), Some(0), "{doc}");
     assert_schema("init", &doc);
@@ -640,10 +609,7 @@ fn an_operators_nvlink_killer_is_kept_and_warned_of() {
 #[test]
 fn inputs_topo_tune_cannot_read_say_what_they_are() {
     // Before: "hwloc_topology_load failed with errno Some(Errno { code: 22, … })".
-    let o = topo_tune()
-        .args(["probe", "--from-hwloc-xml", &data("nvlink/hwloc3-4xh100.xml")])
-        .output()
-        .unwrap();
+    let o = tt(["probe", "--from-hwloc-xml", &data("nvlink/hwloc3-4xh100.xml")]).run();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(65), "{err}");
     assert!(
@@ -652,10 +618,7 @@ fn inputs_topo_tune_cannot_read_say_what_they_are() {
     );
     assert!(!err.contains("errno"), "{err}");
     // Before: "<system> must carry version=1 (NCCL refuses any other)".
-    let o = topo_tune()
-        .args(["probe", "--from-nccl-topo", &data("nvlink/rccl-v2.xml")])
-        .output()
-        .unwrap();
+    let o = tt(["probe", "--from-nccl-topo", &data("nvlink/rccl-v2.xml")]).run();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(65));
     assert!(err.contains("an RCCL topology file") && err.contains("AMD"), "{err}");

@@ -1,6 +1,6 @@
 //! `topo-tune plan`: node order, crossings, predictions, launcher files, per-job graph files.
 
-use crate::common::{machines, topo_tune};
+use crate::common::{machines, tt};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -8,10 +8,7 @@ use std::path::Path;
 /// One probe snapshot of a real machine, written once per host into `probes/`.
 fn probes_from_profile(dir: &Path, profile: &str, hosts: &[String]) {
     let xml = format!("{}/profiles/{profile}.xml", env!("CARGO_MANIFEST_DIR"));
-    let out = topo_tune()
-        .args(["probe", "--output", "json", "--from-hwloc-xml", &xml])
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--from-hwloc-xml", &xml]).json().run();
     assert!(out.status.success());
     std::fs::create_dir_all(dir).unwrap();
     for h in hosts {
@@ -20,14 +17,13 @@ fn probes_from_profile(dir: &Path, profile: &str, hosts: &[String]) {
 }
 
 fn plan_json(cfg: &Path, probes: &Path, extra: &[&str]) -> (i32, Value) {
-    let out = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(cfg)
+    let out = tt(["plan"])
+        .json()
+        .config(cfg)
         .arg("--from-probes")
         .arg(probes)
         .args(extra)
-        .output()
-        .unwrap();
+        .run();
     let doc =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     (out.status.code().unwrap_or(-1), doc)
@@ -142,13 +138,12 @@ fn graph_file_only_where_the_solved_ring_beats_index_order() {
         serde_json::json!({"driver_version": "580", "gpus": gpus}).to_string(),
     )
     .unwrap();
-    let snap = topo_tune()
-        .args(["probe", "--output", "json", "--fsroot"])
+    let snap = tt(["probe", "--fsroot"])
+        .json()
         .arg(&root)
         .arg("--nvml-fixture")
         .arg(&fixture)
-        .output()
-        .unwrap();
+        .run();
     assert!(snap.status.success());
     let probes = dir.path().join("probes");
     std::fs::create_dir_all(&probes).unwrap();
@@ -209,11 +204,7 @@ fn degenerate_clusters_plan_or_say_why() {
     ] {
         let root = dir.path().join(name);
         build(&root);
-        let snap = topo_tune()
-            .args(["probe", "--output", "json", "--fsroot"])
-            .arg(&root)
-            .output()
-            .unwrap();
+        let snap = tt(["probe", "--fsroot"]).json().arg(&root).run();
         std::fs::create_dir_all(dir.path().join("probes")).unwrap();
         std::fs::write(dir.path().join(format!("probes/{name}.json")), &snap.stdout).unwrap();
     }
@@ -258,11 +249,7 @@ fn degenerate_clusters_plan_or_say_why() {
     assert_eq!(code, topo_tune::exit::PARTIAL_FAILURE.code());
     assert_eq!(doc["excluded"][0]["host"], "ghost");
 
-    let out = topo_tune()
-        .args(["plan", "--message-size", "1X", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = tt(["plan", "--message-size", "1X"]).config(&cfg).run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::USAGE.code()));
 }
 
@@ -287,11 +274,7 @@ fn real_machine_row(file: &str) -> String {
     let cfg = dir.path().join("cluster.yaml");
     let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
     std::fs::write(&cfg, format!("nodes:\n  - host: node\n    simulate: {path}\n")).unwrap();
-    let out = topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
+    let out = tt(["plan"]).json().config(&cfg).run();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let codes: Vec<&str> = doc["notes"]
         .as_array()

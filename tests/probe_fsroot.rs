@@ -1,6 +1,6 @@
 //! `topo-tune probe --fsroot` on fake machines built in the kernel's formats, read by real hwloc.
 
-use crate::common::{machines, probe_json, topo_tune};
+use crate::common::{machines, probe_json, tt};
 use topo_tune::api::path_matrix;
 use topo_tune::api::snapshot::*;
 use topo_tune::api::PathClass;
@@ -148,13 +148,9 @@ fn path_matrix_classes_follow_the_tree() {
 fn matrix_output_has_nvidia_smi_legend_and_flags_the_x8_gpu() {
     let dir = tempfile::tempdir().unwrap();
     machines::dgx_like(dir.path());
-    let out = topo_tune()
-        .args(["probe", "--matrix", "--fsroot"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--matrix", "--fsroot"]).arg(dir.path()).run();
     assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = String::from_utf8(out.0.stdout).unwrap();
     assert!(text.contains(topo_tune::api::LEGEND));
     assert!(text.contains("NIC Legend:\n\n  NIC0: mlx5_0\n"));
     let gpu3 = text.lines().find(|l| l.starts_with("GPU3 ")).unwrap();
@@ -224,14 +220,12 @@ fn vm_with_recorded_nvml_answers_matches_nvidia_smi() {
     )));
     assert_eq!(g.nvlinks, Some(vec![]), "NVML answered: no NVLink at all");
     // The matrix row is nvidia-smi's: `GPU0  X  0-15  0`.
-    let out = topo_tune()
-        .args(["probe", "--matrix", "--fsroot"])
+    let out = tt(["probe", "--matrix", "--fsroot"])
         .arg(&root)
         .arg("--nvml-fixture")
         .arg(&fixture)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+        .run();
+    let text = String::from_utf8(out.0.stdout).unwrap();
     let row: Vec<&str> = text
         .lines()
         .find(|l| l.starts_with("GPU0"))

@@ -1,7 +1,7 @@
 //! `topo-tune probe --from-hwloc-xml` on real AWS topologies, checked against hwloc's own
 //! `lstopo --input FILE --whole-io` (the oracle: a different program reading the same file).
 
-use crate::common::{probe_json, topo_tune};
+use crate::common::{probe_json, tt};
 use std::collections::HashMap;
 use std::process::Command;
 use topo_tune::api::path_matrix;
@@ -220,31 +220,20 @@ fn malformed_xml_is_a_data_error() {
     let bad = dir.path().join("bad.xml");
     let full = std::fs::read_to_string(data("aws-p4d.xml")).unwrap();
     std::fs::write(&bad, &full[..full.len() / 3]).unwrap();
-    let out = topo_tune()
-        .args(["probe", "--from-hwloc-xml"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--from-hwloc-xml"]).arg(&bad).run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = String::from_utf8(out.0.stderr).unwrap();
     assert!(err.contains("bad.xml") && err.contains("hint:"), "{err}");
 
     let not_xml = dir.path().join("notes.txt");
     std::fs::write(&not_xml, "hello").unwrap();
-    let out = topo_tune()
-        .args(["probe", "--output", "json", "--from-hwloc-xml"])
-        .arg(&not_xml)
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--from-hwloc-xml"]).json().arg(&not_xml).run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::DATA_ERROR.code()));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["failed"], true);
     assert_eq!(doc["changed"], false);
     assert!(doc["msg"].as_str().unwrap().contains("not an hwloc XML export"));
 
-    let out = topo_tune()
-        .args(["probe", "--from-hwloc-xml", "/nonexistent/x.xml"])
-        .output()
-        .unwrap();
+    let out = tt(["probe", "--from-hwloc-xml", "/nonexistent/x.xml"]).run();
     assert_eq!(out.status.code(), Some(topo_tune::exit::NO_INPUT.code()));
 }

@@ -2,23 +2,23 @@
 //! outside its own files, loses no operator file, and stops with a clear message. One test
 //! (or more) per class of docs/security.md, each reproducing the case first.
 
-use crate::common::{json, topo_tune};
+use crate::common::{json, topo_tune, tt, Run};
 use serde_json::Value;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// The operator's own `/etc/nccl.conf`: a comment, a blank line, two settings.
-pub const ORIGINAL: &str = "# site settings (ops team)\nNCCL_DEBUG=WARN\n\nNCCL_IB_TC=106\n";
+pub(crate) const ORIGINAL: &str = "# site settings (ops team)\nNCCL_DEBUG=WARN\n\nNCCL_IB_TC=106\n";
 
 /// A one-node paper cluster whose files go to `out/n1`; `timeout` varies what it writes.
-pub struct Site {
+pub(crate) struct Site {
     pub dir: tempfile::TempDir,
     pub out: PathBuf,
 }
 
 impl Site {
-    pub fn new() -> Site {
+    pub(crate) fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let etc = out.join("n1/etc");
@@ -27,7 +27,7 @@ impl Site {
         Site { dir, out }
     }
 
-    pub fn config(&self, timeout: u32) -> PathBuf {
+    pub(crate) fn config(&self, timeout: u32) -> PathBuf {
         let cfg = self.dir.path().join(format!("cluster-{timeout}.yaml"));
         std::fs::write(
             &cfg,
@@ -37,15 +37,15 @@ impl Site {
         cfg
     }
 
-    pub fn node(&self) -> PathBuf {
+    pub(crate) fn node(&self) -> PathBuf {
         self.out.join("n1")
     }
 
-    pub fn file(&self, path: &str) -> Option<String> {
+    pub(crate) fn file(&self, path: &str) -> Option<String> {
         std::fs::read_to_string(self.node().join(path.trim_start_matches('/'))).ok()
     }
 
-    pub fn init(&self, timeout: u32, env: &[(&str, &str)]) -> Output {
+    pub(crate) fn init(&self, timeout: u32, env: &[(&str, &str)]) -> Output {
         let mut cmd = topo_tune();
         cmd.args(["--output", "json", "init", "--cluster-config"])
             .arg(self.config(timeout))
@@ -57,12 +57,12 @@ impl Site {
         cmd.output().unwrap()
     }
 
-    pub fn rollback(&self) -> Output {
+    pub(crate) fn rollback(&self) -> Output {
         self.rollback_run(None)
     }
 
     /// `rollback`, or with `run`: `rollback --run RUN`.
-    pub fn rollback_run(&self, run: Option<&str>) -> Output {
+    pub(crate) fn rollback_run(&self, run: Option<&str>) -> Output {
         let mut cmd = topo_tune();
         cmd.args(["--output", "json", "rollback", "--cluster-config"])
             .arg(self.config(0))
@@ -76,7 +76,7 @@ impl Site {
 
     /// Roll back until nothing is left to roll back; the number of runs undone. A plain
     /// rollback undoes the last run once; each older one is then named, as its note says.
-    pub fn rollback_all(&self) -> usize {
+    pub(crate) fn rollback_all(&self) -> usize {
         let mut run: Option<String> = None;
         for n in 0..32 {
             let o = self.rollback_run(run.as_deref());
@@ -194,13 +194,7 @@ fn plan_and_collect_outputs_never_write_through_links() {
     let plan_dir = dir.path().join("plan");
     std::fs::create_dir_all(&plan_dir).unwrap();
     symlink(&victim, plan_dir.join("plan.json")).unwrap();
-    let o = topo_tune()
-        .args(["plan", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(&plan_dir)
-        .output()
-        .unwrap();
+    let o = tt(["plan"]).config(&cfg).out(&plan_dir).run();
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("symbolic link: refused"));
     // init --collect-only: the host's directory is a planted link.
@@ -209,13 +203,7 @@ fn plan_and_collect_outputs_never_write_through_links() {
     std::fs::create_dir_all(&snaps).unwrap();
     std::fs::create_dir_all(&elsewhere).unwrap();
     symlink(&elsewhere, snaps.join("n1")).unwrap();
-    let o = topo_tune()
-        .args(["init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(&snaps)
-        .output()
-        .unwrap();
+    let o = tt(["init", "--collect-only"]).config(&cfg).out(&snaps).run();
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     assert!(walk(&elsewhere).is_empty());
@@ -297,7 +285,7 @@ fn eight_runs_at_once_serialise_and_lose_nothing() {
         }
         let children: Vec<_> = (1..=8u32)
             .map(|t| {
-                let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"));
+                let mut cmd = std::process::Command::new(crate::common::run::binary_path());
                 cmd.args(["--output", "json", "init", "--cluster-config"])
                     .arg(site.dir.path().join(format!("cluster-{t}.yaml")))
                     .arg("--output-dir")
@@ -416,13 +404,7 @@ fn a_host_that_names_a_directory_is_refused_at_load() {
     for host in ["..", ".", "a/b", "a..b", "x."] {
         let cfg = dir.path().join("c.yaml");
         std::fs::write(&cfg, format!("nodes:\n  - host: \"{host}\"\n    simulate: aws-p4d\n")).unwrap();
-        let o = topo_tune()
-            .args(["init", "--cluster-config"])
-            .arg(&cfg)
-            .arg("--output-dir")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = tt(["init"]).config(&cfg).out(&out).run();
         assert_eq!(o.status.code(), Some(topo_tune::exit::DATA_ERROR.code()), "{host}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("c.yaml:2:"), "{host}: {err}");
@@ -530,13 +512,10 @@ fn control_characters_from_a_node_are_shown_not_obeyed() {
         "nodes:\n  - host: n1\n    simulate: \"/nonexistent/\\e[2Jx.xml\"\n",
     )
     .unwrap();
-    let o = topo_tune()
-        .args(["init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let o = tt(["init", "--collect-only"])
+        .config(&cfg)
+        .out(dir.path().join("out"))
+        .run();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains('\u{1b}') && out.contains("\\x1b[2Jx.xml"), "{out}");
 }
@@ -792,7 +771,7 @@ fn an_unwritable_stdout_is_an_error() {
         .arg("-c")
         .arg(format!(
             "{} probe --from-hwloc-xml {} > /dev/full",
-            assert_cmd::cargo::cargo_bin("topo-tune").display(),
+            crate::common::run::binary_path().display(),
             xml.display()
         ))
         .output()
@@ -853,7 +832,7 @@ fn sigterm_during_collection_leaves_nothing_behind() {
         let masters = cluster.ssh_config.display().to_string();
         let out = tempfile::tempdir().unwrap();
         let dirs_before = ssh_control_dirs();
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+        let child = std::process::Command::new(crate::common::run::binary_path())
             .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
             .arg(&cfg)
             .arg("--output-dir")
@@ -938,15 +917,13 @@ fn a_crafted_answer_over_ssh_is_refused_at_the_boundary() {
     let cluster = SshCluster::start(&[Node::Fsroot(trees.path().join("cpu"))]);
     let cfg = cluster.cluster_yaml("");
     let out = tempfile::tempdir().unwrap();
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
-        .arg(&cfg)
-        .arg("--output-dir")
-        .arg(out.path())
+    let o = tt(["init", "--collect-only"])
+        .json()
+        .config(&cfg)
+        .out(out.path())
         .arg("--remote-binary")
         .arg(&fake)
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), Some(topo_tune::exit::ALL_FAILED.code()));
     let doc = json(&o);
     assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc}");
@@ -971,14 +948,12 @@ fn an_import_that_crashes_fails_only_its_node() {
         "nodes:\n  - host: bad\n    simulate: crashes.xml\n  - host: good\n    simulate: good.xml\n",
     )
     .unwrap();
-    let o = topo_tune()
+    let o = Run::new()
         .env("TOPO_TUNE_FAULT_CRASH_ON", "crashes.xml")
         .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
         .arg(&cfg)
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+        .out(dir.path().join("out"))
+        .run();
     let doc = json(&o);
     assert_eq!(doc["nodes"][1]["status"], "ok", "{doc}");
     assert_eq!(doc["nodes"][0]["status"], "failed", "{doc}");
@@ -1092,7 +1067,7 @@ fn the_unit_runs_a_binary_whose_path_has_spaces_and_percent() {
     let odd = dir.path().join("my tools 100%");
     std::fs::create_dir_all(&odd).unwrap();
     let bin = odd.join("topo-tune");
-    std::fs::copy(assert_cmd::cargo::cargo_bin("topo-tune"), &bin).unwrap();
+    std::fs::copy(crate::common::run::binary_path(), &bin).unwrap();
     let o = std::process::Command::new(&bin)
         .args(["irq-pin", "--install", "--reserve-cpus", "0-3", "--fsroot"])
         .arg(dir.path().join("tree"))

@@ -2,12 +2,12 @@
 //! docs/schema/, for every mode of the command (and for errors).
 
 use crate::common::machines::{self, Mlx5Naming};
-use crate::common::{assert_schema, topo_tune};
+use crate::common::{assert_schema, Run};
 use serde_json::Value;
 use std::path::Path;
 
 fn run(args: &[&str]) -> (Option<i32>, Value) {
-    let o = topo_tune().args(["--output", "json"]).args(args).output().unwrap();
+    let o = Run::new().json().args(args).run();
     let doc = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
     (o.status.code(), doc)

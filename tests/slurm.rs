@@ -3,19 +3,13 @@
 //! tree topology.conf and `scontrol show topology` shows the tree; Debian 13's slurmctld 24.11,
 //! in the root scripts/setup.sh makes, reads the blocks written for NVLink domains.
 
-use crate::common::topo_tune;
+use crate::common::tt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn plan(cfg: &Path, out: &Path) -> std::process::Output {
-    topo_tune()
-        .args(["--output", "json", "plan", "--cluster-config"])
-        .arg(cfg)
-        .arg("--output-dir")
-        .arg(out)
-        .output()
-        .unwrap()
+    tt(["plan"]).json().config(cfg).out(out).run().0
 }
 
 /// A cluster of paper nodes whose Slurm names are not their host names.
@@ -372,7 +366,7 @@ fn the_health_check_drains_a_node_whose_checks_fail() {
     let run = |node: &str, fsroot: &Path| {
         Command::new(&script)
             .env("SLURMD_NODENAME", node)
-            .env("TOPO_TUNE", assert_cmd::cargo::cargo_bin("topo-tune"))
+            .env("TOPO_TUNE", crate::common::run::binary_path())
             .env("TOPO_TUNE_FSROOT", fsroot)
             .env("SLURM_CONF", slurm.conf())
             .output()

@@ -3,7 +3,7 @@
 
 use crate::common::machines;
 use crate::common::sshd::{Node, SshCluster};
-use crate::common::topo_tune;
+use crate::common::tt;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,14 +13,12 @@ fn profile(name: &str) -> PathBuf {
 }
 
 fn init_json(cfg: &Path, out: &Path, extra: &[&str]) -> (i32, Value) {
-    let o = topo_tune()
-        .args(["--output", "json", "init", "--collect-only", "--cluster-config"])
-        .arg(cfg)
-        .arg("--output-dir")
-        .arg(out)
+    let o = tt(["init", "--collect-only"])
+        .json()
+        .config(cfg)
+        .out(out)
         .args(extra)
-        .output()
-        .unwrap();
+        .run();
     (o.status.code().unwrap_or(-1), crate::common::json(&o))
 }
 
@@ -48,6 +46,34 @@ fn ssh_processes_of(cluster: &SshCluster) -> usize {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .filter(|c| c.starts_with("ssh ") && c.contains(&needle))
         .count()
+}
+
+/// Each node of `eight_nodes_in_one_run_then_the_binary_is_reused` answered with its own
+/// machine.
+fn each_node_answered_with_its_own_machine(out: &std::path::Path) {
+    let expect = [
+        ("node1", "gpu-node-01", 8, 9),
+        ("node2", "h200-vm", 1, 1),
+        ("node3", "cpu-node", 0, 1),
+        ("node4", "aws-p4d", 8, 8),
+        ("node5", "aws-p5en", 8, 32),
+        ("node6", "aws-p6-b200", 8, 18),
+        ("node7", "gpu-node-07", 8, 9),
+        ("node8", "h200-vm-2", 1, 1),
+    ];
+    for (host, hostname, gpus, nics) in expect {
+        let s = snapshot(out, host);
+        assert_eq!(
+            (s.hostname.as_str(), s.gpus.len(), s.nics.len()),
+            (hostname, gpus, nics),
+            "{host}"
+        );
+    }
+    assert_eq!(snapshot(out, "node5").machine.product.as_deref(), Some("p5en.48xlarge"));
+    assert_eq!(
+        snapshot(out, "node1").nics[6].rdma.as_ref().unwrap().ports[0].roce_v2_gid_indexes,
+        vec![1, 3]
+    );
 }
 
 #[test]
@@ -87,33 +113,7 @@ fn eight_nodes_in_one_run_then_the_binary_is_reused() {
         .unwrap()
         .iter()
         .any(|n| n["deploy"] == "uploaded"));
-    // Each node answered with its own machine.
-    let expect = [
-        ("node1", "gpu-node-01", 8, 9),
-        ("node2", "h200-vm", 1, 1),
-        ("node3", "cpu-node", 0, 1),
-        ("node4", "aws-p4d", 8, 8),
-        ("node5", "aws-p5en", 8, 32),
-        ("node6", "aws-p6-b200", 8, 18),
-        ("node7", "gpu-node-07", 8, 9),
-        ("node8", "h200-vm-2", 1, 1),
-    ];
-    for (host, hostname, gpus, nics) in expect {
-        let s = snapshot(out.path(), host);
-        assert_eq!(
-            (s.hostname.as_str(), s.gpus.len(), s.nics.len()),
-            (hostname, gpus, nics),
-            "{host}"
-        );
-    }
-    assert_eq!(
-        snapshot(out.path(), "node5").machine.product.as_deref(),
-        Some("p5en.48xlarge")
-    );
-    assert_eq!(
-        snapshot(out.path(), "node1").nics[6].rdma.as_ref().unwrap().ports[0].roce_v2_gid_indexes,
-        vec![1, 3]
-    );
+    each_node_answered_with_its_own_machine(out.path());
 
     let (code, again) = init_json(&cfg, out.path(), &[]);
     assert_eq!(code, 0);
@@ -237,7 +237,7 @@ fn a_killed_run_leaves_no_ssh_master_behind() {
     // The node-side limit is command_timeout + 10 s; the master then idles out in 2 s.
     let cfg = cluster.cluster_yaml("  control_persist: 2\n  command_timeout: 3\n");
     let out = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo-tune"))
+    let mut child = std::process::Command::new(crate::common::run::binary_path())
         .args(["init", "--collect-only", "--cluster-config"])
         .arg(&cfg)
         .arg("--output-dir")

@@ -2,11 +2,11 @@
 //! paths and timings filtered). A change to a table shows up as a reviewed snapshot diff.
 
 use crate::common::machines::{self, Mlx5Naming};
-use crate::common::topo_tune;
+use crate::common::tt;
 
 fn human(args: &[&str]) -> String {
-    let o = topo_tune().args(args).output().unwrap();
-    String::from_utf8(o.stdout).unwrap()
+    let o = tt(args).run();
+    String::from_utf8(o.0.stdout).unwrap()
 }
 
 fn example() -> String {

@@ -3,7 +3,7 @@
 //! (`tests/data/traces/check_trace.py`), plus a made job of four ranks on two hosts that has
 //! each fault the verdict names, and every kind of bad input.
 
-use crate::common::{assert_schema, json, topo_tune};
+use crate::common::{assert_schema, json, tt};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -14,12 +14,7 @@ fn data(name: &str) -> PathBuf {
 }
 
 fn diagnose(args: &[&std::ffi::OsStr]) -> (Option<i32>, serde_json::Value, String) {
-    let o = topo_tune()
-        .arg("diagnose")
-        .args(args)
-        .args(["--output", "json"])
-        .output()
-        .unwrap();
+    let o = tt(["diagnose"]).args(args).args(["--output", "json"]).run();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let doc = if o.stdout.is_empty() {
         serde_json::Value::Null
@@ -30,7 +25,7 @@ fn diagnose(args: &[&std::ffi::OsStr]) -> (Option<i32>, serde_json::Value, Strin
 }
 
 fn human(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
-    let o = topo_tune().arg("diagnose").args(args).output().unwrap();
+    let o = tt(["diagnose"]).args(args).run();
     let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     (o.status.code(), text)
 }

@@ -245,6 +245,7 @@ pub(crate) struct IrqPinArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = crate::doctor::checks_help())]
 pub(crate) struct DoctorArgs {
     /// Read /sys and /proc under DIR instead of /.
     #[arg(

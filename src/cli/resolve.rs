@@ -2,17 +2,20 @@
 //! loaded, and each "flag over cluster.yaml over default" written here, once.
 
 use super::{
-    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, NodeSourceArgs, PlanArgs, ReachArgs,
-    RollbackArgs, StatusArgs,
+    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs, PlanArgs,
+    ProbeArgs, ReachArgs, RollbackArgs, StatusArgs,
 };
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::flow::settings::{
-    ApplySettings, DiagnoseSettings, DoctorSettings, GatherSettings, Given, InitSettings, IrqPinSettings, NewRollout,
-    PlanSettings, ReachSettings, RollbackSettings, Scope, Source, Start, StatusSettings,
+    ApplySettings, DiagnoseMode, DiagnoseSettings, DoctorSettings, GatherSettings, Given, InitMode, InitSettings,
+    IrqPinSettings, NewRollout, NodeSettings, PlanSettings, ProbeSettings, ReachSettings, RollbackSettings, Scope,
+    Source, Start, StatusSettings, TraceSettings,
 };
 use crate::irq::pin::PinRequest;
 use crate::model::CpuList;
+use crate::probe::{ProbeRequest, Target};
+use crate::transport::NodeEnv;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -53,12 +56,51 @@ impl NodeSourceArgs {
 impl InitArgs {
     pub(crate) fn resolve(&self) -> Result<InitSettings, Error> {
         Ok(InitSettings {
+            mode: if self.list {
+                InitMode::List
+            } else if self.collect_only {
+                InitMode::CollectOnly
+            } else {
+                InitMode::Write
+            },
             gather: self.gather.resolve()?,
             plan: self.plan.clone(),
             output_dir: self.output_dir.clone(),
             check: self.checking(),
             diff: self.diff,
         })
+    }
+}
+
+impl ProbeArgs {
+    /// Which machine: an hwloc export, an NCCL topology file, a tree, or this one.
+    pub(crate) fn resolve(&self) -> ProbeSettings {
+        let target = match (&self.from_hwloc_xml, &self.from_nccl_topo, &self.fsroot) {
+            (Some(xml), _, _) => Target::HwlocXml(xml.clone()),
+            (None, Some(xml), _) => Target::NcclTopo(xml.clone()),
+            (None, None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
+        };
+        ProbeSettings {
+            request: ProbeRequest {
+                target,
+                nvml_fixture: self.nvml_fixture.clone(),
+            },
+            matrix: self.matrix,
+        }
+    }
+}
+
+impl NodeArgs {
+    pub(crate) fn resolve(&self) -> NodeSettings {
+        NodeSettings {
+            kind: self.kind.clone(),
+            env: NodeEnv {
+                write_root: self.root.clone(),
+                fsroot: self.fsroot.clone(),
+                hwloc_xml: self.from_hwloc_xml.clone(),
+                ..NodeEnv::live()
+            },
+        }
     }
 }
 
@@ -237,7 +279,16 @@ impl IrqPinArgs {
 
 impl DiagnoseArgs {
     /// The inventory cut to `--nodes` (all nodes without it), and those hosts.
-    pub(crate) fn resolve(&self) -> Result<DiagnoseSettings, Error> {
+    /// A sweep on nodes, or (`--trace`) the job's traces.
+    pub(crate) fn resolve(&self) -> Result<DiagnoseMode, Error> {
+        if self.trace.is_empty() {
+            Ok(DiagnoseMode::Sweep(Box::new(self.resolve_sweep()?)))
+        } else {
+            Ok(DiagnoseMode::Trace(Box::new(self.resolve_trace()?)))
+        }
+    }
+
+    fn resolve_sweep(&self) -> Result<DiagnoseSettings, Error> {
         let config = self.cluster_config.as_ref().ok_or_else(|| {
             Error::Usage(
                 "diagnose needs --cluster-config FILE (a sweep on its nodes) or --trace PATH (a job's profiler traces)"
@@ -263,7 +314,7 @@ impl DiagnoseArgs {
     }
 
     /// `--trace` and what goes with it; the cluster only to doctor the straggler's host.
-    pub(crate) fn resolve_trace(&self) -> Result<crate::flow::trace::TraceSettings, Error> {
+    fn resolve_trace(&self) -> Result<TraceSettings, Error> {
         let cluster = match &self.cluster_config {
             Some(config) => {
                 let s = self.source.resolve_with(Inventory::load(config)?)?;
@@ -273,7 +324,7 @@ impl DiagnoseArgs {
         };
         // `--nodes` with `--trace`: a sweep measured on them, held against the traces.
         let measure = match &self.nodes {
-            Some(_) => Some(self.resolve()?),
+            Some(_) => Some(self.resolve_sweep()?),
             None if self.output_dir.is_some() || self.source.from_probes.is_some() => {
                 return Err(Error::Usage(
                     "--output-dir and --from-probes go with --nodes (a sweep measured before the traces are read); --trace alone reads no nodes".into(),
@@ -281,7 +332,7 @@ impl DiagnoseArgs {
             }
             None => None,
         };
-        Ok(crate::flow::trace::TraceSettings {
+        Ok(TraceSettings {
             paths: self.trace.clone(),
             sweep: self.sweep.clone(),
             measure,

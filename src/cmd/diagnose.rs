@@ -6,16 +6,20 @@ use super::{finish, Done};
 use crate::cli::DiagnoseArgs;
 use crate::error::Error;
 use crate::exit;
+use crate::flow::settings::{DiagnoseMode, DiagnoseSettings, TraceSettings};
 use crate::report::diagnose as diagnose_report;
 use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 use crate::report::Printer;
 
 pub(crate) fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
-    if !args.trace.is_empty() {
-        return traces(args, printer);
+    match args.resolve()? {
+        DiagnoseMode::Sweep(s) => sweep(&s, printer),
+        DiagnoseMode::Trace(s) => traces(&s, printer),
     }
-    let s = args.resolve()?;
-    let d = crate::flow::diagnose::diagnose(&s, printer)?;
+}
+
+fn sweep(s: &DiagnoseSettings, printer: &Printer) -> Result<Done, Error> {
+    let d = crate::flow::diagnose::diagnose(s, printer)?;
     let envelope = Envelope {
         command: "diagnose",
         changed: false,
@@ -28,14 +32,17 @@ pub(crate) fn run(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error>
     finish(printer, envelope, diagnose_report::render)
 }
 
-fn traces(args: &DiagnoseArgs, printer: &Printer) -> Result<Done, Error> {
-    let s = args.resolve_trace()?;
-    let o = crate::flow::trace::diagnose_traces(&s, printer)?;
+fn traces(s: &TraceSettings, printer: &Printer) -> Result<Done, Error> {
+    let o = crate::flow::trace::diagnose_traces(s, printer)?;
     let envelope = Envelope {
         command: "diagnose",
         changed: false,
         failed: false,
-        msg: format!("{} rank(s): {}", o.report.ranks.len(), o.report.verdict),
+        msg: format!(
+            "{} rank(s): {}",
+            o.report.ranks.len(),
+            crate::report::trace::verdict(&o.report)
+        ),
         exit_code: exit::OK,
         nodes: Vec::<NodeRow<NoDetail>>::new(),
         payload: crate::report::trace::TracePayload {

@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::flow::gather::Ask;
 use crate::flow::plan::{gather_and_plan, reviewed_plan, Facts};
-use crate::flow::settings::InitSettings;
+use crate::flow::settings::{InitMode, InitSettings};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::report::write::{self as write_report, WriteDetail, WritePayload};
@@ -16,11 +16,10 @@ use crate::report::Printer;
 
 pub(crate) fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
     let s = args.resolve()?;
-    if args.list {
-        return list(&s, printer);
-    }
-    if args.collect_only {
-        return collect_only(&s, printer);
+    match s.mode {
+        InitMode::List => return list(&s, printer),
+        InitMode::CollectOnly => return collect_only(&s, printer),
+        InitMode::Write => {}
     }
     // The probe also says whether each node's files are settled — unless the files go
     // elsewhere (--output-dir), where the node's own files say nothing.

@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::graph::paths::{path_matrix, PathMatrix};
 use crate::model::NodeSnapshot;
-use crate::probe::{probe, ProbeRequest, Target};
+use crate::probe::probe;
 use crate::report::envelope::{Envelope, NoDetail, NodeRow};
 use crate::report::{self};
 use serde::Serialize;
@@ -22,15 +22,8 @@ pub(crate) struct ProbePayload {
 }
 
 pub(crate) fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<Done, Error> {
-    let target = match (&args.from_hwloc_xml, &args.from_nccl_topo, &args.fsroot) {
-        (Some(xml), _, _) => Target::HwlocXml(xml.clone()),
-        (None, Some(xml), _) => Target::NcclTopo(xml.clone()),
-        (None, None, fsroot) => Target::Machine { fsroot: fsroot.clone() },
-    };
-    let snapshot = probe(&ProbeRequest {
-        target,
-        nvml_fixture: args.nvml_fixture.clone(),
-    })?;
+    let s = args.resolve();
+    let snapshot = probe(&s.request)?;
     let envelope = Envelope {
         command: "probe",
         changed: false,
@@ -45,11 +38,11 @@ pub(crate) fn run(args: &ProbeArgs, printer: &crate::report::Printer) -> Result<
         exit_code: exit::OK,
         nodes: vec![NodeRow::ok(&snapshot.hostname, false, NoDetail {})],
         payload: ProbePayload {
-            matrix: args.matrix.then(|| path_matrix(&snapshot)),
+            matrix: s.matrix.then(|| path_matrix(&snapshot)),
             snapshot,
         },
     };
-    let matrix = args.matrix;
+    let matrix = s.matrix;
     finish(printer, envelope, |e| match &e.payload.matrix {
         Some(m) if matrix => report::matrix::render(m, report::matrix::nvlink_shown(&e.payload.snapshot)),
         _ => report::probe::render(&e.payload.snapshot),

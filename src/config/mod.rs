@@ -167,7 +167,7 @@ pub enum TransportKind {
 #[derive(Debug, Clone)]
 pub struct Inventory {
     pub path: PathBuf,
-    pub ssh: SshSettings,
+    pub ssh: SshDefaults,
     pub fabric: Option<Fabric>,
     pub nccl: BTreeMap<String, String>,
     pub reserved_cpus: Option<crate::model::CpuList>,
@@ -176,8 +176,10 @@ pub struct Inventory {
     pub nodes: Vec<NodeSpec>,
 }
 
+/// cluster.yaml's `ssh:` section: how its nodes are reached unless a flag says otherwise
+/// (`cli::resolve` makes the `ReachSettings` a run uses from it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SshSettings {
+pub struct SshDefaults {
     pub config_file: Option<PathBuf>,
     pub known_hosts: Option<PathBuf>,
     pub identity_file: Option<PathBuf>,
@@ -469,7 +471,7 @@ impl Loader<'_> {
         }
     }
 
-    fn ssh(&self, raw: &RawSsh) -> Result<SshSettings, ConfigError> {
+    fn ssh(&self, raw: &RawSsh) -> Result<SshDefaults, ConfigError> {
         let forks = self.within(
             "ssh.forks",
             raw.forks.unwrap_or(DEFAULT_FORKS) as u64,
@@ -500,7 +502,7 @@ impl Loader<'_> {
             }
             None => DEFAULT_REMOTE_DIR.to_string(),
         };
-        Ok(SshSettings {
+        Ok(SshDefaults {
             config_file: raw.config_file.as_ref().map(|p| self.resolve(p)),
             known_hosts: raw.known_hosts.as_ref().map(|p| self.resolve(p)),
             identity_file: raw.identity_file.as_ref().map(|p| self.resolve(p)),
@@ -811,43 +813,11 @@ impl Loader<'_> {
             (None, Some(g), None) => Err(at(format!(
                 "nvlink_mesh.gbps_per_pair must be a positive number of GB/s up to 10000 (got {g})"
             ))),
-            (None, None, Some(links)) => self.mesh_links(links).map(MeshSpec::Links).map_err(at),
+            (None, None, Some(links)) => mesh_links(links).map(MeshSpec::Links).map_err(|e| at(e.to_string())),
             _ => Err(at(
                 "nvlink_mesh takes exactly one of `links_per_pair`, `gbps_per_pair` or `links`".into(),
             )),
         }
-    }
-
-    fn mesh_links(&self, links: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, String> {
-        let n = links.len();
-        if !(2..=MESH_MAX_GPUS).contains(&n) {
-            return Err(format!("nvlink_mesh.links lists {n} GPUs: 2 to {MESH_MAX_GPUS}"));
-        }
-        if let Some((i, row)) = links.iter().enumerate().find(|(_, r)| r.len() != n) {
-            return Err(format!(
-                "nvlink_mesh.links row {i} has {} entries: one per GPU ({n})",
-                row.len()
-            ));
-        }
-        for (i, row) in links.iter().enumerate() {
-            for (j, &k) in row.iter().enumerate() {
-                if k > MESH_MAX_LINKS {
-                    return Err(format!("nvlink_mesh.links[{i}][{j}] = {k}: at most {MESH_MAX_LINKS}"));
-                }
-                if i == j && k != 0 {
-                    return Err(format!(
-                        "nvlink_mesh.links[{i}][{i}] = {k}: a GPU has no NVLink to itself"
-                    ));
-                }
-                if links[j][i] != k {
-                    return Err(format!(
-                        "nvlink_mesh.links[{i}][{j}] = {k} but [{j}][{i}] = {}: a link joins both GPUs",
-                        links[j][i]
-                    ));
-                }
-            }
-        }
-        Ok(links.to_vec())
     }
 
     /// One `nodes:` entry, expanded (host ranges) into `out`.
@@ -939,6 +909,52 @@ impl Loader<'_> {
             })
             .collect()
     }
+}
+
+/// What is wrong with an `nvlink_mesh.links` matrix.
+#[derive(Debug, thiserror::Error)]
+enum MeshError {
+    #[error("nvlink_mesh.links lists {0} GPUs: 2 to {MESH_MAX_GPUS}")]
+    Size(usize),
+    #[error("nvlink_mesh.links row {row} has {len} entries: one per GPU ({n})")]
+    Row { row: usize, len: usize, n: usize },
+    #[error("nvlink_mesh.links[{i}][{j}] = {k}: at most {MESH_MAX_LINKS}")]
+    TooMany { i: usize, j: usize, k: u32 },
+    #[error("nvlink_mesh.links[{i}][{i}] = {k}: a GPU has no NVLink to itself")]
+    SelfLink { i: usize, k: u32 },
+    #[error("nvlink_mesh.links[{i}][{j}] = {k} but [{j}][{i}] = {back}: a link joins both GPUs")]
+    Asymmetric { i: usize, j: usize, k: u32, back: u32 },
+}
+
+/// An `nvlink_mesh.links` matrix: square, 2 to MESH_MAX_GPUS GPUs, symmetric, nothing on its
+/// diagonal, each entry within bounds.
+fn mesh_links(links: &[Vec<u32>]) -> Result<Vec<Vec<u32>>, MeshError> {
+    let n = links.len();
+    if !(2..=MESH_MAX_GPUS).contains(&n) {
+        return Err(MeshError::Size(n));
+    }
+    if let Some((row, r)) = links.iter().enumerate().find(|(_, r)| r.len() != n) {
+        return Err(MeshError::Row { row, len: r.len(), n });
+    }
+    for (i, row) in links.iter().enumerate() {
+        for (j, &k) in row.iter().enumerate() {
+            if k > MESH_MAX_LINKS {
+                return Err(MeshError::TooMany { i, j, k });
+            }
+            if i == j && k != 0 {
+                return Err(MeshError::SelfLink { i, k });
+            }
+            if links[j][i] != k {
+                return Err(MeshError::Asymmetric {
+                    i,
+                    j,
+                    k,
+                    back: links[j][i],
+                });
+            }
+        }
+    }
+    Ok(links.to_vec())
 }
 
 /// The level of `fabric` that holds `name`, when it is not the level `key` names.

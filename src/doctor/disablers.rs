@@ -3,68 +3,8 @@
 //! named by file and line. What each does is NCCL's (src/init.cc, src/graph/paths.cc,
 //! src/mnnvl.cc, and its environment-variable guide).
 
-use super::{check, read_config, Check, Facts, Status};
-use crate::model::files::{DROPIN_DIR, ENV_FILE, NCCL_CONF};
-use crate::probe::fsroot::FsRoot;
-
-/// One `NAME=VALUE` line of a file that sets NCCL's variables.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Found {
-    pub(super) file: String,
-    pub(super) line: usize,
-    pub(super) name: String,
-    pub(super) value: String,
-}
-
-/// Most lines read per file (a config file is a few dozen).
-const MAX_LINES: usize = 10_000;
-
-/// Every `NCCL_*` line of the files NCCL or a job's environment reads, in file order, and
-/// the files that exist but could not be read.
-pub(super) fn nccl_settings(fs: &FsRoot) -> (Vec<Found>, Vec<String>) {
-    let mut files = vec![NCCL_CONF.to_string()];
-    files.extend(
-        fs.list(DROPIN_DIR)
-            .into_iter()
-            .filter(|n| n.ends_with(".conf") && !n.starts_with('.'))
-            .map(|n| format!("{DROPIN_DIR}/{n}")),
-    );
-    files.push(ENV_FILE.to_string());
-    files.push("/etc/environment".to_string());
-    let mut unreadable = Vec::new();
-    let found = files
-        .iter()
-        .flat_map(|f| settings_of(f, &read_config(fs, f, &mut unreadable).unwrap_or_default()))
-        .collect();
-    (found, unreadable)
-}
-
-/// The `NCCL_*` settings of one file's text (`# comments`, `export NAME=…`, quoted values).
-fn settings_of(file: &str, text: &str) -> Vec<Found> {
-    text.lines()
-        .take(MAX_LINES)
-        .enumerate()
-        .filter_map(|(i, l)| {
-            let l = l.trim();
-            let l = l.strip_prefix("export ").unwrap_or(l).trim_start();
-            if l.starts_with('#') {
-                return None;
-            }
-            let (name, value) = l.split_once('=')?;
-            let name = name.trim();
-            if !name.starts_with("NCCL_") || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return None;
-            }
-            let value = value.trim().trim_matches('"').trim_matches('\'').to_string();
-            Some(Found {
-                file: file.to_string(),
-                line: i + 1,
-                name: name.to_string(),
-                value,
-            })
-        })
-        .collect()
-}
+use super::facts::Facts;
+use super::finding::{Finding, Status};
 
 /// What the node has that a setting can take away.
 #[derive(Debug, Clone, Copy, Default)]
@@ -101,7 +41,7 @@ pub(super) fn judge(name: &str, value: &str, p: Paths) -> Option<(Status, String
     }
 }
 
-pub(super) fn nccl_disablers(f: &Facts) -> Option<Check> {
+pub(super) fn nccl_disablers(f: &Facts) -> Option<Finding> {
     let part = crate::graph::links::part_of(f.snap, &Default::default());
     let paths = Paths {
         intra: f.snap.gpus.len() > 1,
@@ -124,40 +64,14 @@ pub(super) fn nccl_disablers(f: &Facts) -> Option<Check> {
     );
     let worst = found.iter().map(|(s, _)| *s).max();
     Some(match worst {
-        None => check(
-            "nccl-disablers",
-            Status::Pass,
-            "no setting in NCCL's config or environment files turns a fast path off",
-            "",
-        ),
-        Some(status) => check(
-            "nccl-disablers",
-            status,
-            found.iter().map(|(_, d)| d.as_str()).collect::<Vec<_>>().join("; "),
-            "remove the line (a job that needs it sets it in its own environment); `topo-tune init` keeps an operator's drop-ins and says so",
-        ),
+        None => Finding::pass("no setting in NCCL's config or environment files turns a fast path off"),
+        Some(status) => Finding::new(status, found.iter().map(|(_, d)| d.as_str()).collect::<Vec<_>>().join("; ")).fix("remove the line (a job that needs it sets it in its own environment); `topo-tune init` keeps an operator's drop-ins and says so"),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn settings_are_read_as_files_write_them() {
-        let text = "# a comment\nNCCL_IB_HCA==mlx5_0\nexport NCCL_P2P_DISABLE=1\nNCCL_ALGO=\"Ring\"\nPATH=/usr/bin\n  NCCL_PROTO = 'LL'\nnot a line\n";
-        let s = settings_of("/etc/environment", text);
-        let shown: Vec<(usize, &str, &str)> = s.iter().map(|f| (f.line, f.name.as_str(), f.value.as_str())).collect();
-        assert_eq!(
-            shown,
-            [
-                (2, "NCCL_IB_HCA", "=mlx5_0"),
-                (3, "NCCL_P2P_DISABLE", "1"),
-                (4, "NCCL_ALGO", "Ring"),
-                (6, "NCCL_PROTO", "LL")
-            ]
-        );
-    }
 
     #[test]
     fn each_disabler_counts_only_where_its_path_exists() {

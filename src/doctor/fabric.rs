@@ -5,7 +5,9 @@
 //! and health as NVML reports them (NCCL's src/mnnvl.cc; NVIDIA's IMEX guide; a Fabric
 //! Manager that stayed dead 20 days: NVIDIA/NVSentinel#891).
 
-use super::{check, read_config, Check, Facts, Status};
+use super::conf::read_config;
+use super::facts::Facts;
+use super::finding::Finding;
 use crate::model::gpu_parts::{self, Board, GpuPart};
 use crate::model::nvfabric::{FabricState, HealthSummary};
 use crate::model::snapshot::{Gpu, NvlinkSource};
@@ -24,8 +26,8 @@ fn part(g: &Gpu) -> Option<&'static GpuPart> {
     g.placement.pci_id.as_deref().and_then(gpu_parts::by_pci_id)
 }
 
-pub(super) fn nvlink_links(f: &Facts) -> Option<Check> {
-    let skip = |why: &str| Some(check("nvlink-links", Status::Skip, why, ""));
+pub(super) fn nvlink_links(f: &Facts) -> Option<Finding> {
+    let skip = |why: &str| Some(Finding::skip(why));
     let gpus = &f.snap.gpus;
     if gpus.is_empty() {
         return skip("no GPU");
@@ -40,12 +42,7 @@ pub(super) fn nvlink_links(f: &Facts) -> Option<Check> {
         .filter(|g| part(g).is_some_and(|p| p.nvlinks > 0 && p.board != Board::Pcie))
         .collect();
     if with_nvlink.is_empty() {
-        return Some(check(
-            "nvlink-links",
-            Status::Pass,
-            "no GPU part here has NVLink of its own",
-            "",
-        ));
+        return Some(Finding::pass("no GPU part here has NVLink of its own"));
     }
     let reported: usize = gpus.iter().map(|g| g.nvlinks.as_ref().map_or(0, Vec::len)).sum();
     if gpus.len() == 1 && reported == 0 {
@@ -75,19 +72,9 @@ pub(super) fn nvlink_links(f: &Facts) -> Option<Check> {
         }
     }
     Some(match (fails.is_empty(), warns.is_empty()) {
-        (true, true) => check("nvlink-links", Status::Pass, "every NVLink of every GPU active, at full speed", ""),
-        (true, false) => check(
-            "nvlink-links",
-            Status::Warn,
-            warns.join("; "),
-            "nvidia-smi nvlink -s; reset the GPU or reseat the board if a link trains slow",
-        ),
-        (false, _) => check(
-            "nvlink-links",
-            Status::Fail,
-            [fails, warns].concat().join("; "),
-            "nvidia-smi nvlink -s and nvidia-smi -q | grep -A3 -i nvlink; a link down on HGX needs a GPU reset (nvidia-smi -r) or the board serviced; NCCL routes around it slower",
-        ),
+        (true, true) => Finding::pass("every NVLink of every GPU active, at full speed"),
+        (true, false) => Finding::warn(warns.join("; "), "nvidia-smi nvlink -s; reset the GPU or reseat the board if a link trains slow"),
+        (false, _) => Finding::fail([fails, warns].concat().join("; "), "nvidia-smi nvlink -s and nvidia-smi -q | grep -A3 -i nvlink; a link down on HGX needs a GPU reset (nvidia-smi -r) or the board serviced; NCCL routes around it slower"),
     })
 }
 
@@ -118,7 +105,7 @@ fn needs(f: &Facts) -> Option<Needs> {
     }
 }
 
-pub(super) fn fabric(f: &Facts) -> Option<Check> {
+pub(super) fn fabric(f: &Facts) -> Option<Finding> {
     let needs = needs(f);
     let reported: Vec<(&Gpu, &crate::model::nvfabric::GpuFabric)> = f
         .snap
@@ -128,11 +115,8 @@ pub(super) fn fabric(f: &Facts) -> Option<Check> {
         .filter(|(_, x)| x.state != FabricState::NotSupported)
         .collect();
     if needs.is_none() && reported.is_empty() {
-        return Some(check(
-            "fabric",
-            Status::Skip,
+        return Some(Finding::skip(
             "no NVSwitch fabric here (no NVSwitch, no NVL72 tray, none the driver reports)",
-            "",
         ));
     }
     let mut fails = Vec::new();
@@ -169,22 +153,12 @@ pub(super) fn fabric(f: &Facts) -> Option<Check> {
         None => "the GPUs' fabric",
     };
     Some(match (fails.is_empty(), warns.is_empty()) {
-        (true, true) => check("fabric", Status::Pass, format!("{what} ready"), ""),
-        (true, false) => check(
-            "fabric",
-            Status::Warn,
-            warns.join("; "),
-            "nvidia-smi -q | grep -A12 Fabric; watch the fabric's health (route recovery usually ends by itself)",
-        ),
-        (false, _) => check(
-            "fabric",
-            Status::Fail,
-            [fails, warns].concat().join("; "),
-            match needs {
+        (true, true) => Finding::pass(format!("{what} ready")),
+        (true, false) => Finding::warn(warns.join("; "), "nvidia-smi -q | grep -A12 Fabric; watch the fabric's health (route recovery usually ends by itself)"),
+        (false, _) => Finding::fail([fails, warns].concat().join("; "), match needs {
                 Some(Needs::Imex) => "systemctl enable --now nvidia-imex; list every tray of the NVLink domain in /etc/nvidia-imex/nodes_config.cfg (one IP a line; restart IMEX after a change); create the channel (mknod /dev/nvidia-caps-imex-channels/channel0 c <major of nvidia-caps-imex-channels in /proc/devices> 0); nvidia-imex-ctl -N shows the domain",
                 _ => "systemctl enable --now nvidia-fabricmanager (its version must match the driver's); nvidia-smi -q | grep -A12 Fabric shows the state",
-            },
-        ),
+            }),
     })
 }
 

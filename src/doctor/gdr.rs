@@ -4,7 +4,8 @@
 //! driver's open kernel module and NCCL ≥ 2.19 with `NCCL_DMABUF_ENABLE` not 0. Without either,
 //! NCCL stages every message through host memory (180 → 10 GB/s: NVIDIA/nccl#1537).
 
-use super::{check, few, gpu_nics, Check, Facts, Reach, Status};
+use super::facts::{few, gpu_nics, Facts, Reach};
+use super::finding::Finding;
 use crate::model::NcclVersion;
 
 const NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem/version";
@@ -20,8 +21,8 @@ const DMABUF_KERNEL: (u32, u32) = (5, 12);
 
 const FIX: &str = "load nvidia_peermem (modprobe nvidia_peermem, and list it in /etc/modules-load.d/ so it comes back after a reboot), or use the driver's open kernel module on a kernel ≥ 5.12 for DMA-BUF";
 
-pub(super) fn gdr(f: &Facts) -> Option<Check> {
-    let skip = |why: &str| Some(check("gdr", Status::Skip, why, ""));
+pub(super) fn gdr(f: &Facts) -> Option<Finding> {
+    let skip = |why: &str| Some(Finding::skip(why));
     if f.snap.gpus.is_empty() {
         return skip("no GPU");
     }
@@ -38,73 +39,59 @@ pub(super) fn gdr(f: &Facts) -> Option<Check> {
     let peermem = f.fs.read_trimmed(PEERMEM);
     let dmabuf = dmabuf(f);
     if let Some(p) = legacy {
-        return Some(check(
-            "gdr",
-            Status::Pass,
-            format!("peer memory module loaded ({p}) for {}", names),
-            "",
-        ));
+        return Some(Finding::pass(format!("peer memory module loaded ({p}) for {}", names)));
     }
     if let Some(v) = &peermem {
         let old = version.filter(|n| *n < PEERMEM_SEEN_SINCE);
         return Some(match (old, &dmabuf) {
-            (None, _) => check(
-                "gdr",
-                Status::Pass,
-                format!("nvidia_peermem {v} loaded: GPUDirect RDMA for {}", names),
-                "",
-            ),
-            (Some(n), Ok(how)) => check(
-                "gdr",
-                Status::Warn,
-                format!("nvidia_peermem {v} is loaded, but NCCL {n} does not look for it (only NCCL ≥ 2.23 does), so it uses DMA-BUF instead ({how})"),
-                "upgrade NCCL to 2.23 or later to use nvidia_peermem",
-            ),
-            (Some(n), Err(why)) => check(
-                "gdr",
-                Status::Warn,
-                format!("nvidia_peermem {v} is loaded, but NCCL {n} does not look for it (only NCCL ≥ 2.23 does), and DMA-BUF is out ({why}): GPUDirect RDMA off"),
-                "upgrade NCCL to 2.23 or later",
-            ),
+            (None, _) => Finding::pass(format!("nvidia_peermem {v} loaded: GPUDirect RDMA for {}", names)),
+            (Some(n), Ok(how)) => Finding::warn(format!("nvidia_peermem {v} is loaded, but NCCL {n} does not look for it (only NCCL ≥ 2.23 does), so it uses DMA-BUF instead ({how})"), "upgrade NCCL to 2.23 or later to use nvidia_peermem"),
+            (Some(n), Err(why)) => Finding::warn(format!("nvidia_peermem {v} is loaded, but NCCL {n} does not look for it (only NCCL ≥ 2.23 does), and DMA-BUF is out ({why}): GPUDirect RDMA off"), "upgrade NCCL to 2.23 or later"),
         });
     }
     Some(match dmabuf {
-        Ok(how) => check("gdr", Status::Pass, format!("no peer memory module, DMA-BUF instead: {how}"), ""),
-        Err(why) => check(
-            "gdr",
-            Status::Fail,
-            format!(
+        Ok(how) => Finding::pass(format!("no peer memory module, DMA-BUF instead: {how}")),
+        Err(why) => Finding::fail(format!(
                 "GPUDirect RDMA off for {}: no peer memory module ({NV_MEM}, {PEERMEM} absent) and no DMA-BUF ({why}), so NCCL stages every transfer through host memory",
                 names
-            ),
-            FIX,
-        ),
+            ), FIX),
     })
 }
 
-/// Whether DMA-BUF can carry GPUDirect RDMA here, and why (not).
-fn dmabuf(f: &Facts) -> Result<String, String> {
+/// Why DMA-BUF cannot carry GPUDirect RDMA on this node.
+#[derive(Debug, thiserror::Error)]
+enum NoDmabuf {
+    #[error("kernel {0} is older than 5.12")]
+    OldKernel(String),
+    #[error("the kernel release is unknown")]
+    UnknownKernel,
+    #[error("/proc/driver/nvidia/version is unreadable: the driver's kernel module is unknown")]
+    UnknownModule,
+    #[error("the driver's proprietary kernel module (DMA-BUF needs the open one)")]
+    ProprietaryModule,
+    #[error("NCCL {0} predates DMA-BUF (2.19)")]
+    OldNccl(NcclVersion),
+    #[error("{file}:{line} sets NCCL_DMABUF_ENABLE=0")]
+    Disabled { file: String, line: usize },
+}
+
+/// Whether DMA-BUF can carry GPUDirect RDMA here: how, or why not.
+fn dmabuf(f: &Facts) -> Result<String, NoDmabuf> {
     let kernel =
         f.fs.read_trimmed("/proc/sys/kernel/osrelease")
             .or_else(|| f.snap.machine.kernel.clone());
-    let k = kernel.as_deref().and_then(kernel_version);
-    match k {
-        Some(v) if v < DMABUF_KERNEL => {
-            return Err(format!("kernel {} is older than 5.12", kernel.unwrap_or_default()))
-        }
-        None => return Err("the kernel release is unknown".into()),
+    match kernel.as_deref().and_then(kernel_version) {
+        Some(v) if v < DMABUF_KERNEL => return Err(NoDmabuf::OldKernel(kernel.unwrap_or_default())),
+        None => return Err(NoDmabuf::UnknownKernel),
         Some(_) => {}
     }
-    let driver = f.fs.read("/proc/driver/nvidia/version");
-    match driver.as_deref() {
-        None => return Err("/proc/driver/nvidia/version is unreadable: the driver's kernel module is unknown".into()),
-        Some(d) if !d.contains("Open Kernel Module") => {
-            return Err("the driver's proprietary kernel module (DMA-BUF needs the open one)".into())
-        }
+    match f.fs.read("/proc/driver/nvidia/version").as_deref() {
+        None => return Err(NoDmabuf::UnknownModule),
+        Some(d) if !d.contains("Open Kernel Module") => return Err(NoDmabuf::ProprietaryModule),
         Some(_) => {}
     }
     if let Some(v) = f.nccl.filter(|v| *v < DMABUF_NCCL) {
-        return Err(format!("NCCL {v} predates DMA-BUF (2.19)"));
+        return Err(NoDmabuf::OldNccl(v));
     }
     if let Some(s) = f
         .settings
@@ -112,7 +99,10 @@ fn dmabuf(f: &Facts) -> Result<String, String> {
         .iter()
         .find(|s| s.name == "NCCL_DMABUF_ENABLE" && s.value == "0")
     {
-        return Err(format!("{}:{} sets NCCL_DMABUF_ENABLE=0", s.file, s.line));
+        return Err(NoDmabuf::Disabled {
+            file: s.file.clone(),
+            line: s.line,
+        });
     }
     Ok(format!(
         "kernel {}, the open kernel module{}",

@@ -5,7 +5,8 @@
 //! error counters `link_downed`/`symbol_error` still since the last run (kept in
 //! `/var/lib/topo-tune/ib-counters.json`): Azure's AzNHC `check_hw_ib`, `check_ib_link_flapping`.
 
-use super::{check, gpu_nics, Check, Facts, Reach, Status};
+use super::facts::{gpu_nics, Facts, Reach};
+use super::finding::{Finding, Status};
 use crate::model::snapshot::{LinkLayer, Nic};
 use std::collections::BTreeMap;
 
@@ -50,26 +51,16 @@ fn ports<'a>(nics: &[&'a Nic]) -> Vec<Port<'a>> {
         .collect()
 }
 
-pub(super) fn ib_ports(f: &Facts) -> Option<Check> {
+pub(super) fn ib_ports(f: &Facts) -> Option<Finding> {
     let nics = gpu_nics(f, Reach::Traffic);
     let efa = |n: &Nic| crate::nccl::guard::is_efa(n);
     let nics: Vec<&Nic> = nics.into_iter().filter(|n| !efa(n)).collect();
     if nics.is_empty() {
-        return Some(check(
-            "ib-ports",
-            Status::Skip,
-            "no InfiniBand or RoCE NIC carries GPU traffic here",
-            "",
-        ));
+        return Some(Finding::skip("no InfiniBand or RoCE NIC carries GPU traffic here"));
     }
     let ports = ports(&nics);
     if ports.iter().all(|p| p.state.is_none()) {
-        return Some(check(
-            "ib-ports",
-            Status::Skip,
-            "port states unknown (the node is described by a file)",
-            "",
-        ));
+        return Some(Finding::skip("port states unknown (the node is described by a file)"));
     }
     let mut fails = Vec::new();
     let mut warns = Vec::new();
@@ -96,15 +87,10 @@ pub(super) fn ib_ports(f: &Facts) -> Option<Check> {
             "watch the port (ibstat; perfquery); replace the cable or transceiver if the counters keep growing",
         ),
         (true, true) => {
-            return Some(check(
-                "ib-ports",
-                Status::Pass,
-                format!("{} port(s) ACTIVE, LinkUp, at full rate", ports.len()),
-                "",
-            ))
+            return Some(Finding::pass(format!("{} port(s) ACTIVE, LinkUp, at full rate", ports.len())))
         }
     };
-    Some(check("ib-ports", status, found.join("; "), fix))
+    Some(Finding::new(status, found.join("; ")).fix(fix))
 }
 
 /// `ACTIVE` (4) and `LinkUp` (5) on every port.

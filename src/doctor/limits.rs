@@ -5,7 +5,9 @@
 //! from: systemd's `DefaultLimit*` (system.conf and system.conf.d), PAM's limits.conf and
 //! limits.d, and slurmd's unit when there is one (Slurm propagates its own limits to jobs).
 
-use super::{check, read_config, Check, Facts, Status};
+use super::conf::read_config;
+use super::facts::Facts;
+use super::finding::Finding;
 use crate::model::NcclVersion;
 use crate::probe::fsroot::FsRoot;
 
@@ -98,9 +100,9 @@ fn slurmd_unit(fs: &FsRoot) -> Vec<String> {
     files
 }
 
-pub(super) fn limits(f: &Facts) -> Option<Check> {
+pub(super) fn limits(f: &Facts) -> Option<Finding> {
     if f.snap.gpus.is_empty() {
-        return Some(check("limits", Status::Skip, "no GPU", ""));
+        return Some(Finding::skip("no GPU"));
     }
     let mut unreadable = Vec::new();
     let system = system_conf(f.fs);
@@ -144,23 +146,13 @@ pub(super) fn limits(f: &Facts) -> Option<Check> {
     );
     let read: Vec<&str> = memlock.iter().chain(&stack).map(|s| s.source.as_str()).collect();
     Some(if warns.is_empty() {
-        check(
-            "limits",
-            Status::Pass,
-            if read.is_empty() {
-                "no RDMA NIC, and no stack limit set unlimited".to_string()
-            } else {
-                format!("locked memory unlimited, stack bounded ({})", read.join(", "))
-            },
-            "",
-        )
+        Finding::pass(if read.is_empty() {
+            "no RDMA NIC, and no stack limit set unlimited".to_string()
+        } else {
+            format!("locked memory unlimited, stack bounded ({})", read.join(", "))
+        })
     } else {
-        check(
-            "limits",
-            Status::Warn,
-            warns.join("; "),
-            "DefaultLimitMEMLOCK=infinity in /etc/systemd/system.conf (and LimitMEMLOCK=infinity for slurmd), `* - memlock unlimited` in /etc/security/limits.d/; keep the stack limit finite (8192) before NCCL 2.28",
-        )
+        Finding::warn(warns.join("; "), "DefaultLimitMEMLOCK=infinity in /etc/systemd/system.conf (and LimitMEMLOCK=infinity for slurmd), `* - memlock unlimited` in /etc/security/limits.d/; keep the stack limit finite (8192) before NCCL 2.28")
     })
 }
 

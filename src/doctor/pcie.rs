@@ -1,11 +1,14 @@
-//! `acs` and `iommu`: what makes GPU–NIC traffic climb to the root complex. ACS's
+//! `pcie-link`, `acs` and `iommu`: a GPU or NIC link trained below its maximum, and what makes
+//! GPU–NIC traffic climb to the root complex. ACS's
 //! P2P Request/Completion Redirect on a PCIe switch port above a GPU or NIC sends every
 //! GPUDirect transfer up through the CPU instead of across the switch (NCCL's troubleshooting
 //! guide; NVIDIA/nccl#606, #2079); an IOMMU translating DMA adds a lookup to each transfer
 //! (the guide: `iommu=pt` on bare metal). Both are the hypervisor's on a VM, and are skipped
 //! there, said so.
 
-use super::{check, few, Check, Facts, Status};
+use super::facts::{few, Facts};
+use super::finding::{Finding, Status};
+use crate::model::snapshot::NoteLevel;
 use crate::model::snapshot::{BridgeRole, PciParent, PciPlacement};
 use crate::model::Bdf;
 use std::collections::BTreeSet;
@@ -109,8 +112,32 @@ fn read_acs(f: &Facts, bdf: &Bdf) -> Acs {
     }
 }
 
-pub(super) fn acs(f: &Facts) -> Option<Check> {
-    let skip = |why: String| Some(check("acs", Status::Skip, why, ""));
+/// Every GPU and RDMA NIC link at its maximum width and speed (the probe notes the others).
+pub(super) fn pcie_link(f: &Facts) -> Option<Finding> {
+    let degraded: Vec<&crate::model::Note> = f.snap.notes.iter().filter(|n| n.code == "pcie-degraded").collect();
+    if degraded.is_empty() {
+        return Some(Finding::pass("every GPU and RDMA NIC link runs at its maximum"));
+    }
+    let worst = if degraded.iter().any(|n| n.level == NoteLevel::Warn) {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    Some(
+        Finding::new(
+            worst,
+            degraded
+                .iter()
+                .map(|n| n.message.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .fix("reseat the card or check the slot/riser and BIOS link settings"),
+    )
+}
+
+pub(super) fn acs(f: &Facts) -> Option<Finding> {
+    let skip = |why: String| Some(Finding::skip(why));
     if f.vm {
         return skip(
             "a virtual machine (the CPU's hypervisor flag): ACS and ATS are the hypervisor's to set, not this guest's"
@@ -123,19 +150,9 @@ pub(super) fn acs(f: &Facts) -> Option<Check> {
     let ports = switch_ports_above(f);
     if ports.is_empty() {
         return Some(if f.snap.pci.switches_visible {
-            check(
-                "acs",
-                Status::Pass,
-                "no PCIe switch between the GPUs and NICs and their root ports",
-                "",
-            )
+            Finding::pass("no PCIe switch between the GPUs and NICs and their root ports")
         } else {
-            check(
-                "acs",
-                Status::Skip,
-                "no PCIe switch visible above the GPUs and NICs",
-                "",
-            )
+            Finding::skip("no PCIe switch visible above the GPUs and NICs")
         });
     }
     let mut redirecting = Vec::new();
@@ -156,33 +173,23 @@ pub(super) fn acs(f: &Facts) -> Option<Check> {
         }
     }
     if !redirecting.is_empty() {
-        return Some(check(
-            "acs",
-            Status::Fail,
-            format!(
+        return Some(Finding::fail(format!(
                 "ACS redirect on {} of {} PCIe switch port(s) above the GPUs and NICs, so GPUDirect traffic detours through the root complex: {}{}",
                 redirecting.len(),
                 ports.len(),
                 redirecting.join(", "),
                 tail(&unknown)
-            ),
-            ACS_FIX,
-        ));
+            ), ACS_FIX));
     }
     if clear == 0 {
         return skip(format!("ACS unknown on every switch port: {}", unknown.join("; ")));
     }
     Some(if unknown.is_empty() {
-        check(
-            "acs",
-            Status::Pass,
-            format!("ACS redirect off on all {clear} PCIe switch port(s) above the GPUs and NICs"),
-            "",
-        )
+        Finding::pass(format!(
+            "ACS redirect off on all {clear} PCIe switch port(s) above the GPUs and NICs"
+        ))
     } else {
-        check(
-            "acs",
-            Status::Warn,
+        Finding::warn(
             format!(
                 "ACS redirect off on {clear} switch port(s), unknown on {}: {}",
                 unknown.len(),
@@ -210,8 +217,8 @@ fn cmdline_mode(cmdline: &str) -> Option<&'static str> {
     })
 }
 
-pub(super) fn iommu(f: &Facts) -> Option<Check> {
-    let skip = |why: &str| Some(check("iommu", Status::Skip, why, ""));
+pub(super) fn iommu(f: &Facts) -> Option<Finding> {
+    let skip = |why: &str| Some(Finding::skip(why));
     if f.vm {
         return skip("a virtual machine: the IOMMU on the GPU–NIC path is the hypervisor's");
     }
@@ -222,12 +229,7 @@ pub(super) fn iommu(f: &Facts) -> Option<Check> {
     let iommus = f.fs.list("/sys/class/iommu");
     let cmdline = f.fs.read("/proc/cmdline").unwrap_or_default();
     if iommus.is_empty() {
-        return Some(check(
-            "iommu",
-            Status::Pass,
-            "no IOMMU active (/sys/class/iommu is empty)",
-            "",
-        ));
+        return Some(Finding::pass("no IOMMU active (/sys/class/iommu is empty)"));
     }
     let translated: Vec<String> = endpoints(f)
         .iter()
@@ -240,38 +242,23 @@ pub(super) fn iommu(f: &Facts) -> Option<Check> {
     let mode = cmdline_mode(&cmdline);
     let fix = "add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, update-grub, reboot): DMA passes through untranslated, isolation stays for VMs";
     Some(if !translated.is_empty() {
-        check(
-            "iommu",
-            Status::Warn,
-            format!(
+        Finding::warn(format!(
                 "the IOMMU translates DMA for {} GPU(s) and NIC(s), so every GPUDirect transfer pays a translation (iommu_group/type): {}",
                 translated.len(),
                 few(&translated)
-            ),
-            fix,
-        )
+            ), fix)
     } else if mode.is_some()
         || endpoints(f)
             .iter()
             .any(|e| f.fs.exists(&format!("/sys/bus/pci/devices/{}/iommu_group/type", e.bdf)))
     {
-        check(
-            "iommu",
-            Status::Pass,
-            format!(
-                "IOMMU ({}) in {} mode on the GPU–NIC path",
-                iommus.join(", "),
-                mode.unwrap_or("identity")
-            ),
-            "",
-        )
+        Finding::pass(format!(
+            "IOMMU ({}) in {} mode on the GPU–NIC path",
+            iommus.join(", "),
+            mode.unwrap_or("identity")
+        ))
     } else {
-        check(
-            "iommu",
-            Status::Warn,
-            format!("IOMMU active ({}) and /proc/cmdline has no iommu=pt: DMA is likely translated (the devices' iommu_group/type is unreadable)", iommus.join(", ")),
-            fix,
-        )
+        Finding::warn(format!("IOMMU active ({}) and /proc/cmdline has no iommu=pt: DMA is likely translated (the devices' iommu_group/type is unreadable)", iommus.join(", ")), fix)
     })
 }
 

@@ -50,9 +50,21 @@ impl GatherSettings {
     }
 }
 
+/// What `init` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InitMode {
+    /// Probe, plan (or read `--plan`) and write.
+    Write,
+    /// `--collect-only`: the snapshots, nothing planned or written.
+    CollectOnly,
+    /// `--list`: what would be contacted, and how; nothing contacted.
+    List,
+}
+
 /// `init`.
 #[derive(Debug, Clone)]
 pub(crate) struct InitSettings {
+    pub(crate) mode: InitMode,
     pub(crate) gather: GatherSettings,
     /// A reviewed plan to apply instead of planning again.
     pub(crate) plan: Option<PathBuf>,
@@ -164,6 +176,42 @@ pub(crate) struct DoctorSettings {
 pub(crate) struct IrqPinSettings {
     pub(crate) scope: Scope,
     pub(crate) request: crate::irq::pin::PinRequest,
+}
+
+/// `probe`: which machine, and whether the path matrix is shown.
+#[derive(Debug, Clone)]
+pub(crate) struct ProbeSettings {
+    pub(crate) request: crate::probe::ProbeRequest,
+    pub(crate) matrix: bool,
+}
+
+/// `topo-tune node KIND`: the call asked of this node, and where its files are.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeSettings {
+    pub(crate) kind: String,
+    pub(crate) env: crate::transport::NodeEnv,
+}
+
+/// What `diagnose` does: a sweep on nodes, or the job's traces read.
+#[derive(Debug, Clone)]
+pub(crate) enum DiagnoseMode {
+    Sweep(Box<DiagnoseSettings>),
+    Trace(Box<TraceSettings>),
+}
+
+/// What `diagnose --trace` was asked.
+#[derive(Debug, Clone)]
+pub(crate) struct TraceSettings {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) sweep: Option<PathBuf>,
+    pub(crate) hostfile: Option<PathBuf>,
+    pub(crate) ranks_per_node: Option<u32>,
+    /// `--nodes`: measure the sweep on them first (instead of `--sweep FILE`).
+    pub(crate) measure: Option<DiagnoseSettings>,
+    /// The cluster, when `--cluster-config` is given: the straggler's host is doctored.
+    pub(crate) cluster: Option<(Inventory, ReachSettings)>,
+    /// Traces read at once.
+    pub(crate) workers: usize,
 }
 
 /// `diagnose`.

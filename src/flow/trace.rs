@@ -6,11 +6,12 @@
 //! doctored like a bisection suspect.
 
 use super::diagnose::{doctor_on, verdict};
-use crate::config::Inventory;
+use super::trace_error::TraceError;
 use crate::error::Error;
-use crate::flow::settings::ReachSettings;
+use crate::flow::settings::TraceSettings;
 use crate::report::Printer;
-use crate::trace::{self, read, RankTrace, SweepRef, TraceError, TraceReport};
+use crate::trace::job::{DoctorSaid, Finding};
+use crate::trace::{self, read, RankTrace, SweepRef, TraceReport};
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,20 +21,6 @@ use std::sync::Mutex;
 const MAX_FILES: usize = 65_536;
 /// Most bytes one trace may hold once decompressed.
 const MAX_TRACE_BYTES: u64 = 16 << 30;
-
-/// What `diagnose --trace` was asked.
-pub(crate) struct TraceSettings {
-    pub(crate) paths: Vec<PathBuf>,
-    pub(crate) sweep: Option<PathBuf>,
-    pub(crate) hostfile: Option<PathBuf>,
-    pub(crate) ranks_per_node: Option<u32>,
-    /// `--nodes`: measure the sweep on them first (instead of `--sweep FILE`).
-    pub(crate) measure: Option<crate::flow::settings::DiagnoseSettings>,
-    /// The cluster, when `--cluster-config` is given: the straggler's host is doctored.
-    pub(crate) cluster: Option<(Inventory, ReachSettings)>,
-    /// Traces read at once.
-    pub(crate) workers: usize,
-}
 
 /// The report, with doctor's word on the straggler's host when it was asked.
 pub(crate) struct TraceOutcome {
@@ -78,15 +65,27 @@ pub(crate) fn diagnose_traces(s: &TraceSettings, printer: &Printer) -> Result<Tr
     if let (Some((inv, reach)), Some(host)) = (&s.cluster, suspect) {
         if inv.nodes.iter().any(|n| n.host == host) {
             doctor = doctor_on(inv, reach, std::slice::from_ref(&host), printer)?;
-            let says = verdict::doctor_says(&doctor, &host).map_or_else(
-                || verdict::doctor_silent(&doctor, &host, "look at its GPUs and NICs (topo-tune probe --matrix)"),
-                |(cause, fix)| format!("{cause} (fix: {fix})"),
-            );
-            report.findings.push(says);
-            report.verdict = report.findings.join("; ");
+            let said = doctor_said(&doctor, &host);
+            report.findings.push(Finding::Doctor { host, said });
         }
     }
     Ok(TraceOutcome { report, doctor })
+}
+
+/// What doctor said of the straggler's host, as figures for the verdict.
+fn doctor_said(doctor: &[crate::report::diagnose::DoctorOn], host: &str) -> DoctorSaid {
+    if let Some(c) = verdict::most_telling(doctor, host) {
+        return DoctorSaid::Cause {
+            phrase: crate::doctor::cause(&c.check).1.to_string(),
+            check: c.check.clone(),
+            detail: c.detail.clone(),
+            fix: c.fix.clone(),
+        };
+    }
+    match verdict::doctor_error(doctor, host) {
+        Some(why) => DoctorSaid::CouldNot(why.to_string()),
+        None => DoctorSaid::Nothing,
+    }
 }
 
 /// The trace files named: each file as given, each directory's `.json`/`.json.gz` files.

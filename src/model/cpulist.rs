@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 /// Largest CPU or node id accepted from outside; Linux's NR_CPUS tops out at 8192.
-pub const MAX_ID: u32 = 65_535;
+pub(crate) const MAX_ID: u32 = 65_535;
 /// Longest list text accepted (every other CPU of 8,192 is about 40 KB).
-pub const MAX_TEXT: usize = 256 * 1024;
+pub(crate) const MAX_TEXT: usize = 256 * 1024;
 
 /// A set of CPU (or NUMA node) ids, always shown in the kernel's `%*pbl` list form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]

@@ -22,7 +22,7 @@ pub struct Leaf {
 
 /// A node's place in the fabric: `[spine, leaf, rack]`, each possibly unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Placement {
+pub(crate) struct Placement {
     pub spine: Option<String>,
     pub leaf: Option<String>,
     pub rack: Option<String>,
@@ -31,7 +31,7 @@ pub struct Placement {
 impl Placement {
     /// Where a node sits: its `rack` label, its leaf (label, else fabric.racks), the leaf's
     /// spine (label, else fabric.leaves).
-    pub fn of(labels: &BTreeMap<String, String>, fabric: Option<&Fabric>) -> Placement {
+    pub(crate) fn of(labels: &BTreeMap<String, String>, fabric: Option<&Fabric>) -> Placement {
         let rack = labels.get("rack").cloned();
         let leaf = labels
             .get("leaf")

@@ -145,7 +145,7 @@ pub struct GpuFabric {
 }
 
 /// The UUID's canonical text, or `None` when all bytes are zero.
-pub fn uuid_text(bytes: &[u8; 16]) -> Option<String> {
+pub(crate) fn uuid_text(bytes: &[u8; 16]) -> Option<String> {
     if bytes.iter().all(|b| *b == 0) {
         return None;
     }
@@ -160,30 +160,42 @@ pub fn uuid_text(bytes: &[u8; 16]) -> Option<String> {
     ))
 }
 
+/// Why a GPU is in no NVLink domain (what `GpuFabric::domain` refuses).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotInDomain {
+    #[error("{}", format!("fabric state {:?}", .0).to_lowercase())]
+    State(FabricState),
+    #[error("fabric status {0}")]
+    Status(String),
+    #[error("no fabric status")]
+    NoStatus,
+    #[error("an all-zero cluster UUID")]
+    ZeroUuid,
+    #[error("no clique id")]
+    NoClique,
+}
+
 impl GpuFabric {
     /// The GPU's domain, `<clusterUuid>.<cliqueId>`, or why it is in none. As NCCL decides
     /// (src/mnnvl.cc): the state must be completed, the status a success and the UUID not zero.
-    pub fn domain(&self) -> Result<String, String> {
+    pub fn domain(&self) -> Result<String, NotInDomain> {
         if self.state != FabricState::Completed {
-            return Err(format!("fabric state {:?}", self.state).to_lowercase());
+            return Err(NotInDomain::State(self.state));
         }
         match self.status.as_deref() {
             Some("success") => {}
-            Some(other) => return Err(format!("fabric status {other}")),
-            None => return Err("no fabric status".into()),
+            Some(other) => return Err(NotInDomain::Status(other.to_string())),
+            None => return Err(NotInDomain::NoStatus),
         }
-        let uuid = self
-            .cluster_uuid
-            .as_deref()
-            .ok_or_else(|| "an all-zero cluster UUID".to_string())?;
-        let clique = self.clique_id.ok_or_else(|| "no clique id".to_string())?;
+        let uuid = self.cluster_uuid.as_deref().ok_or(NotInDomain::ZeroUuid)?;
+        let clique = self.clique_id.ok_or(NotInDomain::NoClique)?;
         Ok(format!("{uuid}.{clique}"))
     }
 }
 
 /// Why a node's GPUs form no one domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoDomain {
+pub(crate) enum NoDomain {
     /// No GPU reported fabric info (no driver, a file, an older driver).
     NotReported,
     /// The driver says the GPUs are on no multi-node fabric (H100/H200 HGX, PCIe cards).
@@ -196,7 +208,7 @@ pub enum NoDomain {
 
 /// The node's NVLink domain: every GPU reports the same one (GPU Feature Discovery labels a
 /// node only then), or why there is none. `fabrics`: each GPU's info, `None` where it gave none.
-pub fn node_domain(fabrics: &[Option<&GpuFabric>]) -> Result<String, NoDomain> {
+pub(crate) fn node_domain(fabrics: &[Option<&GpuFabric>]) -> Result<String, NoDomain> {
     if fabrics.is_empty() || fabrics.iter().all(Option::is_none) {
         return Err(NoDomain::NotReported);
     }
@@ -211,7 +223,10 @@ pub fn node_domain(fabrics: &[Option<&GpuFabric>]) -> Result<String, NoDomain> {
                 why: "no fabric info".into(),
             });
         };
-        let d = f.domain().map_err(|why| NoDomain::NotMember { gpu, why })?;
+        let d = f.domain().map_err(|why| NoDomain::NotMember {
+            gpu,
+            why: why.to_string(),
+        })?;
         if !seen.contains(&d) {
             seen.push(d);
         }
@@ -223,7 +238,7 @@ pub fn node_domain(fabrics: &[Option<&GpuFabric>]) -> Result<String, NoDomain> {
 }
 
 /// NVML's name for an `nvmlReturn_t`, lower case without `NVML_ERROR_` (`not_supported`).
-pub fn nvml_return_name(code: u32) -> String {
+pub(crate) fn nvml_return_name(code: u32) -> String {
     let name = match code {
         0 => "success",
         1 => "uninitialized",
@@ -249,7 +264,7 @@ pub fn nvml_return_name(code: u32) -> String {
 }
 
 /// Bytes from 32 hex digits (how a driver answer carries `clusterUuid`).
-pub fn uuid_bytes(hex: &str) -> Option<[u8; 16]> {
+pub(crate) fn uuid_bytes(hex: &str) -> Option<[u8; 16]> {
     if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -263,7 +278,7 @@ pub fn uuid_bytes(hex: &str) -> Option<[u8; 16]> {
 /// A domain name topo-tune accepts (from NVML or cluster.yaml): what reaches Slurm's
 /// `BlockName=`, a Kubernetes label value and the plan: letters, digits, `-`, `_`, `.`, 1 to 63
 /// characters (a label value's limit), not starting or ending with a separator.
-pub fn domain_name_ok(s: &str) -> bool {
+pub(crate) fn domain_name_ok(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -331,13 +346,13 @@ mod tests {
         assert_eq!(ok.domain().unwrap(), "dc6e40c4-d722-4357-9ba6-5291dd461278.32766");
         let mut busy = ok.clone();
         busy.state = FabricState::InProgress;
-        assert_eq!(busy.domain().unwrap_err(), "fabric state inprogress");
+        assert_eq!(busy.domain().unwrap_err().to_string(), "fabric state inprogress");
         let mut failed = ok.clone();
         failed.status = Some("not_ready".into());
-        assert!(failed.domain().unwrap_err().contains("not_ready"));
+        assert!(failed.domain().unwrap_err().to_string().contains("not_ready"));
         let mut zero = ok.clone();
         zero.cluster_uuid = None;
-        assert!(zero.domain().unwrap_err().contains("all-zero"));
+        assert!(zero.domain().unwrap_err().to_string().contains("all-zero"));
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub struct Failure {
 
 /// The most of a node's failure message that is kept (a node's text is bounded like every
 /// other answer).
-pub const MAX_FAILURE_TEXT: usize = 4096;
+pub(crate) const MAX_FAILURE_TEXT: usize = 4096;
 
 impl Failure {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
@@ -112,7 +112,7 @@ impl Failure {
 /// What happened to the topo-tune binary on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Deploy {
+pub(crate) enum Deploy {
     /// Copied this run (checksum verified).
     Uploaded,
     /// Already there with the right checksum.
@@ -123,7 +123,7 @@ pub enum Deploy {
 
 /// One node's result and how it was reached.
 #[derive(Debug, Clone)]
-pub struct NodeOutcome<T> {
+pub(crate) struct NodeOutcome<T> {
     pub host: String,
     pub transport: &'static str,
     pub duration: std::time::Duration,
@@ -135,7 +135,7 @@ pub struct NodeOutcome<T> {
 
 impl<T> NodeOutcome<T> {
     /// The same outcome with its answer turned into another (a failure stays as it is).
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> NodeOutcome<U> {
+    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> NodeOutcome<U> {
         NodeOutcome {
             host: self.host,
             transport: self.transport,
@@ -151,10 +151,10 @@ impl<T> NodeOutcome<T> {
 /// boundary: the field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct BadAnswer(pub String);
+pub(crate) struct BadAnswer(pub String);
 
 /// Why an input topo-tune reads back — a plan, a rollout record, a benchmark section — is not
 /// obeyed: what it holds that topo-tune would not have written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub(crate) struct Refusal(pub String);

@@ -73,24 +73,24 @@ impl<'de> Deserialize<'de> for Bdf {
 }
 
 /// PCI class codes topo-tune cares about (upper 16 bits of the 24-bit class).
-pub mod class {
-    pub const VGA: u16 = 0x0300;
-    pub const GPU_3D: u16 = 0x0302;
-    pub const INFINIBAND: u16 = 0x0207;
-    pub const PCI_BRIDGE: u16 = 0x0604;
-    pub const NVSWITCH: u16 = 0x0680;
+pub(crate) mod class {
+    pub(crate) const VGA: u16 = 0x0300;
+    pub(crate) const GPU_3D: u16 = 0x0302;
+    pub(crate) const INFINIBAND: u16 = 0x0207;
+    pub(crate) const PCI_BRIDGE: u16 = 0x0604;
+    pub(crate) const NVSWITCH: u16 = 0x0680;
 }
 
-pub const VENDOR_NVIDIA: u16 = 0x10de;
+pub(crate) const VENDOR_NVIDIA: u16 = 0x10de;
 
 /// Is this PCI function an NVIDIA GPU (display or 3D controller)?
-pub fn is_nvidia_gpu(vendor: u16, class_id: u16) -> bool {
+pub(crate) fn is_nvidia_gpu(vendor: u16, class_id: u16) -> bool {
     vendor == VENDOR_NVIDIA && (class_id == class::VGA || class_id == class::GPU_3D)
 }
 
 /// PCIe generation from the sysfs speed text: `32.0 GT/s PCIe` (kernel ≥ 5.7) or `8 GT/s`
 /// (older kernels). `Unknown` and anything unreadable give `None`.
-pub fn gen_from_speed(text: &str) -> Option<u8> {
+pub(crate) fn gen_from_speed(text: &str) -> Option<u8> {
     let gts: f64 = text.split_whitespace().next()?.parse().ok()?;
     let gen = match gts {
         x if (x - 2.5).abs() < 0.01 => 1,
@@ -106,7 +106,7 @@ pub fn gen_from_speed(text: &str) -> Option<u8> {
 }
 
 /// Usable bytes per second per lane (GB/s, one direction) after line coding, as hwloc computes it.
-pub fn lane_gbps(gen: u8) -> Option<f64> {
+pub(crate) fn lane_gbps(gen: u8) -> Option<f64> {
     Some(match gen {
         1 => 0.25,
         2 => 0.5,
@@ -192,7 +192,7 @@ impl PcieLink {
     }
 }
 
-pub fn round2(x: f64) -> f64 {
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// Version 3: each node class's NVLink and where it was known (`node_classes[].nvlink`),
 /// multi-node NVLink domains (`nvlink_domains`), domain crossings, and the prediction without
 /// the domains (`predicted.without_domains`).
-pub const PLAN_SCHEMA_VERSION: u32 = 3;
+pub(crate) const PLAN_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {

@@ -358,26 +358,29 @@ fn assemble_xml(
     })
 }
 
-fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
-    let fs = match fsroot {
-        Some(root) => {
-            if !root.is_dir() {
-                return Err(ProbeError::FsrootMissing(root.display().to_string()));
-            }
-            let fs = FsRoot::new(root);
-            for required in ["/sys/devices/system/cpu", "/sys/bus/pci/devices"] {
-                if !fs.exists(required) {
-                    return Err(ProbeError::FsrootNotSysfs {
-                        path: root.display().to_string(),
-                        missing: required.trim_start_matches('/').to_string(),
-                    });
-                }
-            }
-            fs
-        }
-        None => FsRoot::live(),
+/// The tree a probe reads: this machine's, or a directory that holds a `/sys` tree.
+fn fs_root(fsroot: Option<&Path>) -> Result<FsRoot, ProbeError> {
+    let Some(root) = fsroot else {
+        return Ok(FsRoot::live());
     };
-    let view = hwloc::discover(fsroot)?;
+    if !root.is_dir() {
+        return Err(ProbeError::FsrootMissing(root.display().to_string()));
+    }
+    let fs = FsRoot::new(root);
+    for required in ["/sys/devices/system/cpu", "/sys/bus/pci/devices"] {
+        if !fs.exists(required) {
+            return Err(ProbeError::FsrootNotSysfs {
+                path: root.display().to_string(),
+                missing: required.trim_start_matches('/').to_string(),
+            });
+        }
+    }
+    Ok(fs)
+}
+
+/// What sysfs and procfs say of the devices hwloc found: PCI facts, RDMA devices, netdevs,
+/// interrupts and their affinities.
+fn sys_view(fs: &FsRoot, view: &hwloc::HwlocView) -> SysView {
     let mut pci = HashMap::new();
     for bdf in view
         .bridges
@@ -385,7 +388,7 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
         .map(|b| b.bdf)
         .chain(view.devices.iter().map(|d| d.bdf))
     {
-        pci.insert(bdf, sysfs::pci_facts(&fs, bdf));
+        pci.insert(bdf, sysfs::pci_facts(fs, bdf));
     }
     let interrupts = fs
         .read_required("/proc/interrupts")
@@ -396,16 +399,22 @@ fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSn
     let mut irq_affinity = HashMap::new();
     for facts in pci.values() {
         for &irq in &facts.msi_irqs {
-            irq_affinity.insert(irq, sysfs::irq_facts(&fs, irq));
+            irq_affinity.insert(irq, sysfs::irq_facts(fs, irq));
         }
     }
-    let sys = SysView {
+    SysView {
         pci,
-        rdma: sysfs::rdma_devices(&fs),
-        netdevs: sysfs::pci_netdevs(&fs),
+        rdma: sysfs::rdma_devices(fs),
+        netdevs: sysfs::pci_netdevs(fs),
         interrupts: Some(interrupts),
         irq_affinity,
-    };
+    }
+}
+
+fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+    let fs = fs_root(fsroot)?;
+    let view = hwloc::discover(fsroot)?;
+    let sys = sys_view(&fs, &view);
     let is_live = fsroot.is_none();
     let driver = nvml::driver_for(fixture, is_live).report();
     if let Err(e @ nvml::DriverError::Fixture { .. }) = &driver {

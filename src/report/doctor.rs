@@ -29,8 +29,8 @@ pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> Strin
             t.add_row(vec![r.host.clone(), c.check.clone(), st.into(), headline(&c.detail)]);
             if matches!(c.status, Status::Warn | Status::Fail) {
                 todo.push_str(&format!("{} {} {st}\n  {}\n", r.host, c.check, c.detail));
-                if !c.fix.is_empty() {
-                    todo.push_str(&format!("  fix: {}\n", c.fix));
+                if let Some(fix) = &c.fix {
+                    todo.push_str(&format!("  fix: {fix}\n"));
                 }
             }
         }

@@ -87,7 +87,7 @@ mod tests {
             check: name.into(),
             status,
             detail: String::new(),
-            fix: String::new(),
+            fix: None,
         }
     }
 

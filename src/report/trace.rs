@@ -6,16 +6,140 @@ use super::apply::size;
 use super::diagnose::DoctorOn;
 use super::envelope::{Envelope, NoDetail};
 use super::table;
+use crate::model::size::show as show_bytes;
+use crate::trace::job::{DoctorSaid, Finding};
 use crate::trace::TraceReport;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::fmt::Write as _;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct TracePayload {
+    #[serde(serialize_with = "with_words")]
     pub(crate) trace: TraceReport,
     /// doctor on the straggler's host, when the cluster was given.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) doctor: Vec<DoctorOn>,
+}
+
+/// The report with its findings in words (`findings`) and joined (`verdict`), as
+/// diagnose-trace.schema.json has them.
+fn with_words<S: Serializer>(r: &TraceReport, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Worded<'a> {
+        #[serde(flatten)]
+        report: &'a TraceReport,
+        findings: Vec<String>,
+        verdict: String,
+    }
+    let findings: Vec<String> = r.findings.iter().map(sentence).collect();
+    let verdict = findings.join("; ");
+    Worded {
+        report: r,
+        findings,
+        verdict,
+    }
+    .serialize(s)
+}
+
+/// The verdict in one line: every finding, in order.
+pub(crate) fn verdict(r: &TraceReport) -> String {
+    r.findings.iter().map(sentence).collect::<Vec<_>>().join("; ")
+}
+
+fn whole_pct(f: f64) -> String {
+    format!("{:.0}%", f * 100.0)
+}
+
+/// Plural of a collective kind for a sentence: `all-reduces`.
+fn plural(kind: &str) -> String {
+    match kind {
+        "allreduce" => "all-reduces".into(),
+        "allgather" => "all-gathers".into(),
+        "reducescatter" => "reduce-scatters".into(),
+        "alltoall" => "all-to-alls".into(),
+        "broadcast" => "broadcasts".into(),
+        "sendrecv" => "sends/receives".into(),
+        k => format!("{k}s"),
+    }
+}
+
+/// One finding as the sentence an operator reads.
+pub(crate) fn sentence(f: &Finding) -> String {
+    match f {
+        Finding::NoCollectives => "no collective in the traces: the job does not communicate through torch.distributed, or the profiler did not record its ops (record_shapes, CPU activity)".into(),
+        Finding::NoGpuWork { collectives, one_rank } => format!(
+            "{collectives} collectives found through their CPU ops, none ran GPU work{}",
+            if *one_rank {
+                ": one rank (group size 1), NCCL moves no data; the figures show the job's collective pattern only"
+            } else {
+                ""
+            }
+        ),
+        Finding::Comm { share, exposed } => {
+            format!("communication {} of the step, {} exposed", whole_pct(*share), whole_pct(*exposed))
+        }
+        Finding::SmallMessages {
+            share,
+            by_time,
+            kind,
+            below,
+            from_sweep,
+        } => format!(
+            "{} of it{} in {} under {}{}: raise DDP's bucket size (bucket_cap_mb) or fuse gradients",
+            whole_pct(*share),
+            if *by_time { "" } else { " (by count)" },
+            kind.as_deref().map_or_else(|| "collectives".into(), plural),
+            show_bytes(*below),
+            if *from_sweep {
+                format!(" (latency-bound on this fabric below {})", show_bytes(*below))
+            } else {
+                String::new()
+            }
+        ),
+        Finding::SlowSize {
+            kind,
+            size,
+            job_gbps,
+            sweep_gbps,
+        } => format!(
+            "{} of {} runs at {job_gbps:.1} GB/s busbw in the job, {sweep_gbps:.1} GB/s in nccl-tests: contention or a wait inside the job",
+            kind.replace("allreduce", "all-reduce"),
+            show_bytes(*size),
+        ),
+        Finding::Straggler {
+            rank,
+            host,
+            last_share,
+            judged,
+        } => format!(
+            "rank {rank}{} arrives last in {} of {judged} matched collectives: {}",
+            host.as_deref().map(|h| format!(" ({h})")).unwrap_or_default(),
+            whole_pct(*last_share),
+            host.as_deref().map_or_else(
+                || "name its host (--hostfile) and run doctor there".to_string(),
+                |h| format!("doctor on {h}"),
+            )
+        ),
+        Finding::CommIsSmall => "communication is a small part of the step: tuning the fabric will not pay here; the time is compute or input".into(),
+        Finding::Doctor { host, said } => doctor_sentence(host, said),
+    }
+}
+
+fn doctor_sentence(host: &str, said: &DoctorSaid) -> String {
+    const OTHERWISE: &str = "look at its GPUs and NICs (topo-tune probe --matrix)";
+    match said {
+        DoctorSaid::Cause {
+            phrase,
+            check,
+            detail,
+            fix,
+        } => format!(
+            "{phrase} on {host} ({check}): {detail} (fix: {})",
+            fix.as_deref().unwrap_or_default()
+        ),
+        DoctorSaid::Nothing => format!("doctor finds nothing wrong on {host}: {OTHERWISE}"),
+        DoctorSaid::CouldNot(why) => format!("doctor could not check {host} ({why}); {OTHERWISE}"),
+    }
 }
 
 fn pct(f: f64) -> String {
@@ -53,7 +177,7 @@ pub(crate) fn render(e: &Envelope<TracePayload, NoDetail>) -> String {
         let _ = writeln!(out, "\nagainst {}:\n{t}", r.sweep.as_deref().unwrap_or("the sweep"));
     }
     out.push_str(&skew_text(r));
-    let _ = writeln!(out, "\nverdict: {}", r.verdict);
+    let _ = writeln!(out, "\nverdict: {}", verdict(r));
     out
 }
 

@@ -5,7 +5,6 @@
 
 use super::rank::{share, Collective, RankFigures};
 use crate::bench::parse::SizeFigures;
-use crate::model::size::show as show_bytes;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -393,86 +392,112 @@ pub(crate) fn shares(ranks: &[RankIn]) -> JobShares {
     }
 }
 
-fn pct(f: f64) -> String {
-    format!("{:.0}%", f * 100.0)
+/// One part of the verdict, as figures: `report::trace` says it in words. The parts come in
+/// the order an operator acts on them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Finding {
+    /// No collective at all in the traces.
+    NoCollectives,
+    /// Collectives found through their CPU ops, none with GPU work; `one_rank` when every group
+    /// has one rank (NCCL moves no data).
+    NoGpuWork { collectives: usize, one_rank: bool },
+    /// Communication's share of the step, and the share exposed (not overlapped by compute).
+    Comm { share: f64, exposed: f64 },
+    /// The small-message tax: `share` of communication (of its time, else of its count) goes to
+    /// messages under `below` bytes, most of it in collectives of `kind`.
+    SmallMessages {
+        share: f64,
+        by_time: bool,
+        kind: Option<String>,
+        below: u64,
+        /// `below` is this fabric's latency-bound limit, read from the sweep.
+        from_sweep: bool,
+    },
+    /// The size where the most time is lost to running slower than nccl-tests does.
+    SlowSize {
+        kind: String,
+        size: u64,
+        job_gbps: f64,
+        sweep_gbps: f64,
+    },
+    /// A rank the others wait for.
+    Straggler {
+        rank: u32,
+        host: Option<String>,
+        last_share: f64,
+        judged: u64,
+    },
+    /// Communication is too small a part of the step for the fabric to matter.
+    CommIsSmall,
+    /// doctor on the straggler's host (added by the flow that can reach it).
+    Doctor { host: String, said: DoctorSaid },
 }
 
-/// Plural of a collective kind for a sentence: `all-reduces`.
-fn plural(kind: &str) -> String {
-    match kind {
-        "allreduce" => "all-reduces".into(),
-        "allgather" => "all-gathers".into(),
-        "reducescatter" => "reduce-scatters".into(),
-        "alltoall" => "all-to-alls".into(),
-        "broadcast" => "broadcasts".into(),
-        "sendrecv" => "sends/receives".into(),
-        k => format!("{k}s"),
-    }
+/// What doctor said of a host.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DoctorSaid {
+    /// Its most telling failing (or warning) check.
+    Cause {
+        phrase: String,
+        check: String,
+        detail: String,
+        fix: Option<String>,
+    },
+    /// Nothing wrong.
+    Nothing,
+    /// It could not look, and why.
+    CouldNot(String),
 }
 
 /// The verdict's parts, in the order an operator acts on them.
-pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Skew, ranks: &[RankIn]) -> Vec<String> {
-    let mut out = Vec::new();
+pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Skew, ranks: &[RankIn]) -> Vec<Finding> {
     if j.collectives == 0 {
-        out.push("no collective in the traces: the job does not communicate through torch.distributed, or the profiler did not record its ops (record_shapes, CPU activity)".into());
-        return out;
+        return vec![Finding::NoCollectives];
     }
+    let mut out = Vec::new();
     if j.comm_us == 0.0 {
         let one_rank = ranks
             .iter()
             .all(|r| r.figures.collectives.iter().all(|c| c.group_size.unwrap_or(1) <= 1));
-        out.push(format!(
-            "{} collectives found through their CPU ops, none ran GPU work{}",
-            j.collectives,
-            if one_rank {
-                ": one rank (group size 1), NCCL moves no data; the figures show the job's collective pattern only"
-            } else {
-                ""
-            }
-        ));
+        out.push(Finding::NoGpuWork {
+            collectives: j.collectives,
+            one_rank,
+        });
     } else {
-        out.push(format!(
-            "communication {} of the step, {} exposed",
-            pct(j.comm_share),
-            pct(j.exposed_share)
-        ));
+        out.push(Finding::Comm {
+            share: j.comm_share,
+            exposed: j.exposed_share,
+        });
     }
     out.extend(small_messages(j, sizes));
-    // The size where the most time is lost to running slower than nccl-tests does.
     let lost = |b: &Bandwidth| b.gpu_us * (1.0 - b.ratio);
     if let Some(b) = bw
         .iter()
         .filter(|b| b.ratio < SLOW_FRACTION)
         .max_by(|a, b| lost(a).total_cmp(&lost(b)))
     {
-        out.push(format!(
-            "{} of {} runs at {:.1} GB/s busbw in the job, {:.1} GB/s in nccl-tests: contention or a wait inside the job",
-            b.kind.replace("allreduce", "all-reduce"),
-            show_bytes(b.size),
-            b.job_busbw_gbps,
-            b.sweep_busbw_gbps
-        ));
+        out.push(Finding::SlowSize {
+            kind: b.kind.clone(),
+            size: b.size,
+            job_gbps: b.job_busbw_gbps,
+            sweep_gbps: b.sweep_busbw_gbps,
+        });
     }
     if let Some(r) = skew.straggler.and_then(|s| skew.ranks.iter().find(|l| l.rank == s)) {
-        let host = r.host.as_deref().map(|h| format!(" ({h})")).unwrap_or_default();
-        let doctor = r.host.as_deref().map_or_else(
-            || "name its host (--hostfile) and run doctor there".to_string(),
-            |h| format!("doctor on {h}"),
-        );
-        out.push(format!(
-            "rank {}{host} arrives last in {} of {} matched collectives: {doctor}",
-            r.rank,
-            pct(r.last_share),
-            skew.judged
-        ));
+        out.push(Finding::Straggler {
+            rank: r.rank,
+            host: r.host.clone(),
+            last_share: r.last_share,
+            judged: skew.judged,
+        });
     }
     if j.comm_us > 0.0 && j.comm_share < SMALL_COMM && j.exposed_share < SMALL_EXPOSED {
-        out.push("communication is a small part of the step: tuning the fabric will not pay here; the time is compute or input".into());
+        out.push(Finding::CommIsSmall);
     }
     out
 }
 
-fn small_messages(j: &JobShares, sizes: &Sizes) -> Option<String> {
+fn small_messages(j: &JobShares, sizes: &Sizes) -> Option<Finding> {
     let by_time = j.comm_us > 0.0;
     let share = if by_time {
         sizes.small_time_share
@@ -482,26 +507,19 @@ fn small_messages(j: &JobShares, sizes: &Sizes) -> Option<String> {
     if share < SMALL_TAX {
         return None;
     }
-    let main = sizes
+    let kind = sizes
         .kinds
         .iter()
         .max_by(|a, b| {
             let key = |k: &KindFigures| if by_time { k.small_gpu_us } else { k.small as f64 };
             key(a).total_cmp(&key(b))
         })
-        .map(|k| plural(&k.kind))
-        .unwrap_or_else(|| "collectives".into());
-    let why = match sizes.small_from {
-        "sweep" => format!(
-            " (latency-bound on this fabric below {})",
-            show_bytes(sizes.small_below)
-        ),
-        _ => String::new(),
-    };
-    Some(format!(
-        "{} of it{} in {main} under {}{why}: raise DDP's bucket size (bucket_cap_mb) or fuse gradients",
-        pct(share),
-        if by_time { "" } else { " (by count)" },
-        show_bytes(sizes.small_below)
-    ))
+        .map(|k| k.kind.clone());
+    Some(Finding::SmallMessages {
+        share,
+        by_time,
+        kind,
+        below: sizes.small_below,
+        from_sweep: sizes.small_from == "sweep",
+    })
 }

@@ -92,9 +92,10 @@ pub(crate) struct TraceReport {
     pub(crate) sweep: Option<String>,
     pub(crate) bandwidth: Vec<job::Bandwidth>,
     pub(crate) skew: job::Skew,
-    /// The verdict's parts; `verdict` joins them.
-    pub(crate) findings: Vec<String>,
-    pub(crate) verdict: String,
+    /// The verdict's parts, as figures (`report::trace` puts them into words for the table
+    /// and the JSON's `findings` and `verdict`).
+    #[serde(skip)]
+    pub(crate) findings: Vec<job::Finding>,
 }
 
 /// The report of a job's ranks (in rank order), against a sweep when one is given.
@@ -121,7 +122,6 @@ pub(crate) fn analyse(ranks: &[RankTrace], sweep: Option<&SweepRef>) -> TraceRep
     TraceReport {
         ranks: ranks.iter().map(rank_report).collect(),
         job: shares,
-        verdict: findings.join("; "),
         findings,
         sizes,
         sweep: sweep.map(|s| s.file.clone()),
@@ -148,28 +148,4 @@ fn rank_report(r: &RankTrace) -> RankReport {
         collectives_without_size: f.collectives.iter().filter(|c| c.bytes.is_none()).count(),
         anonymous_comm_kernels: f.anonymous_comm_kernels,
     }
-}
-
-/// Why `diagnose --trace` could not read its input; every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum TraceError {
-    #[error("{file}: {source}")]
-    Open { file: String, source: std::io::Error },
-    #[error("{file}: {source}")]
-    Read { file: String, source: read::ReadError },
-    #[error("{file}: which rank it is is unknown: `distributedInfo.rank` is missing and the file name has no rank (name it rank-N.json, or export it with torch.distributed initialised)")]
-    NoRank { file: String },
-    #[error("{first} and {second} both claim rank {rank}: one job's traces, one file per rank")]
-    SameRank { rank: u32, first: String, second: String },
-    #[error("{path}: no .json or .json.gz trace in it")]
-    NoTraces { path: String },
-    #[error("more than {0} trace files: refused")]
-    TooManyFiles(usize),
-    #[error("{file}:{line}: {message}")]
-    Hostfile { file: String, line: usize, message: String },
-    #[error("{file}: not an nccl-tests sweep: {message}")]
-    Sweep { file: String, message: String },
-    /// `--nodes`: the benchmark ran on another set than the nodes asked for.
-    #[error("the sweep on --nodes measured another set: {0}")]
-    SweepElsewhere(String),
 }

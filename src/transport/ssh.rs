@@ -3,7 +3,7 @@
 //! strictly (unknown or changed: refused). Every remote argument is shell-quoted by the
 //! openssh crate; hostnames, users and paths were validated when cluster.yaml was read.
 
-use crate::config::{NodeSpec, SshSettings};
+use crate::config::{NodeSpec, SshDefaults};
 use crate::model::{Deploy, Failure, FailureKind};
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
 use std::num::NonZeroUsize;
@@ -21,7 +21,7 @@ const REMOTE_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 /// How to reach nodes over ssh, resolved once per command.
 #[derive(Debug, Clone)]
 pub(crate) struct SshOptions {
-    pub(crate) settings: SshSettings,
+    pub(crate) settings: SshDefaults,
     pub(crate) connect_timeout: Duration,
     pub(crate) command_timeout: Duration,
     /// The binary copied to nodes (read only when some node uses ssh), being read and hashed

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 const CPU_FLAGS: &str =
     "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht";
 
-pub struct FakeMachine {
+pub(crate) struct FakeMachine {
     pub root: PathBuf,
     ncpus: u32,
     nodes: Vec<Vec<u32>>,
@@ -31,7 +31,7 @@ pub struct FakeMachine {
 }
 
 #[derive(Clone)]
-pub struct FakeIrq {
+pub(crate) struct FakeIrq {
     pub name: String,
     pub chip: String,
     pub per_cpu: Vec<u64>,
@@ -39,7 +39,7 @@ pub struct FakeIrq {
 }
 
 #[derive(Clone)]
-pub struct Pci {
+pub(crate) struct Pci {
     pub bdf: &'static str,
     /// Parent bridge; `None` puts the function on the root bus `pciDDDD:BB`.
     pub parent: Option<&'static str>,
@@ -56,7 +56,7 @@ pub struct Pci {
 }
 
 impl Pci {
-    pub fn new(
+    pub(crate) fn new(
         bdf: &'static str,
         parent: Option<&'static str>,
         class: u32,
@@ -76,26 +76,26 @@ impl Pci {
             bridge: None,
         }
     }
-    pub fn bridge(mut self, secondary: u8, subordinate: u8) -> Self {
+    pub(crate) fn bridge(mut self, secondary: u8, subordinate: u8) -> Self {
         self.bridge = Some((secondary, subordinate));
         self.driver = Some("pcieport");
         self
     }
-    pub fn link(mut self, cur: &'static str, cur_w: u8, max: &'static str, max_w: u8) -> Self {
+    pub(crate) fn link(mut self, cur: &'static str, cur_w: u8, max: &'static str, max_w: u8) -> Self {
         self.link = Some((cur, cur_w, max, max_w));
         self
     }
-    pub fn no_link(mut self) -> Self {
+    pub(crate) fn no_link(mut self) -> Self {
         self.link = None;
         self
     }
-    pub fn driver(mut self, d: &'static str) -> Self {
+    pub(crate) fn driver(mut self, d: &'static str) -> Self {
         self.driver = Some(d);
         self
     }
 }
 
-pub struct Port {
+pub(crate) struct Port {
     pub state: &'static str,
     pub rate: &'static str,
     pub link_layer: &'static str,
@@ -105,7 +105,7 @@ pub struct Port {
 }
 
 impl FakeMachine {
-    pub fn new(root: &Path, hostname: &str) -> Self {
+    pub(crate) fn new(root: &Path, hostname: &str) -> Self {
         let m = FakeMachine {
             root: root.to_path_buf(),
             ncpus: 0,
@@ -118,11 +118,11 @@ impl FakeMachine {
         m
     }
 
-    pub fn write(&self, path: &str, content: &str) {
+    pub(crate) fn write(&self, path: &str, content: &str) {
         self.write_bytes(path, content.as_bytes());
     }
 
-    pub fn write_bytes(&self, path: &str, content: &[u8]) {
+    pub(crate) fn write_bytes(&self, path: &str, content: &[u8]) {
         let p = self.root.join(path.trim_start_matches('/'));
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, content).unwrap();
@@ -135,7 +135,7 @@ impl FakeMachine {
     }
 
     /// Linux numbering on an SMT machine: all first threads, then all second threads.
-    pub fn cpus(&mut self, sockets: u32, cores_per_socket: u32, threads: u32) -> &mut Self {
+    pub(crate) fn cpus(&mut self, sockets: u32, cores_per_socket: u32, threads: u32) -> &mut Self {
         let cores = sockets * cores_per_socket;
         self.ncpus = cores * threads;
         let n = self.ncpus;
@@ -207,7 +207,7 @@ impl FakeMachine {
 
     /// Mark the machine a guest: the kernel adds `hypervisor` to every CPU's flags (as the
     /// captured H200 VM's `lscpu` shows).
-    pub fn hypervisor(&mut self) -> &mut Self {
+    pub(crate) fn hypervisor(&mut self) -> &mut Self {
         let path = self.root.join("proc/cpuinfo");
         let text = fs::read_to_string(&path).unwrap();
         fs::write(path, text.replace(CPU_FLAGS, &format!("{CPU_FLAGS} hypervisor"))).unwrap();
@@ -217,7 +217,7 @@ impl FakeMachine {
     /// A PCIe port's configuration space made whole (4096 bytes, what root reads): AER at
     /// 0x100, then ACS at 0x148 with this control register (`lspci -vvv`'s ACSCtl; bit 2
     /// ReqRedir, bit 3 CmpltRedir), after the 64-byte header hwloc reads.
-    pub fn acs_control(&self, bdf: &str, control: u16) {
+    pub(crate) fn acs_control(&self, bdf: &str, control: u16) {
         let path = self
             .root
             .join(format!("{}/config", self.dev_paths[bdf].trim_start_matches('/')));
@@ -231,13 +231,13 @@ impl FakeMachine {
     }
 
     /// The sysfs directory of a PCI function (`/sys/devices/pci…/…`).
-    pub fn dev_path(&self, bdf: &str) -> String {
+    pub(crate) fn dev_path(&self, bdf: &str) -> String {
         self.dev_paths[bdf].clone()
     }
 
     /// Put a PCI function in an IOMMU group of this default-domain type (`DMA`, `DMA-FQ`,
     /// `identity`), linked as the kernel links it.
-    pub fn iommu_group(&self, bdf: &str, group: u32, ty: &str) {
+    pub(crate) fn iommu_group(&self, bdf: &str, group: u32, ty: &str) {
         let path = self.dev_paths[bdf].clone();
         self.write(&format!("/sys/kernel/iommu_groups/{group}/type"), &format!("{ty}\n"));
         let link = self.root.join(format!("{}/iommu_group", path.trim_start_matches('/')));
@@ -245,7 +245,7 @@ impl FakeMachine {
         symlink(format!("{}/kernel/iommu_groups/{group}", up(&path)), link).unwrap();
     }
 
-    pub fn node_cpus(&self, numa: i32) -> Vec<u32> {
+    pub(crate) fn node_cpus(&self, numa: i32) -> Vec<u32> {
         if numa < 0 {
             (0..self.ncpus).collect()
         } else {
@@ -253,7 +253,7 @@ impl FakeMachine {
         }
     }
 
-    pub fn pci(&mut self, d: Pci) -> &mut Self {
+    pub(crate) fn pci(&mut self, d: Pci) -> &mut Self {
         let bdf = d.bdf;
         let path = match d.parent {
             Some(p) => format!("{}/{bdf}", self.dev_paths[p]),
@@ -299,7 +299,7 @@ impl FakeMachine {
     }
 
     /// MSI-X vectors of a PCI function, with `/proc/irq` and `/sys/kernel/irq` entries.
-    pub fn msix(&mut self, bdf: &str, irqs: &[(u32, String, Vec<u64>, String)]) -> &mut Self {
+    pub(crate) fn msix(&mut self, bdf: &str, irqs: &[(u32, String, Vec<u64>, String)]) -> &mut Self {
         let path = self.dev_paths[bdf].clone();
         for (i, (irq, name, per_cpu, affinity)) in irqs.iter().enumerate() {
             self.write(&format!("{path}/msi_irqs/{irq}"), "msix\n");
@@ -320,7 +320,7 @@ impl FakeMachine {
         self
     }
 
-    pub fn rdma(&mut self, bdf: &str, name: &str, ports: &[Port]) -> &mut Self {
+    pub(crate) fn rdma(&mut self, bdf: &str, name: &str, ports: &[Port]) -> &mut Self {
         let dir = format!("{}/infiniband/{name}", self.dev_paths[bdf]);
         self.link(&format!("{dir}/device"), &format!("../../../{bdf}"));
         self.link(
@@ -352,7 +352,7 @@ impl FakeMachine {
         self
     }
 
-    pub fn netdev(&mut self, bdf: &str, name: &str, speed: i64, operstate: &str) -> &mut Self {
+    pub(crate) fn netdev(&mut self, bdf: &str, name: &str, speed: i64, operstate: &str) -> &mut Self {
         let dir = format!("{}/net/{name}", self.dev_paths[bdf]);
         self.link(&format!("{dir}/device"), &format!("../../../{bdf}"));
         self.link(
@@ -368,7 +368,7 @@ impl FakeMachine {
     }
 
     /// A virtual netdev (no `device` link), as `lo` is.
-    pub fn virtual_netdev(&mut self, name: &str) -> &mut Self {
+    pub(crate) fn virtual_netdev(&mut self, name: &str) -> &mut Self {
         let dir = format!("/sys/devices/virtual/net/{name}");
         self.write(&format!("{dir}/operstate"), "unknown\n");
         self.link(
@@ -379,7 +379,7 @@ impl FakeMachine {
     }
 
     /// Write `/proc/interrupts` (format of kernel/irq/proc.c) and `/proc/irq/N/*`.
-    pub fn finish_interrupts(&mut self) -> &mut Self {
+    pub(crate) fn finish_interrupts(&mut self) -> &mut Self {
         let n = self.ncpus as usize;
         let mut text = String::from("        ");
         for c in 0..n {
@@ -442,7 +442,7 @@ fn up(path: &str) -> String {
 }
 
 /// The kernel's `%*pb`: hex, comma every 32 bits, most significant first, nr_cpu_ids bits wide.
-pub fn mask(cpus: &[u32], nr_cpus: u32) -> String {
+pub(crate) fn mask(cpus: &[u32], nr_cpus: u32) -> String {
     let groups = nr_cpus.div_ceil(32).max(1) as usize;
     let mut words = vec![0u32; groups];
     for &c in cpus {
@@ -462,7 +462,7 @@ pub fn mask(cpus: &[u32], nr_cpus: u32) -> String {
 }
 
 /// The kernel's `%*pbl`.
-pub fn list(cpus: &[u32]) -> String {
+pub(crate) fn list(cpus: &[u32]) -> String {
     let mut v = cpus.to_vec();
     v.sort_unstable();
     let mut out: Vec<String> = Vec::new();
@@ -484,7 +484,7 @@ pub fn list(cpus: &[u32]) -> String {
     out.join(",")
 }
 
-pub fn parse_list(s: &str) -> Vec<u32> {
+pub(crate) fn parse_list(s: &str) -> Vec<u32> {
     s.split(',')
         .filter(|p| !p.is_empty())
         .flat_map(|p| match p.split_once('-') {

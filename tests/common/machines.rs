@@ -14,7 +14,7 @@ const CX7: u16 = 0x1021;
 const PEX: u16 = 0xc010;
 
 /// GID table of a RoCE port as mlx5 fills it: link-local v1/v2, then IPv4-mapped v1/v2.
-pub const ROCE_GIDS: [(&str, &str); 4] = [
+pub(crate) const ROCE_GIDS: [(&str, &str); 4] = [
     ("IB/RoCE v1", "fe80:0000:0000:0000:ba3f:d2ff:fe00:0001"),
     ("RoCE v2", "fe80:0000:0000:0000:ba3f:d2ff:fe00:0001"),
     ("IB/RoCE v1", "0000:0000:0000:0000:0000:ffff:0a00:0107"),
@@ -23,7 +23,7 @@ pub const ROCE_GIDS: [(&str, &str); 4] = [
 
 /// One PCIe switch on its own root bus (as on Xeon SP, one root complex per switch):
 /// root port → switch upstream → 4 downstream ports → GPU, GPU, NIC, NIC.
-pub struct SwitchSlot {
+pub(crate) struct SwitchSlot {
     pub root_port: &'static str,
     pub upstream: &'static str,
     pub downstream: [&'static str; 4],
@@ -31,7 +31,7 @@ pub struct SwitchSlot {
     pub first_bus: u8,
 }
 
-pub const DGX_SWITCHES: [SwitchSlot; 4] = [
+pub(crate) const DGX_SWITCHES: [SwitchSlot; 4] = [
     SwitchSlot {
         root_port: "0000:17:00.0",
         upstream: "0000:18:00.0",
@@ -65,7 +65,7 @@ pub const DGX_SWITCHES: [SwitchSlot; 4] = [
 /// A 2-socket, 64-CPU (2 × 16 cores × 2 threads), 8-GPU, 8-NIC server: 4 PCIe switches,
 /// each with 2 H200s and 2 ConnectX-7s. GPU3 trained at x8. mlx5_6 and mlx5_7 are RoCE
 /// (GID 1 and 3 are RoCE v2), the others InfiniBand NDR. mlx5 IRQs all sit on CPU 0.
-pub fn dgx_like(root: &Path) -> FakeMachine {
+pub(crate) fn dgx_like(root: &Path) -> FakeMachine {
     let mut m = FakeMachine::new(root, "gpu-node-01");
     m.cpus(2, 16, 2);
     // Management NIC on the first root bus.
@@ -102,47 +102,7 @@ pub fn dgx_like(root: &Path) -> FakeMachine {
                 }
                 m.pci(d);
             } else {
-                let name: &'static str = Box::leak(format!("mlx5_{nic}").into_boxed_str());
-                let netdev: &'static str =
-                    Box::leak(format!("ibp{}s0", u8::from_str_radix(&ep[5..7], 16).unwrap()).into_boxed_str());
-                m.pci(
-                    Pci::new(
-                        ep,
-                        Some(downs[i]),
-                        if nic >= 6 { 0x020000 } else { 0x020700 },
-                        MELLANOX,
-                        CX7,
-                        numa,
-                    )
-                    .driver("mlx5_core"),
-                );
-                m.netdev(ep, netdev, if nic >= 6 { 400000 } else { -1 }, "up");
-                let port = if nic >= 6 {
-                    Port {
-                        state: "4: ACTIVE",
-                        rate: "400 Gb/sec (4X NDR)",
-                        link_layer: "Ethernet",
-                        gids: ROCE_GIDS.to_vec(),
-                        ndev: Some(netdev),
-                    }
-                } else {
-                    Port {
-                        state: "4: ACTIVE",
-                        rate: "400 Gb/sec (4X NDR)",
-                        link_layer: "InfiniBand",
-                        gids: vec![("IB/RoCE v1", "fe80:0000:0000:0000:0000:0000:0000:0001")],
-                        ndev: None,
-                    }
-                };
-                m.rdma(ep, name, &[port]);
-                // Kernel ≥ 6.4 naming: vector 0 is the control IRQ, then completion vectors.
-                let mut vectors = vec![(irq, format!("mlx5_async0@pci:{ep}"), vec![7u64], "0-63".to_string())];
-                for c in 0..8u32 {
-                    let mut per_cpu = vec![0u64; 64];
-                    per_cpu[0] = 100_000 + u64::from(c);
-                    vectors.push((irq + 1 + c, format!("mlx5_comp{c}@pci:{ep}"), per_cpu, "0".to_string()));
-                }
-                m.msix(ep, &vectors);
+                dgx_nic(&mut m, ep, downs[i], numa, nic, irq);
                 irq += 9;
                 nic += 1;
             }
@@ -152,10 +112,56 @@ pub fn dgx_like(root: &Path) -> FakeMachine {
     m
 }
 
+/// One ConnectX-7 of `dgx_like`: IB NDR, or RoCE from the seventh on; 1 control and 8
+/// completion vectors from `irq`, all aimed at CPU 0.
+fn dgx_nic(m: &mut FakeMachine, ep: &'static str, down: &'static str, numa: i32, nic: usize, irq: u32) {
+    let name: &'static str = Box::leak(format!("mlx5_{nic}").into_boxed_str());
+    let netdev: &'static str =
+        Box::leak(format!("ibp{}s0", u8::from_str_radix(&ep[5..7], 16).unwrap()).into_boxed_str());
+    m.pci(
+        Pci::new(
+            ep,
+            Some(down),
+            if nic >= 6 { 0x020000 } else { 0x020700 },
+            MELLANOX,
+            CX7,
+            numa,
+        )
+        .driver("mlx5_core"),
+    );
+    m.netdev(ep, netdev, if nic >= 6 { 400000 } else { -1 }, "up");
+    let port = if nic >= 6 {
+        Port {
+            state: "4: ACTIVE",
+            rate: "400 Gb/sec (4X NDR)",
+            link_layer: "Ethernet",
+            gids: ROCE_GIDS.to_vec(),
+            ndev: Some(netdev),
+        }
+    } else {
+        Port {
+            state: "4: ACTIVE",
+            rate: "400 Gb/sec (4X NDR)",
+            link_layer: "InfiniBand",
+            gids: vec![("IB/RoCE v1", "fe80:0000:0000:0000:0000:0000:0000:0001")],
+            ndev: None,
+        }
+    };
+    m.rdma(ep, name, &[port]);
+    // Kernel ≥ 6.4 naming: vector 0 is the control IRQ, then completion vectors.
+    let mut vectors = vec![(irq, format!("mlx5_async0@pci:{ep}"), vec![7u64], "0-63".to_string())];
+    for c in 0..8u32 {
+        let mut per_cpu = vec![0u64; 64];
+        per_cpu[0] = 100_000 + u64::from(c);
+        vectors.push((irq + 1 + c, format!("mlx5_comp{c}@pci:{ep}"), per_cpu, "0".to_string()));
+    }
+    m.msix(ep, &vectors);
+}
+
 /// The real H200 VM of `tests/data/h200-vm` (Firecracker, 16 vCPUs, `numa_node = -1` on every
 /// device, all functions on the root bus), rebuilt from its captured sysfs attributes and its
 /// captured `/proc/interrupts`.
-pub fn h200_vm(root: &Path) -> FakeMachine {
+pub(crate) fn h200_vm(root: &Path) -> FakeMachine {
     let mut m = FakeMachine::new(root, "h200-vm");
     m.cpus(1, 16, 1).hypervisor();
     // The captured kernel and command line.
@@ -241,7 +247,7 @@ fn symlink_in(root: &Path, path: &str, target: &str) {
 }
 
 /// A CPU-only server: one socket, one Ethernet NIC, no GPU.
-pub fn cpu_only(root: &Path) -> FakeMachine {
+pub(crate) fn cpu_only(root: &Path) -> FakeMachine {
     let mut m = FakeMachine::new(root, "cpu-node");
     m.cpus(1, 8, 2);
     m.pci(Pci::new("0000:00:1f.6", None, 0x020000, INTEL, 0x15b9, 0).driver("e1000e"));
@@ -251,7 +257,7 @@ pub fn cpu_only(root: &Path) -> FakeMachine {
 }
 
 /// NVML's answers for the H200 VM, transcribed from `tests/data/h200-vm/nvml.txt`.
-pub fn h200_vm_nvml() -> String {
+pub(crate) fn h200_vm_nvml() -> String {
     serde_json::json!({
         "driver_version": "580.159.04",
         "gpus": [{
@@ -271,7 +277,7 @@ pub fn h200_vm_nvml() -> String {
 
 /// How mlx5 names its vectors (research/irq.md §2.1).
 #[derive(Clone, Copy, PartialEq)]
-pub enum Mlx5Naming {
+pub(crate) enum Mlx5Naming {
     /// ≥ 6.4: `mlx5_async0` first, then `mlx5_comp0..`.
     Modern,
     /// ≤ 5.x: `mlx5_pages_eq`, `mlx5_cmd_eq`, `mlx5_async_eq`, then `mlx5_comp0..`.
@@ -281,7 +287,7 @@ pub enum Mlx5Naming {
 /// The irq-pin test machine: 2 sockets × 16 cores × 2 threads (64 CPUs, masks beyond 32
 /// bits), 4 mlx5 NICs (2 per socket) × 16 completion vectors, every vector on CPU 0 with
 /// all of its interrupts counted there; IRQ 205 is kernel-managed (0444); irqbalance runs.
-pub fn irq_box(root: &Path, naming: Mlx5Naming) -> FakeMachine {
+pub(crate) fn irq_box(root: &Path, naming: Mlx5Naming) -> FakeMachine {
     let mut m = FakeMachine::new(root, "irq-node");
     m.cpus(2, 16, 2);
     let mut irq = 200u32;
@@ -340,10 +346,10 @@ pub fn irq_box(root: &Path, naming: Mlx5Naming) -> FakeMachine {
 
 /// The NVSwitches of an HGX H100/H200 board as PCI shows them (class 0x0680, NVIDIA 22a3),
 /// each on its own root bus.
-pub const HGX_NVSWITCHES: [&str; 4] = ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"];
+pub(crate) const HGX_NVSWITCHES: [&str; 4] = ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"];
 
 /// The GPU bus ids of `dgx_like`, in NVML's order.
-pub fn dgx_gpu_bdfs() -> Vec<&'static str> {
+pub(crate) fn dgx_gpu_bdfs() -> Vec<&'static str> {
     DGX_SWITCHES
         .iter()
         .flat_map(|s| [s.endpoints[0], s.endpoints[1]])
@@ -355,7 +361,7 @@ pub fn dgx_gpu_bdfs() -> Vec<&'static str> {
 /// nvidia_peermem loaded, locked memory unlimited, `iommu=pt` with identity IOMMU groups,
 /// ACS redirect off on every switch port (SrcValid and UpstreamFwd on, as a BIOS leaves them),
 /// RDMA error counters at zero.
-pub fn hgx_node(root: &Path) -> FakeMachine {
+pub(crate) fn hgx_node(root: &Path) -> FakeMachine {
     let mut m = dgx_like(root);
     for bdf in HGX_NVSWITCHES {
         m.pci(
@@ -403,7 +409,7 @@ pub fn hgx_node(root: &Path) -> FakeMachine {
 
 /// NVML's answers for `hgx_node`: 8 H200s, 18 NVLinks each to the NVSwitches, active at
 /// 26562 MB/s, the fabric registered (an HGX board's own: cluster UUID zero).
-pub fn hgx_nvml() -> serde_json::Value {
+pub(crate) fn hgx_nvml() -> serde_json::Value {
     let gpus: Vec<serde_json::Value> = dgx_gpu_bdfs()
         .iter()
         .enumerate()
@@ -431,12 +437,12 @@ pub fn hgx_nvml() -> serde_json::Value {
 const GB200: u16 = 0x2941;
 
 /// The GPUs of `gb200_tray`, in NVML's order (each on its own PCI domain, as on a tray).
-pub const GB200_GPUS: [&str; 4] = ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"];
+pub(crate) const GB200_GPUS: [&str; 4] = ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"];
 
 /// One compute tray of a GB200 NVL72 rack: two Grace CPUs (72 cores each), four GB200 GPUs,
 /// four ConnectX-7 (InfiniBand NDR), healthy: IMEX running with the rack's 18 trays in its
 /// node list and channel 0 made, locked memory unlimited.
-pub fn gb200_tray(root: &Path) -> FakeMachine {
+pub(crate) fn gb200_tray(root: &Path) -> FakeMachine {
     let mut m = FakeMachine::new(root, "gb-tray-01");
     m.cpus(2, 72, 1);
     for (i, bdf) in GB200_GPUS.iter().enumerate() {
@@ -477,7 +483,7 @@ pub fn gb200_tray(root: &Path) -> FakeMachine {
 /// NVML's answers for `gb200_tray`: 18 NVLinks per GPU to the rack's switch trays (which
 /// the tray cannot see), 53125 MB/s, every GPU in one NVLink domain, healthy (`0x1aa`: the
 /// four flags false, configuration correct).
-pub fn gb200_nvml() -> serde_json::Value {
+pub(crate) fn gb200_nvml() -> serde_json::Value {
     let gpus: Vec<serde_json::Value> = GB200_GPUS
         .iter()
         .enumerate()

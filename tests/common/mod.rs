@@ -2,24 +2,24 @@
 
 #![allow(dead_code)]
 
-pub mod fakesys;
-pub mod machines;
-pub mod sshd;
+pub(crate) mod fakesys;
+pub(crate) mod machines;
+pub(crate) mod run;
+pub(crate) mod sshd;
+
+pub(crate) use run::{tt, Run};
 
 use assert_cmd::Command;
 use topo_tune::api::NodeSnapshot;
 
-pub fn topo_tune() -> Command {
-    let mut c = Command::cargo_bin("topo-tune").unwrap();
-    c.env_remove("TOPO_TUNE_OUTPUT")
-        .env_remove("TOPO_TUNE_FSROOT")
-        .env_remove("TOPO_TUNE_FROM_HWLOC_XML")
-        .env_remove("TOPO_TUNE_NVML_FIXTURE");
-    c
+/// The binary as an `assert_cmd` command, for the few tests that need more than `tt` offers
+/// (stdin, `.assert()`).
+pub(crate) fn topo_tune() -> Command {
+    run::binary()
 }
 
 /// A command's `--output json` document; panics with its stdout and stderr when it is not one.
-pub fn json(o: &std::process::Output) -> serde_json::Value {
+pub(crate) fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",
@@ -30,7 +30,7 @@ pub fn json(o: &std::process::Output) -> serde_json::Value {
 }
 
 /// Run `topo-tune probe --output json ARGS` and parse the snapshot it prints.
-pub fn probe_json(args: &[&str]) -> NodeSnapshot {
+pub(crate) fn probe_json(args: &[&str]) -> NodeSnapshot {
     let out = topo_tune()
         .args(["probe", "--output", "json"])
         .args(args)
@@ -46,7 +46,7 @@ pub fn probe_json(args: &[&str]) -> NodeSnapshot {
 
 /// Validate a command's JSON output against its schema in docs/schema/ (`probe`, `init`,
 /// `plan`, `rollback`, `irq-pin`, `doctor`, `error`); panics with every violation.
-pub fn assert_schema(name: &str, doc: &serde_json::Value) {
+pub(crate) fn assert_schema(name: &str, doc: &serde_json::Value) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
     let load = |file: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()

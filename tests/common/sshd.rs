@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// What a node presents, or how it misbehaves.
 #[derive(Clone)]
-pub enum Node {
+pub(crate) enum Node {
     /// Probe answers from this fake tree.
     Fsroot(PathBuf),
     /// The same, with every command it is asked to run logged (`commands_log`).
@@ -47,7 +47,7 @@ pub enum Node {
     SlowProbe(PathBuf),
 }
 
-pub struct SshCluster {
+pub(crate) struct SshCluster {
     pub dir: tempfile::TempDir,
     pub ssh_config: PathBuf,
     pub names: Vec<String>,
@@ -77,7 +77,7 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-pub fn sshd_path() -> PathBuf {
+pub(crate) fn sshd_path() -> PathBuf {
     let p = PathBuf::from("/usr/sbin/sshd");
     assert!(
         p.exists(),
@@ -87,7 +87,7 @@ pub fn sshd_path() -> PathBuf {
 }
 
 impl SshCluster {
-    pub fn start(nodes: &[Node]) -> SshCluster {
+    pub(crate) fn start(nodes: &[Node]) -> SshCluster {
         // sshd insists on its privilege-separation directory.
         fs::create_dir_all("/run/sshd").expect("creating /run/sshd needs root (the CI runs as root)");
         let dir = tempfile::Builder::new().prefix("tt-sshd-").tempdir_in("/tmp").unwrap();
@@ -161,7 +161,7 @@ impl SshCluster {
     }
 
     /// A cluster.yaml naming every node by its ssh_config alias.
-    pub fn cluster_yaml(&self, extra_ssh: &str) -> PathBuf {
+    pub(crate) fn cluster_yaml(&self, extra_ssh: &str) -> PathBuf {
         let mut y = format!(
             "ssh:\n  config_file: {}\n  remote_dir: {}\n{extra_ssh}nodes:\n",
             self.ssh_config.display(),
@@ -175,7 +175,7 @@ impl SshCluster {
         p
     }
 
-    pub fn commands_log(&self, node: usize) -> Option<String> {
+    pub(crate) fn commands_log(&self, node: usize) -> Option<String> {
         fs::read_to_string(self.dir.path().join(format!("node{node}/commands.log"))).ok()
     }
 }

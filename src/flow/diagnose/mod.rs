@@ -115,11 +115,9 @@ pub(in crate::flow) fn measured_sweep(s: &DiagnoseSettings, printer: &Printer) -
     let run = node_bench(s, printer).sweep(&order, gpus)?;
     let expected = order.len() as u32 * gpus;
     if run.ranks != expected {
-        return Err(Error::Trace(crate::trace::TraceError::SweepElsewhere(another_set(
-            run.ranks,
-            order.len(),
-            gpus,
-        ))));
+        return Err(Error::from(crate::flow::trace_error::TraceError::SweepElsewhere(
+            another_set(run.ranks, order.len(), gpus),
+        )));
     }
     Ok(run)
 }

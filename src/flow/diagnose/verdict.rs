@@ -45,18 +45,32 @@ pub(super) fn suspect_hosts(f: &Found) -> Vec<String> {
 /// check before a warning, and among them the most telling cause (`doctor::CAUSES`), e.g.
 /// "GPUDirect RDMA off on gpu-11: …".
 pub(in crate::flow) fn doctor_says(doctor: &[DoctorOn], host: &str) -> Option<(String, String)> {
-    let d = doctor.iter().find(|d| d.host == host)?;
-    let c = d
+    let c = most_telling(doctor, host)?;
+    let (_, phrase) = crate::doctor::cause(&c.check);
+    Some((
+        format!("{phrase} on {host} ({}): {}", c.check, c.detail),
+        c.fix.clone().unwrap_or_default(),
+    ))
+}
+
+/// doctor's most telling check on `host`: a failure before a warning, then by cause rank.
+pub(in crate::flow) fn most_telling<'a>(doctor: &'a [DoctorOn], host: &str) -> Option<&'a crate::doctor::Check> {
+    doctor
+        .iter()
+        .find(|d| d.host == host)?
         .checks
         .iter()
-        .min_by_key(|c| (c.status != Status::Fail, crate::doctor::cause(&c.check).0))?;
-    let (_, phrase) = crate::doctor::cause(&c.check);
-    Some((format!("{phrase} on {host} ({}): {}", c.check, c.detail), c.fix.clone()))
+        .min_by_key(|c| (c.status != Status::Fail, crate::doctor::cause(&c.check).0))
+}
+
+/// Why doctor could not check `host`, if it could not.
+pub(in crate::flow) fn doctor_error<'a>(doctor: &'a [DoctorOn], host: &str) -> Option<&'a str> {
+    doctor.iter().find(|d| d.host == host).and_then(|d| d.error.as_deref())
 }
 
 /// Why doctor gave no cause: it found nothing, or could not look.
 pub(in crate::flow) fn doctor_silent(doctor: &[DoctorOn], host: &str, otherwise: &str) -> String {
-    match doctor.iter().find(|d| d.host == host).and_then(|d| d.error.as_deref()) {
+    match doctor_error(doctor, host) {
         Some(why) => format!("doctor could not check {host} ({why}); {otherwise}"),
         None => format!("doctor finds nothing wrong on {host}: {otherwise}"),
     }
