@@ -35,6 +35,7 @@ pub(crate) mod runner;
 pub(crate) mod solve;
 pub(crate) mod trace;
 pub(crate) mod transport;
+pub(crate) mod tune;
 
 use clap::Parser;
 use cli::{Cli, Command, OutputFormat};
@@ -80,6 +81,7 @@ where
         Command::Rollback(a) => cmd::rollback::run(a, &printer),
         Command::Node(a) => cmd::node::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a, &printer),
+        Command::Tune(a) => cmd::tune::run(a, &printer),
         Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
         Command::Man => cmd::docs::man(),
     };
@@ -128,6 +130,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Rollback(_) => "rollback",
         Command::Node(_) => "node",
         Command::Diagnose(_) => "diagnose",
+        Command::Tune(_) => "tune",
         Command::Completions { .. } => "completions",
         Command::Man => "man",
     }

@@ -52,6 +52,46 @@ pub(crate) struct BenchRequest {
     /// again (a resumed rollout ends a run its killed predecessor left, [`end_marked`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) marker: String,
+    /// `tune`'s candidate: NCCL variables this run adds to the variant's config file. They
+    /// reach the ranks only through that file (`{nccl_conf}`, `NCCL_CONF_FILE`), never through
+    /// topo-tune's own environment: a setting that reached some ranks and not others (a
+    /// forced algorithm on half the job) would hang it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) settings: std::collections::BTreeMap<String, String>,
+}
+
+/// Most candidate settings one run may add, and how long a value may be.
+const MAX_SETTINGS: usize = 16;
+const MAX_VALUE: usize = 256;
+
+impl BenchRequest {
+    /// What a node checks before it runs a request: candidate settings that are NCCL
+    /// variables with plain values (they go into a config file, one line each).
+    pub(crate) fn check(&self) -> Result<(), BadAnswer> {
+        if self.settings.len() > MAX_SETTINGS {
+            return Err(BadAnswer(format!("more than {MAX_SETTINGS} candidate settings")));
+        }
+        for (name, value) in &self.settings {
+            let name_ok = name.starts_with("NCCL_")
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            let value_ok = !value.is_empty()
+                && value.len() <= MAX_VALUE
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'\\' && b != b'"' && b != b'\'');
+            if !name_ok || !value_ok {
+                return Err(BadAnswer(format!(
+                    "candidate setting {:?}={:?} is not an NCCL variable with a plain value",
+                    name.escape_default().to_string(),
+                    value.escape_default().to_string()
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What the run did: the raw material for [`judge`].
@@ -134,12 +174,43 @@ fn under(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-/// The template with every placeholder filled for this run.
-pub(crate) fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Path) -> String {
-    let (conf, env) = match req.variant {
+/// The variant's config file and env file under `root`.
+fn variant_files(variant: Variant, root: &Path) -> (PathBuf, PathBuf) {
+    let (conf, env) = match variant {
         Variant::Baseline => (NCCL_CONF, STAGE_BASELINE_ENV),
         Variant::Candidate => (STAGE_CONF, STAGE_ENV),
     };
+    (under(root, conf), under(root, env))
+}
+
+/// The files a run reads its NCCL settings from: the variant's, or — with candidate settings —
+/// copies in `dir`: the candidate's lines first (NCCL takes a name's first line in a config
+/// file and never overrides a variable already set: src/misc/param.cc `setEnvFile`), then the
+/// variant's other lines.
+fn settings_files(req: &BenchRequest, root: &Path, dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    let (conf, env) = variant_files(req.variant, root);
+    if req.settings.is_empty() {
+        return Ok((conf, env));
+    }
+    let live = crate::input::read_text(&conf, crate::input::CONFIG_LIMIT, "NCCL config").unwrap_or_default();
+    let mut text: String = req.settings.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    for line in live.lines() {
+        let name = line.split('=').next().unwrap_or("");
+        if !req.settings.contains_key(name) {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    let (c, e) = (dir.join("nccl.conf"), dir.join("nccl.env"));
+    std::fs::write(&c, &text)?;
+    std::fs::write(&e, &text)?;
+    Ok((c, e))
+}
+
+/// The template with every placeholder filled for this run; `files`: its config and env
+/// file.
+pub(crate) fn expand(req: &BenchRequest, files: (&Path, &Path), json: &Path, hostfile: &Path) -> String {
+    let (conf, env) = files;
     let g = req.gpus_per_node;
     let value = |name: &str| -> String {
         match name {
@@ -154,8 +225,8 @@ pub(crate) fn expand(req: &BenchRequest, root: &Path, json: &Path, hostfile: &Pa
             "nodes" => req.hosts.len().to_string(),
             "ranks" => (req.hosts.len() as u64 * u64::from(g)).to_string(),
             "gpus_per_node" => g.to_string(),
-            "nccl_conf" => under(root, conf).display().to_string(),
-            "env_file" => under(root, env).display().to_string(),
+            "nccl_conf" => conf.display().to_string(),
+            "env_file" => env.display().to_string(),
             "json" => json.display().to_string(),
             "rail" => req.rail.unwrap_or(0).to_string(),
             _ => req.variant.name().to_string(),
@@ -193,11 +264,8 @@ pub(crate) fn run(req: &BenchRequest, root: &Path, cancel: &Cancel) -> std::io::
         .map(|h| format!("{h} slots={}\n", req.gpus_per_node))
         .collect();
     std::fs::write(&hostfile, lines)?;
-    let command = expand(req, root, &json, &hostfile);
-    let conf = match req.variant {
-        Variant::Baseline => under(root, NCCL_CONF),
-        Variant::Candidate => under(root, STAGE_CONF),
-    };
+    let (conf, env) = settings_files(req, root, dir.path())?;
+    let command = expand(req, (&conf, &env), &json, &hostfile);
     let (out_read, out_write) = std::io::pipe()?;
     let (guard_read, guard_write) = std::io::pipe()?;
     let started = Instant::now();
@@ -352,6 +420,14 @@ fn complaint(output: &str) -> String {
 #[error("{0}")]
 pub(crate) struct FailedRun(pub(crate) String);
 
+impl FailedRun {
+    /// nccl-tests counted wrong results (`#wrong`, `nwrong`): the run computed garbage, which
+    /// disqualifies what it ran with (`bench::parse::BenchError::Wrong` says "wrong values").
+    pub(crate) fn wrong_values(&self) -> bool {
+        self.0.contains(" wrong values at ")
+    }
+}
+
 /// The figures of a run, or why it is a failed run: a timeout, a non-zero exit, wrong or
 /// out-of-bounds values, an NCCL `WARN` — never a number.
 pub(crate) fn judge(a: &BenchAnswer, timeout_s: u64) -> Result<BenchRun, FailedRun> {
@@ -408,8 +484,10 @@ mod tests {
             timeout_s: 5,
             rail: None,
             marker: String::new(),
+            settings: Default::default(),
         };
-        let cmd = expand(&req, Path::new("/"), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
+        let (conf, env) = variant_files(req.variant, Path::new("/"));
+        let cmd = expand(&req, (&conf, &env), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
         assert_eq!(
             cmd,
             r"launch -np '16' -H 'gpu1:8,gpu'\''2:8' --conf '/etc/nccl/topo-tune/candidate/nccl.conf' -J '/tmp/x.json' 'candidate'"
@@ -426,6 +504,7 @@ mod tests {
             timeout_s: 1,
             rail: None,
             marker: String::new(),
+            settings: Default::default(),
         };
         let started = Instant::now();
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
@@ -473,6 +552,7 @@ mod tests {
             timeout_s: 60,
             rail: None,
             marker: String::new(),
+            settings: Default::default(),
         };
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(a.output.len(), OUTPUT_LIMIT);
@@ -489,6 +569,7 @@ mod tests {
             timeout_s: 10,
             rail: None,
             marker: String::new(),
+            settings: Default::default(),
         };
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err().0, "exited with 3: boom: no GPU");

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const PURE: &[&str] = &["model", "graph", "nccl", "solve", "emit", "digest", "bench", "trace"];
+const PURE: &[&str] = &[
+    "model", "graph", "nccl", "solve", "emit", "digest", "bench", "trace", "tune",
+];
 /// What a pure module must not name: I/O, the clock, the environment, processes, async.
 const IMPURE: &[&str] = &[
     "std::fs",

@@ -31,3 +31,4 @@ mod slurm;
 mod ssh_collect;
 mod tables;
 mod trace;
+mod tune;

@@ -72,6 +72,10 @@ pub(crate) enum Command {
     /// figure against the planner's prediction for those nodes; when slower, name the slow
     /// node, node inside, NIC, link or rail in rounds of parallel runs, with doctor's cause.
     Diagnose(DiagnoseArgs),
+    /// Measure which NCCL choices win on this cluster, per collective, message size and job
+    /// shape, on one set of nodes (NCCL's own choice against each candidate, interleaved,
+    /// confirmed in fresh rounds); write tuning.json and the tuner plugin's nccl-tuner.csv.
+    Tune(TuneArgs),
     /// Print a shell completion script: `topo-tune completions bash > /etc/bash_completion.d/topo-tune`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -447,6 +451,45 @@ pub(crate) struct DiagnoseArgs {
     /// default only when it does not).
     #[arg(long)]
     pub(crate) localise: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TuneArgs {
+    #[command(flatten)]
+    pub(crate) gather: GatherArgs,
+
+    /// The set to measure on (a rack, `KEY=VALUE`, or hosts, as `apply --canary`).
+    #[arg(long, value_name = "SEL")]
+    pub(crate) canary: String,
+
+    /// Collectives to tune, comma-separated: all_reduce, all_gather, reduce_scatter, alltoall.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "all_reduce,all_gather,reduce_scatter,alltoall", value_parser = collective)]
+    pub(crate) collectives: Vec<crate::tune::Collective>,
+
+    /// Cap on every benchmark run together, seconds; what it leaves unmeasured is reported.
+    #[arg(long, value_name = "S", value_parser = RangedU64ValueParser::<u64>::new().range(1..=604_800))]
+    pub(crate) budget: Option<u64>,
+
+    /// Rounds per candidate, 6 to 50 (default: cluster.yaml's benchmark.rounds, else 6).
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<u32>::new().range(6..=50))]
+    pub(crate) rounds: Option<u32>,
+
+    /// Where tuning.json and nccl-tuner.csv go.
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_OUTPUT_DIR")]
+    pub(crate) output_dir: PathBuf,
+
+    /// Paper nodes: their NCCL files under `DIR/<host>/` (as `init --output-dir DIR` wrote
+    /// them), the live config NCCL's own choice runs with.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) node_files: Option<PathBuf>,
+}
+
+fn collective(value: &str) -> Result<crate::tune::Collective, ValueError> {
+    crate::tune::Collective::parse(value).ok_or_else(|| {
+        ValueError(format!(
+            "{value:?} is not a collective: all_reduce, all_gather, reduce_scatter or alltoall"
+        ))
+    })
 }
 
 /// Why a flag's value is not one it takes.

@@ -3,14 +3,14 @@
 
 use super::{
     ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs, PlanArgs,
-    ProbeArgs, ReachArgs, RollbackArgs, StatusArgs,
+    ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs,
 };
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::flow::settings::{
     ApplySettings, DiagnoseMode, DiagnoseSettings, DoctorSettings, GatherSettings, Given, InitMode, InitSettings,
     IrqPinSettings, NewRollout, NodeSettings, PlanSettings, ProbeSettings, ReachSettings, RollbackSettings, Scope,
-    Source, Start, StatusSettings, TraceSettings,
+    Source, Start, StatusSettings, TraceSettings, TuneSettings,
 };
 use crate::irq::pin::PinRequest;
 use crate::model::CpuList;
@@ -340,6 +340,32 @@ impl DiagnoseArgs {
             ranks_per_node: self.ranks_per_node,
             cluster,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
+        })
+    }
+}
+
+impl TuneArgs {
+    /// The set (`--canary`), its inventory cut to it, and the rule's rounds and thresholds
+    /// from cluster.yaml's `benchmark:` unless a flag says otherwise.
+    pub(crate) fn resolve(&self) -> Result<TuneSettings, Error> {
+        let full = Inventory::load(&self.gather.cluster_config)?;
+        let hosts = crate::config::select::select("--canary", &self.canary, &full).map_err(|e| Error::Usage(e.0))?;
+        let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
+        let mut inv = full.clone();
+        inv.nodes.retain(|n| keep.contains(n.host.as_str()));
+        let mut collectives = self.collectives.clone();
+        collectives.sort();
+        collectives.dedup();
+        Ok(TuneSettings {
+            rounds: self.rounds.unwrap_or(inv.benchmark.rounds),
+            gate: inv.benchmark.gate,
+            gather: self.gather.nodes.resolve_with(inv)?,
+            set: self.canary.clone(),
+            hosts,
+            collectives,
+            budget: self.budget.map(Duration::from_secs),
+            output_dir: self.node_files.clone(),
+            tuning_dir: self.output_dir.clone(),
         })
     }
 }

@@ -12,6 +12,7 @@ pub(crate) mod plan;
 pub(crate) mod probe;
 pub(crate) mod rollback;
 pub(crate) mod status;
+pub(crate) mod tune;
 
 use crate::error::Error;
 use crate::report::envelope::{to_json, Envelope};

@@ -227,3 +227,23 @@ pub(crate) struct DiagnoseSettings {
     pub(crate) ceiling_fraction: f64,
     pub(crate) localise: bool,
 }
+
+/// `tune`.
+#[derive(Debug, Clone)]
+pub(crate) struct TuneSettings {
+    /// Cut to the set (`--canary SEL`).
+    pub(crate) gather: GatherSettings,
+    /// The selector as given (`rack-1`), and its hosts in inventory order.
+    pub(crate) set: String,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) collectives: Vec<crate::tune::Collective>,
+    /// `--budget`: every benchmark run together.
+    pub(crate) budget: Option<Duration>,
+    /// Rounds per candidate (cluster.yaml's `benchmark.rounds`, or `--rounds`).
+    pub(crate) rounds: u32,
+    pub(crate) gate: Gate,
+    /// Paper nodes: where their files are (the nodes' own otherwise).
+    pub(crate) output_dir: Option<PathBuf>,
+    /// Where `tuning.json` and `nccl-tuner.csv` go.
+    pub(crate) tuning_dir: PathBuf,
+}

@@ -142,6 +142,15 @@ pub(crate) const VARS: &[Var] = &[
         syntax: Syntax::Name,
         since: NcclVersion(2, 19, 0),
     },
+    // Read by tuner plugins (NCCL's example, topo-tune's), not by NCCL itself; in nccl.conf
+    // NCCL exports it to the process's environment before it loads the plugin
+    // (src/misc/param.cc setEnvFile).
+    Var {
+        name: "NCCL_TUNER_CONFIG_FILE",
+        class: Class::System,
+        syntax: Syntax::Path,
+        since: NcclVersion(2, 19, 0),
+    },
     // NCCL's default: 0 from 2.0.
     // SHARP/CollNet plugin
     Var {
@@ -308,6 +317,14 @@ pub(crate) const VARS: &[Var] = &[
         class: Class::Debug,
         syntax: Syntax::OneOf(&["0", "1", "2"]),
         since: NcclVersion(2, 17, 0),
+    },
+    // NCCL's default: 2 from 2.18.1 (src/graph/paths.cc); a communicator config field from
+    // 2.28, the variable overriding it (src/init.cc). Not in env.rst: measured, never by rule.
+    Var {
+        name: "NCCL_NCHANNELS_PER_NET_PEER",
+        class: Class::Debug,
+        syntax: Syntax::Int(1, 64),
+        since: NcclVersion(2, 18, 0),
     },
     // NCCL's default: 1 from 2.0.
     Var {

@@ -328,6 +328,9 @@ impl Call for Bench {
     const KIND: &'static str = "bench";
 
     fn here(&self, env: &NodeEnv) -> Result<BenchAnswer, Failure> {
+        self.request
+            .check()
+            .map_err(|e| Failure::new(FailureKind::BenchmarkFailed, e.0))?;
         runner::run(&self.request, &env.write_root, &env.cancel)
             .map_err(|e| Failure::new(FailureKind::BenchmarkFailed, format!("starting the benchmark: {e}")))
     }

@@ -14,6 +14,7 @@ pub(crate) mod printer;
 pub(crate) mod probe;
 pub(crate) mod status;
 pub(crate) mod trace;
+pub(crate) mod tune;
 pub(crate) mod write;
 
 pub(crate) use printer::{Format, Printer};

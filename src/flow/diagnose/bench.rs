@@ -7,13 +7,18 @@ use crate::error::Error;
 use crate::model::{Failure, FailureKind};
 use crate::runner::FailedRun;
 
-/// One benchmark run: `template` on `hosts` with their live NCCL files.
+/// One benchmark run: `template` on `hosts` with their live NCCL files, and `settings` added
+/// to them (`tune`'s candidates; empty for diagnose).
 pub(crate) struct Run<'a> {
     pub(crate) template: &'a str,
     pub(crate) hosts: &'a [String],
     pub(crate) gpus: u32,
     pub(crate) rail: Option<u32>,
+    pub(crate) settings: &'a std::collections::BTreeMap<String, String>,
 }
+
+/// No settings added: the nodes' own NCCL files as they are.
+pub(crate) static LIVE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
 
 /// Where runs are made.
 pub(crate) trait Bencher {
@@ -71,6 +76,16 @@ impl<B: Bencher> Bench<B> {
         }
     }
 
+    /// One round's runs, each one's figures or why it failed; `None` once the budget is
+    /// spent.
+    pub(crate) fn runs(
+        &mut self,
+        step: &str,
+        runs: &[Run<'_>],
+    ) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
+        self.round(step, runs)
+    }
+
     /// The sweep on the whole set; a failed run is an error, never a figure.
     pub(crate) fn sweep(&mut self, hosts: &[String], gpus: u32) -> Result<BenchRun, Error> {
         let command = self.command();
@@ -79,6 +94,7 @@ impl<B: Bencher> Bench<B> {
             hosts,
             gpus,
             rail: None,
+            settings: &LIVE,
         };
         let failed = |why: String| Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why));
         let Some(mut outcomes) = self.round("the sweep", &[run])? else {

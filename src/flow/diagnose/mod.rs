@@ -8,7 +8,7 @@ pub(crate) mod bench;
 mod localise;
 #[cfg(test)]
 mod paper;
-mod runs;
+pub(in crate::flow) mod runs;
 pub(in crate::flow) mod verdict;
 
 use super::gather::Ask;
@@ -145,7 +145,7 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
 }
 
 /// cluster.yaml's `benchmark.gpus_per_node`, else the fewest GPUs of a class that has any.
-fn gpus_per_node(inv: &Inventory, classes: &[NodeClass]) -> u32 {
+pub(in crate::flow) fn gpus_per_node(inv: &Inventory, classes: &[NodeClass]) -> u32 {
     inv.benchmark
         .gpus_per_node
         .or_else(|| classes.iter().filter(|c| c.gpus > 0).map(|c| c.gpus as u32).min())

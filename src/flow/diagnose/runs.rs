@@ -102,6 +102,7 @@ impl Bencher for NodeBencher<'_> {
                         timeout_s,
                         rail: r.rail,
                         marker: String::new(),
+                        settings: r.settings.clone(),
                     },
                 },
             });
