@@ -686,3 +686,38 @@ fn paper_nodes_are_skipped() {
         .unwrap()
         .contains("no /proc or /sys to check"));
 }
+
+/// `nccl-tuner`: the plugin NCCL is told to load, read as NCCL would find it — a missing
+/// file, a file that is no shared object, one without a symbol this NCCL looks for, a rules
+/// file the plugin refuses — and passed with its symbol and rule count when it holds up.
+#[test]
+fn a_tuner_plugin_nccl_cannot_use_is_a_failure() {
+    let n = Node::hgx();
+    let conf = |lines: &str| n.m.write("/etc/nccl/conf.d/60-tuner.conf", lines);
+    // An ELF shared object's header and the dynamic names a v4/v5 plugin exports.
+    let mut so = b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0".to_vec();
+    so.extend_from_slice(b"\0ncclTunerPlugin_v4\0ncclTunerPlugin_v5\0");
+    n.m.write_bytes("/usr/local/lib/libnccl_tuner_topo_tune.so", &so);
+    n.m.write("/etc/nccl/nccl-tuner.csv", "allreduce,0,65536,ring,simple,-1,-1,-1\n");
+    let plugin = "NCCL_TUNER_PLUGIN=/usr/local/lib/libnccl_tuner_topo_tune.so\n";
+    let cases = [
+        ("", "skip", "no NCCL_TUNER_PLUGIN"),
+        ("NCCL_TUNER_PLUGIN=/opt/missing.so\n", "fail", "cannot be read"),
+        ("NCCL_TUNER_PLUGIN=/etc/nccl/nccl-tuner.csv\n", "fail", "not an ELF shared object"),
+        (plugin, "warn", "no NCCL_TUNER_CONFIG_FILE"),
+        ("NCCL_TUNER_CONFIG_FILE=/etc/nccl/nccl-tuner.csv\nNCCL_TUNER_PLUGIN=/usr/local/lib/libnccl_tuner_topo_tune.so\n", "pass", "(ncclTunerPlugin_v5) with 1 rule(s)"),
+    ];
+    for (lines, status, needle) in cases {
+        conf(lines);
+        let (s, d) = row(&n.doctor(&[]).1, "nccl-tuner");
+        assert_eq!(s, status, "{lines:?}: {d}");
+        assert!(d.contains(needle), "{lines:?}: {d}");
+    }
+    n.m.write("/etc/nccl/nccl-tuner.csv", "allreduce,0,65536,warp,simple,-1,-1,-1\n");
+    let (s, d) = row(&n.doctor(&[]).1, "nccl-tuner");
+    assert_eq!(s, "fail", "{d}");
+    assert!(d.contains("line 1: unknown algorithm"), "{d}");
+    // An NCCL older than the plugin's newest symbol it knows: NCCL 2.24 looks for v4 first.
+    let (_, d) = row(&n.doctor(&["--nccl-version", "2.24.3"]).1, "nccl-tuner");
+    assert!(d.contains("warp") || d.contains("unknown algorithm"), "{d}");
+}

@@ -18,6 +18,7 @@ mod irq;
 mod limits;
 mod numa;
 mod pcie;
+mod tuner;
 
 pub(crate) use finding::{Check, Finding, Status};
 
@@ -167,6 +168,13 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "/etc/nccl.conf as topo-tune wrote it",
         "NCCL's config changed by hand",
         drift::nccl_config,
+    ),
+    def(
+        "nccl-tuner",
+        16,
+        "the tuner plugin NCCL is told to load, and its rules",
+        "a tuner plugin or rules file NCCL cannot use",
+        tuner::nccl_tuner,
     ),
 ];
 
