@@ -229,6 +229,8 @@ pub(crate) fn expand(req: &BenchRequest, files: (&Path, &Path), json: &Path, hos
             "env_file" => env.display().to_string(),
             "json" => json.display().to_string(),
             "rail" => req.rail.unwrap_or(0).to_string(),
+            // `tune` fills it before a run; every other run is an all-reduce.
+            "collective" => "all_reduce".to_string(),
             _ => req.variant.name().to_string(),
         }
     };

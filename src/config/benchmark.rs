@@ -29,6 +29,10 @@ pub(crate) const PLACEHOLDERS: &[(&str, &str)] = &[
         "diagnose's per-rail runs: the GPU/NIC index of the run (one GPU per node, e.g. CUDA_VISIBLE_DEVICES={rail}); 0 otherwise",
     ),
     ("variant", "`baseline` or `candidate`"),
+    (
+        "collective",
+        "nccl-tests' binary stem: `all_reduce`, or what `tune` measures (`all_gather`, `reduce_scatter`, `alltoall`)",
+    ),
 ];
 
 /// Default launcher: nccl-tests' all_reduce_perf under Open MPI, one process per GPU.
@@ -42,9 +46,20 @@ pub(crate) const DEFAULT_TIMEOUT_S: u64 = 1800;
 /// build directory, flags and launcher): `diagnose`'s ring-neighbour runs. `None` when the
 /// command does not name `all_reduce_perf`.
 pub(crate) fn sendrecv_command(command: &str) -> Option<String> {
+    perf_command(command, "sendrecv")
+}
+
+/// The command with nccl-tests' `STEM_perf` in place of `all_reduce_perf`: `{collective}`
+/// filled where the command has it, else the binary's name replaced (the same build
+/// directory, flags and launcher). `None` when the command names neither: it measures what it
+/// measures, and no other collective can be made of it.
+pub(crate) fn perf_command(command: &str, stem: &str) -> Option<String> {
+    if command.contains("{collective}") {
+        return Some(command.replace("{collective}", stem));
+    }
     command
         .contains("all_reduce_perf")
-        .then(|| command.replace("all_reduce_perf", "sendrecv_perf"))
+        .then(|| command.replace("all_reduce_perf", &format!("{stem}_perf")))
 }
 pub(crate) const DEFAULT_ROUNDS: u32 = 6;
 /// Rounds per wave: fewer than 6 cannot reach the decision rule's confidence (docs/apply.md).
@@ -280,6 +295,23 @@ mod tests {
             .contains("unknown placeholder `{host}`"));
         assert_eq!(placeholders("x {json").unwrap_err().0, 2);
         assert!(placeholders(DEFAULT_COMMAND).is_ok());
+    }
+
+    #[test]
+    fn a_collectives_command_fills_the_placeholder_or_swaps_the_binary() {
+        assert_eq!(
+            perf_command("srun /b/{collective}_perf -J {json}", "all_gather").as_deref(),
+            Some("srun /b/all_gather_perf -J {json}")
+        );
+        assert_eq!(
+            perf_command("srun /b/all_reduce_perf -J {json}", "alltoall").as_deref(),
+            Some("srun /b/alltoall_perf -J {json}")
+        );
+        assert_eq!(perf_command("srun ./my_bench -J {json}", "all_gather"), None);
+        assert!(
+            check_command("srun /b/{collective}_perf -J {json}").is_ok(),
+            "a known placeholder"
+        );
     }
 
     #[test]

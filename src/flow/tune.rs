@@ -249,7 +249,19 @@ impl<B: Bencher> Search<B> {
         cands: &[Candidate],
         phase: &'static str,
     ) -> Result<Vec<Option<Vec<Pair>>>, Error> {
-        let template = perf_command(&self.bench.command(), c);
+        let command = self.bench.command();
+        let template = match crate::config::benchmark::perf_command(&command, c.perf()) {
+            Some(t) => t,
+            // A command that runs one fixed binary measures all-reduce or nothing else.
+            None if c == Collective::AllReduce => command,
+            None => {
+                return Err(Error::Usage(format!(
+                    "tune --collectives {}: benchmark.command names neither {{collective}} nor all_reduce_perf, so it cannot run {}_perf",
+                    c.perf(),
+                    c.perf()
+                )))
+            }
+        };
         let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); cands.len()];
         let mut out = vec![false; cands.len()];
         'rounds: for round in 0..self.rounds {
@@ -450,15 +462,6 @@ fn failed(why: String) -> Error {
     Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why))
 }
 
-/// The benchmark command for collective `c`: `{collective}` filled, or nccl-tests'
-/// `all_reduce_perf` replaced by `c`'s binary (the same build directory, flags and launcher).
-pub(crate) fn perf_command(command: &str, c: Collective) -> String {
-    if command.contains("{collective}") {
-        return command.replace("{collective}", c.perf());
-    }
-    command.replace("all_reduce_perf", &format!("{}_perf", c.perf()))
-}
-
 /// One collective at one shape: its confirmed ranges, each with its candidate.
 type ShapeRanges = (Collective, Shape, Vec<(Candidate, Range)>);
 
@@ -493,7 +496,7 @@ fn rules_across_shapes(per_shape: &[ShapeRanges], places: &[Place], set: &str) -
             let common: Vec<(u64, &Candidate, AtSize)> = first
                 .iter()
                 .filter(|(size, (cand, _))| everywhere(**size, cand))
-                .map(|(size, (cand, _))| (*size, *cand, weakest_at(&wins, *size)))
+                .filter_map(|(size, (cand, _))| Some((*size, *cand, weakest_at(&wins, *size)?)))
                 .collect();
             let what = format!(
                 "the same winner at every shape measured ({}); applied to any shape",
@@ -518,11 +521,10 @@ fn list(shapes: &[Shape]) -> String {
 }
 
 /// A size's figures at the shape where its gain is weakest.
-fn weakest_at(wins: &[(Shape, Wins)], size: u64) -> AtSize {
+fn weakest_at(wins: &[(Shape, Wins)], size: u64) -> Option<AtSize> {
     wins.iter()
         .filter_map(|(_, w)| w.get(&size).map(|(_, a)| (*a).clone()))
         .min_by(|a, b| a.gain.low.total_cmp(&b.gain.low))
-        .expect("a size every shape won")
 }
 
 /// Adjacent sizes with one candidate, as rules.
