@@ -51,6 +51,7 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    probe::child::limit_if_child();
     // hwloc's own minimal XML importer, never libxml2 (which crashed on crafted DTDs); set
     // while the process is still one thread.
     std::env::set_var("HWLOC_LIBXML_IMPORT", "0");

@@ -382,3 +382,113 @@ fn nvlink_bridge_pairs_and_pcie_elsewhere() {
     assert_eq!(s.gpus[3].placement.pcie.current_width, Some(8));
     assert_eq!(m.devices[3].degraded_link.as_deref(), Some("Gen5 x8 (max Gen5 x16)"));
 }
+
+/// A small fake machine with one file replaced by `plant` (given the file's path).
+fn planted(path: &str, plant: impl FnOnce(&std::path::Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    machines::cpu_only(dir.path());
+    let target = dir.path().join(path);
+    let _ = std::fs::remove_file(&target);
+    plant(&target);
+    dir
+}
+
+fn mkfifo(p: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        p,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
+/// Every command that reads a `--fsroot` tree refuses the planted file by name, at once —
+/// hwloc's own reader (plain `openat` under `HWLOC_FSROOT`) once waited on a FIFO for good.
+fn refused_by_every_reader(dir: &std::path::Path, named: &str, why: &str) {
+    let root = dir.to_str().unwrap();
+    for words in [
+        vec!["probe", "--fsroot", root],
+        vec!["doctor", "--fsroot", root],
+        vec!["irq-pin", "--dry-run", "--fsroot", root],
+    ] {
+        let ran = tt(&words).json().timeout(60).run();
+        assert_eq!(ran.code(), Some(65), "{words:?}: {}", ran.stderr_text());
+        let message = ran.doc()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(named) && message.contains(why), "{words:?}: {message}");
+    }
+}
+
+#[test]
+fn a_fifo_in_the_tree_is_refused_not_waited_on() {
+    for path in ["proc/cpuinfo", "proc/cmdline", "sys/devices/system/cpu/online"] {
+        let dir = planted(path, mkfifo);
+        refused_by_every_reader(dir.path(), path, "FIFO");
+    }
+}
+
+#[test]
+fn a_fifo_where_hwloc_reads_a_nic_or_a_switch_port_is_refused() {
+    // An InfiniBand port's state (topology-linux.c:6102) and a PCI device's config space.
+    for file in [
+        "sys/class/infiniband/mlx5_0/ports/1/state",
+        "sys/bus/pci/devices/0000:17:00.0/config",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        machines::irq_box(dir.path(), machines::Mlx5Naming::Modern);
+        let real = std::fs::canonicalize(dir.path().join(file)).unwrap();
+        std::fs::remove_file(&real).unwrap();
+        mkfifo(&real);
+        let shown = real.strip_prefix(std::fs::canonicalize(dir.path()).unwrap()).unwrap();
+        refused_by_every_reader(dir.path(), shown.to_str().unwrap(), "FIFO");
+    }
+}
+
+#[test]
+fn a_link_out_of_the_tree_is_refused() {
+    // Absolute: hwloc's openat from the tree's root follows it to the host's /dev/zero.
+    let dir = planted("proc/cpuinfo", |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap());
+    refused_by_every_reader(dir.path(), "proc/cpuinfo", "leads out of the tree");
+    // Relative, climbing past the root.
+    let dir = planted("sys/devices/system/cpu/online", |p| {
+        std::os::unix::fs::symlink("../../../../../../../../../../dev/zero", p).unwrap()
+    });
+    refused_by_every_reader(dir.path(), "sys/devices/system/cpu/online", "leads out of the tree");
+}
+
+#[test]
+fn an_oversized_file_in_the_tree_is_refused() {
+    let dir = planted("sys/devices/system/cpu/online", |p| {
+        std::fs::write(p, "0-7,".repeat(5 << 20)).unwrap()
+    });
+    refused_by_every_reader(dir.path(), "sys/devices/system/cpu/online", "larger than 16 MiB");
+}
+
+/// hwloc's reader of a tree runs in a child: a crash, a hang or a runaway allocation inside
+/// it (made to happen here by the fault hook, as crafted content could make hwloc's C code
+/// do) refuses the tree, and topo-tune answers.
+#[test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs --features fault-injection")]
+fn a_reader_that_crashes_hangs_or_runs_away_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("misbehaves");
+    machines::cpu_only(&root);
+    for (hook, said) in [
+        ("TOPO_TUNE_FAULT_CRASH_ON", "died (signal 6)"),
+        ("TOPO_TUNE_FAULT_HANG_ON", "ran past 2 s: stopped"),
+        ("TOPO_TUNE_FAULT_HOG_ON", "within its limit of 2 GiB of memory"),
+    ] {
+        let started = std::time::Instant::now();
+        let ran = tt(["probe", "--fsroot", root.to_str().unwrap()])
+            .json()
+            .env(hook, "misbehaves")
+            .env("TOPO_TUNE_FAULT_CHILD_TIMEOUT_MS", "2000")
+            .timeout(60)
+            .run();
+        assert_eq!(ran.code(), Some(65), "{hook}: {}", ran.stderr_text());
+        let message = ran.doc()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(said), "{hook}: {message}");
+        assert!(started.elapsed().as_secs() < 30, "{hook}: {:?}", started.elapsed());
+    }
+}

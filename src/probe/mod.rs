@@ -2,11 +2,13 @@
 //! names, NVML for GPUs — and assembles the NodeSnapshot.
 
 pub(crate) mod assemble;
+pub(crate) mod child;
 pub(crate) mod fsroot;
 pub(crate) mod hwloc;
 pub(crate) mod nvml;
 pub(crate) mod procfs;
 pub(crate) mod sysfs;
+pub(crate) mod tree;
 pub(crate) mod xml;
 
 use crate::model::snapshot::{NodeSnapshot, SnapshotSource, SourceKind};
@@ -41,6 +43,10 @@ pub(crate) enum ProbeError {
     FsrootMissing(String),
     #[error("--fsroot {path}: not a sysfs/procfs tree ({missing} is missing)")]
     FsrootNotSysfs { path: String, missing: String },
+    /// The tree holds what hwloc must not be given (a FIFO, a device, a link out of it, a file
+    /// over the limit), or hwloc's reader of it failed, crashed or ran too long.
+    #[error("--fsroot {path}: {reason}")]
+    FsrootRefused { path: String, reason: String },
     #[error("{0}: no such file")]
     InputMissing(String),
     #[error(transparent)]
@@ -67,6 +73,7 @@ impl crate::exit::Classify for ProbeError {
             ProbeError::Driver(DriverError::Fixture { .. }) => exit::DATA_ERROR,
             ProbeError::Driver(_) => exit::UNAVAILABLE,
             ProbeError::FsrootNotSysfs { .. }
+            | ProbeError::FsrootRefused { .. }
             | ProbeError::Hwloc(HwlocError::BadXml { .. })
             | ProbeError::NcclTopo(_)
             | ProbeError::NotATopology { .. }
@@ -76,6 +83,9 @@ impl crate::exit::Classify for ProbeError {
             ProbeError::FsrootNotSysfs { .. } => {
                 Some("--fsroot takes a directory holding sys/ and proc/ laid out like / (see docs/probe.md)")
             }
+            ProbeError::FsrootRefused { .. } => Some(
+                "a --fsroot tree holds directories, regular files of at most 16 MiB and links that stay inside it, as a copy of /sys and /proc does (see docs/probe.md)",
+            ),
             ProbeError::Hwloc(HwlocError::BadXml { .. }) => {
                 Some("make the file with hwloc 2.x: `lstopo --whole-io --of xml node.xml`")
             }
@@ -100,6 +110,7 @@ pub(crate) fn probe(req: &ProbeRequest) -> Result<NodeSnapshot, ProbeError> {
     match &req.target {
         Target::HwlocXml(path) => probe_xml(path, req.nvml_fixture.as_deref()),
         Target::NcclTopo(path) => probe_nccl_topo(path),
+        Target::Machine { fsroot: Some(root) } if child::wanted() => tree_in_child(root, req.nvml_fixture.as_deref()),
         Target::Machine { fsroot } => probe_machine(fsroot.as_deref(), req.nvml_fixture.as_deref()),
     }
 }
@@ -187,18 +198,11 @@ fn probe_nccl_topo(path: &Path) -> Result<NodeSnapshot, ProbeError> {
     }
 }
 
-/// Set by the command-line entry point: hwloc imports of files run in a child process.
-static ISOLATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// Marks the child that does the import (it must not isolate again).
-const IMPORT_CHILD: &str = "TOPO_TUNE_IMPORT_CHILD";
-/// The longest an isolated import may take.
-const IMPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// From now on, import hwloc exports given as files in a child process: if hwloc's C code
-/// crashes on a crafted file, the child dies, not topo-tune (the CLI calls this; a library
-/// user keeps imports in-process).
+/// From now on, hwloc reads of files and `--fsroot` trees run in a child process: if hwloc's
+/// C code crashes, hangs or runs away on crafted input, the child ends, not topo-tune (the CLI
+/// calls this; a library user keeps them in-process).
 pub(crate) fn isolate_imports() {
-    ISOLATE.store(true, std::sync::atomic::Ordering::SeqCst);
+    child::isolate();
 }
 
 /// A machine described by a file: an hwloc export (isolated, see [`isolate_imports`]) or an
@@ -213,21 +217,14 @@ fn probe_xml(path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeE
         // An NCCL topology file (or something else): no driver answers apply to it.
         return snapshot_from_xml_text(&text, &path.display().to_string(), None);
     }
-    if ISOLATE.load(std::sync::atomic::Ordering::SeqCst) && std::env::var_os(IMPORT_CHILD).is_none() {
-        // /proc/self/exe names this very binary even when its file was replaced or removed
-        // since it started (a shared deploy directory); its path would not.
-        let proc_exe = Path::new("/proc/self/exe");
-        let exe = if proc_exe.exists() {
-            proc_exe.to_path_buf()
-        } else {
-            std::env::current_exe().map_err(|e| ProbeError::NotATopology {
-                path: path.display().to_string(),
-                reason: format!("finding topo-tune's own binary for the import: {e}"),
-            })?
-        };
+    if child::wanted() {
+        let exe = child::own_binary().map_err(|e| ProbeError::NotATopology {
+            path: path.display().to_string(),
+            reason: format!("finding topo-tune's own binary for the import: {e}"),
+        })?;
         return import_in_child(&exe, path, fixture);
     }
-    crash_for_tests(path);
+    child::misbehave_for_tests(path);
     let view = hwloc::from_xml_text(&text, &path.display().to_string())?;
     let driver = nvml::driver_for(fixture, false).report();
     // A broken fixture is the operator's input: report it rather than quietly ignoring it.
@@ -248,82 +245,44 @@ fn checked(snap: NodeSnapshot, origin: &str) -> Result<NodeSnapshot, ProbeError>
     Ok(snap)
 }
 
-/// `BIN --output json probe --from-hwloc-xml FILE` in a child marked as the importer: its
-/// envelope carries the snapshot, read back through the snapshot's own checks. A child that
-/// dies on a signal (hwloc crashed) or runs too long is a refusal of that file, not a crash.
+/// `BIN --output json probe --from-hwloc-xml FILE` in the marked child (see [`child`]).
 pub(crate) fn import_in_child(exe: &Path, path: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
-    use std::process::{Command, Stdio};
+    let shown = path.display().to_string();
     let refused = |reason: String| ProbeError::NotATopology {
-        path: path.display().to_string(),
+        path: shown.clone(),
         reason,
     };
-    let mut cmd = Command::new(exe);
-    cmd.args(["--output", "json", "probe", "--from-hwloc-xml"]).arg(path);
+    let mut args: Vec<std::ffi::OsString> = vec!["--from-hwloc-xml".into(), path.into()];
     if let Some(f) = fixture {
-        cmd.arg("--nvml-fixture").arg(f);
+        args.extend(["--nvml-fixture".into(), f.into()]);
     }
-    let child = cmd
-        .env(IMPORT_CHILD, "1")
-        .env_remove("TOPO_TUNE_FSROOT")
-        .env_remove("TOPO_TUNE_NVML_FIXTURE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| refused(format!("starting the import: {e}")))?;
-    // Read the answer while waiting (a full pipe would stall the child), within a limit.
-    let pid = rustix::process::Pid::from_child(&child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(IMPORT_TIMEOUT) {
-        Ok(r) => r.map_err(|e| refused(e.to_string()))?,
-        Err(_) => {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            return Err(refused(format!(
-                "the import ran past {} s: refused",
-                IMPORT_TIMEOUT.as_secs()
-            )));
-        }
+    child::probe_in_child(exe, &args, child::IMPORT_TIMEOUT, &shown, &refused)
+}
+
+/// `BIN --output json probe --fsroot DIR` in the marked child, once the tree has passed
+/// [`tree::check`] here (so a refusal names its file without starting anything).
+fn tree_in_child(root: &Path, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
+    fs_root(Some(root))?;
+    checked_tree(root)?;
+    let shown = root.display().to_string();
+    let refused = |reason: String| ProbeError::FsrootRefused {
+        path: shown.clone(),
+        reason,
     };
-    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&out.status) {
-        return Err(refused(format!(
-            "hwloc's import died (signal {signal}) on this file: refused"
-        )));
+    let exe = child::own_binary().map_err(|e| refused(format!("finding topo-tune's own binary: {e}")))?;
+    let mut args: Vec<std::ffi::OsString> = vec!["--fsroot".into(), root.into()];
+    if let Some(f) = fixture {
+        args.extend(["--nvml-fixture".into(), f.into()]);
     }
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let shown = format!("{}: ", path.display());
-        let first = err
-            .lines()
-            .next()
-            .unwrap_or("the import failed")
-            .trim_start_matches("error: ");
-        // The child names the file already, and may name the reader too.
-        let first = first.trim_start_matches(shown.as_str());
-        let first = first
-            .strip_prefix("hwloc could not read ")
-            .map_or(first, |r| r.trim_start_matches(shown.as_str()));
-        return Err(refused(first.to_string()));
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| refused("the import's answer is not UTF-8".into()))?;
-    NodeSnapshot::from_json(&text).map_err(|e| refused(e.to_string()))
+    child::probe_in_child(&exe, &args, child::TREE_TIMEOUT, &shown, &refused)
 }
 
-/// Tests of crash isolation (built with `--features fault-injection` only): die as a crash
-/// in the C library would, on a file whose path holds `TOPO_TUNE_FAULT_CRASH_ON`.
-#[cfg(feature = "fault-injection")]
-fn crash_for_tests(path: &Path) {
-    if let Ok(marker) = std::env::var("TOPO_TUNE_FAULT_CRASH_ON") {
-        if path.display().to_string().contains(&marker) {
-            std::process::abort();
-        }
-    }
+fn checked_tree(root: &Path) -> Result<(), ProbeError> {
+    tree::check(root).map_err(|e| ProbeError::FsrootRefused {
+        path: root.display().to_string(),
+        reason: e.to_string(),
+    })
 }
-
-#[cfg(not(feature = "fault-injection"))]
-fn crash_for_tests(_path: &Path) {}
 
 /// A snapshot from an hwloc XML view with no driver answers (simulated nodes).
 pub(crate) fn snapshot_from_hwloc_view(view: hwloc::HwlocView, origin: &str) -> NodeSnapshot {
@@ -413,6 +372,10 @@ fn sys_view(fs: &FsRoot, view: &hwloc::HwlocView) -> SysView {
 
 fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let fs = fs_root(fsroot)?;
+    if let Some(root) = fsroot {
+        checked_tree(root)?;
+        child::misbehave_for_tests(root);
+    }
     let view = hwloc::discover(fsroot)?;
     let sys = sys_view(&fs, &view);
     let is_live = fsroot.is_none();

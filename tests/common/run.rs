@@ -102,6 +102,13 @@ impl Run {
         self
     }
 
+    /// Kill it after `secs` (a test of something that used to hang fails instead of
+    /// stalling the suite).
+    pub(crate) fn timeout(mut self, secs: u64) -> Run {
+        self.cmd.timeout(std::time::Duration::from_secs(secs));
+        self
+    }
+
     pub(crate) fn write_stdin(mut self, input: impl Into<Vec<u8>>) -> Run {
         self.cmd.write_stdin(input);
         self
