@@ -124,6 +124,26 @@ pub fn foreign_nccl_conf(data: &[u8]) -> String {
     outcome(r)
 }
 
+/// A config file NCCL or a container reads, line by line as each reader takes it (NCCL's
+/// `setEnvFile`, `docker --env-file`, shell rules), and every setting judged as doctor does.
+pub fn nccl_config_lines(data: &[u8]) -> String {
+    let conf = text(data);
+    let lines = conf.split_inclusive('\n').count();
+    for l in crate::nccl::conf::read_lines(&conf) {
+        assert!(!l.name.contains('=') && !l.value.contains(['\n', '\0']), "{l:?}");
+        assert!((1..=lines).contains(&l.line), "{l:?} of {lines} lines");
+    }
+    let mut seen = 0;
+    for file in ["/etc/nccl.conf", "/etc/nccl/topo-tune/nccl.env", "/etc/environment"] {
+        let (found, misread) = crate::doctor::conf::settings_of(file, &conf);
+        for f in &found {
+            let _ = f.reading().to_string();
+        }
+        seen += found.len() + misread.len();
+    }
+    format!("{} settings or misreadings", seen.min(4))
+}
+
 /// A snapshot JSON (a node's answer, a `--from-probes` file).
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))

@@ -722,3 +722,42 @@ fn a_tuner_plugin_nccl_cannot_use_is_a_failure() {
     let (_, d) = row(&n.doctor(&["--nccl-version", "2.24.3"]).1, "nccl-tuner");
     assert!(d.contains("warp") || d.contains("unknown algorithm"), "{d}");
 }
+
+/// `/etc/nccl.conf` read as NCCL's `setEnvFile` reads it (src/misc/param.cc): each line of
+/// the issue, alone in the file, judged by what NCCL does with it.
+#[test]
+fn nccl_conf_lines_are_judged_as_nccl_reads_them() {
+    let n = Node::hgx();
+    // Disablers that looked harmless to a shell reading: NCCL acts on each.
+    for line in [
+        "NCCL_P2P_DISABLE=1 # temporary",
+        "NCCL_SHM_DISABLE=01",
+        "NCCL_CHUNK_SIZE=0x100000",
+        "NCCL_P2P_DISABLE=1\u{1b}",
+        "NCCL_P2P_DISABLE=1\0",
+        "NCCL_P2P_DISABLE=1\r",
+    ] {
+        n.write("/etc/nccl.conf", &format!("{line}\n"));
+        let (s, d) = row(&n.doctor(&[]).1, "nccl-disablers");
+        assert_eq!(s, "fail", "{line:?}: {d}");
+        assert!(d.starts_with("/etc/nccl.conf:1 NCCL_"), "{line:?}: {d}");
+    }
+    // Lines NCCL ignores or reads as off: a warning that says so, never a FAIL that drains
+    // the node through the Slurm health check.
+    for (line, says) in [
+        ("export NCCL_P2P_DISABLE=1", "NCCL reads no NCCL_P2P_DISABLE here"),
+        ("NCCL_P2P_DISABLE = 1", "NCCL reads no NCCL_P2P_DISABLE here"),
+        ("NCCL_P2P_DISABLE=\"1\"", "NCCL reads this as NCCL_P2P_DISABLE=0"),
+    ] {
+        n.write("/etc/nccl.conf", &format!("{line}\n"));
+        let (s, d) = row(&n.doctor(&[]).1, "nccl-disablers");
+        assert_eq!(s, "warn", "{line:?}: {d}");
+        assert!(d.contains(says) && d.contains("/etc/nccl.conf:1 `"), "{line:?}: {d}");
+    }
+    // /etc/environment keeps shell rules: `export` and quotes are how a shell sets it.
+    n.write("/etc/nccl.conf", "");
+    n.write("/etc/environment", "export NCCL_P2P_DISABLE=\"1\"\n");
+    let (s, d) = row(&n.doctor(&[]).1, "nccl-disablers");
+    assert_eq!(s, "fail", "{d}");
+    assert!(d.starts_with("/etc/environment:1 NCCL_P2P_DISABLE=1:"), "{d}");
+}

@@ -369,6 +369,11 @@ fn foreign_nccl_conf() {
 }
 
 #[test]
+fn nccl_config_lines() {
+    fuzz("nccl_config_lines", topo_tune::fuzz::nccl_config_lines);
+}
+
+#[test]
 fn snapshot_json() {
     fuzz("snapshot_json", topo_tune::fuzz::snapshot_json);
 }

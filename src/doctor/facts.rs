@@ -24,7 +24,7 @@ pub(crate) struct Facts<'a> {
     /// Every `NCCL_*` line of NCCL's config and environment files, and the files that exist
     /// but could not be read — read once for the checks that judge them (`gdr`,
     /// `nccl-disablers`).
-    pub(super) settings: (Vec<conf::Found>, Vec<String>),
+    pub(super) settings: conf::ConfFiles,
     /// A virtual machine (the CPU's `hypervisor` flag), where ACS and the IOMMU are not the
     /// guest's.
     pub(super) vm: bool,

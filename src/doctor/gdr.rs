@@ -95,9 +95,8 @@ fn dmabuf(f: &Facts) -> Result<String, NoDmabuf> {
     }
     if let Some(s) = f
         .settings
-        .0
-        .iter()
-        .find(|s| s.name == "NCCL_DMABUF_ENABLE" && s.value == "0")
+        .first("NCCL_DMABUF_ENABLE")
+        .filter(|s| s.reading() == crate::nccl::reads::Reading::Int(0))
     {
         return Err(NoDmabuf::Disabled {
             file: s.file.clone(),

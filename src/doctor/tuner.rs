@@ -54,7 +54,7 @@ fn exported(b: &[u8]) -> Vec<&'static str> {
 }
 
 fn setting<'a>(f: &'a Facts, name: &str) -> Option<&'a Found> {
-    f.settings.0.iter().find(|s| s.name == name)
+    f.settings.first(name)
 }
 
 pub(super) fn nccl_tuner(f: &Facts) -> Option<Finding> {

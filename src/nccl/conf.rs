@@ -1,5 +1,5 @@
-//! NCCL's config-file dialect (research/nccl.md §1.3): `NAME=VALUE` per line, split at the
-//! first `=`, no trimming, no quotes, `#` comment lines only from 2.26, first value wins.
+//! NCCL's config-file dialect (`setEnvFile`, src/misc/param.cc): `NAME=VALUE` per line, split
+//! at the first `=`, no trimming, no quotes, `#` comment lines only from 2.26, first value wins.
 //! topo-tune keeps drop-ins (`/etc/nccl/conf.d/NN-name.conf`, later file wins) and assembles
 //! the one file NCCL reads, with each key once.
 
@@ -31,20 +31,65 @@ pub(crate) fn render(settings: &[Setting], version: Option<NcclVersion>, header:
     Ok(out)
 }
 
-/// Read a file as NCCL does: lines without `=` are ignored, `#` lines skipped (2.26+: we
-/// always skip them, they are never ours to keep), first occurrence of a name wins.
+/// One variable a config file sets, as NCCL's `setEnvFile` reads it, with its line (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConfLine {
+    pub(crate) line: usize,
+    pub(crate) name: String,
+    pub(crate) value: String,
+}
+
+/// `fgets` into a 4,096-byte buffer: a longer line is read as several.
+const FGETS_BYTES: usize = 4096;
+/// `envVar` and `envValue` are 1,024 bytes: a longer name or value is cut to 1,023.
+const PART_BYTES: usize = 1023;
+
+/// Every `NAME=VALUE` of a file, exactly as NCCL's `setEnvFile` reads it (src/misc/param.cc:27-50,
+/// NVIDIA/nccl 5067397c): `fgets` of at most 4,095 bytes (a longer line continues as the next
+/// one), the line a C string (it ends at a NUL), one trailing `\n` then one `\r` removed, a `#`
+/// in the first column skips the line, no `=` skips it, the name is everything before the first
+/// `=` (spaces, `export` and all) and the value everything after it (quotes and all), each cut
+/// to 1,023 bytes. Order is kept: NCCL sets each with `setenv(…, 0)`, so the first wins.
+pub(crate) fn read_lines(text: &str) -> Vec<ConfLine> {
+    let mut out = Vec::new();
+    for (i, physical) in text.as_bytes().split_inclusive(|b| *b == b'\n').enumerate() {
+        for piece in physical.chunks(FGETS_BYTES - 1) {
+            if let Some((name, value)) = set_env_line(piece) {
+                out.push(ConfLine {
+                    line: i + 1,
+                    name,
+                    value,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn set_env_line(piece: &[u8]) -> Option<(String, String)> {
+    let mut line = &piece[..piece.iter().position(|b| *b == 0).unwrap_or(piece.len())];
+    line = line.strip_suffix(b"\n").unwrap_or(line);
+    line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.first() == Some(&b'#') {
+        return None;
+    }
+    let eq = line.iter().position(|b| *b == b'=')?;
+    let name = &line[..eq.min(PART_BYTES)];
+    let value = &line[eq + 1..];
+    let value = &value[..value.len().min(PART_BYTES)];
+    Some((
+        String::from_utf8_lossy(name).into_owned(),
+        String::from_utf8_lossy(value).into_owned(),
+    ))
+}
+
+/// Read a file as NCCL does ([`read_lines`]), the first occurrence of a name winning.
 pub(crate) fn parse(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for line in text.split('\n') {
-        if line.starts_with('#') {
-            continue;
-        }
-        let Some((name, value)) = line.split_once('=') else {
-            continue;
-        };
-        if seen.insert(name) {
-            out.push((name.to_string(), value.to_string()));
+    let mut seen = std::collections::HashSet::new();
+    for l in read_lines(text) {
+        if seen.insert(l.name.clone()) {
+            out.push((l.name, l.value));
         }
     }
     out
@@ -95,6 +140,32 @@ mod tests {
             value: v.into(),
             reason: String::new(),
         }
+    }
+
+    #[test]
+    fn lines_are_read_as_set_env_file_reads_them() {
+        let long = format!("NCCL_A={}NCCL_B=2\n", "x".repeat(4095 - 7));
+        let text = format!("# NCCL_X=1\n  # NCCL_Y=1\nexport NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE = 1\nNCCL_IB_DISABLE=\"1\"\nNCCL_C=1\r\nNCCL_D=1\0junk\nno equals\nNCCL_E==x\n{long}");
+        let got: Vec<(usize, String, String)> = read_lines(&text)
+            .into_iter()
+            .map(|l| (l.line, l.name, l.value))
+            .collect();
+        let want = [
+            (2, "  # NCCL_Y", "1"),
+            (3, "export NCCL_P2P_DISABLE", "1"),
+            (4, "NCCL_SHM_DISABLE ", " 1"),
+            (5, "NCCL_IB_DISABLE", "\"1\""),
+            (6, "NCCL_C", "1"),
+            (7, "NCCL_D", "1"),
+            (9, "NCCL_E", "=x"),
+            (10, "NCCL_A", &"x".repeat(1023)),
+            (10, "NCCL_B", "2"),
+        ];
+        let want: Vec<(usize, String, String)> = want
+            .iter()
+            .map(|(l, n, v)| (*l, n.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub(crate) mod conf;
 pub(crate) mod guard;
+pub(crate) mod reads;
 pub(crate) mod review;
 pub(crate) mod rules;
 pub(crate) mod table;

@@ -8,14 +8,18 @@ use std::ffi::{OsStr, OsString};
 use std::process::Output;
 
 /// Where the binary under test is (for a test that runs it through another program: ssh,
-/// a shell, Ansible, Slurm's health check).
+/// a shell, Ansible, Slurm's health check). `TOPO_TUNE_TEST_BINARY` runs the tests against
+/// another build — an older release, to show that a test fails there.
 pub(crate) fn binary_path() -> std::path::PathBuf {
-    assert_cmd::cargo::cargo_bin("topo-tune")
+    match std::env::var_os("TOPO_TUNE_TEST_BINARY") {
+        Some(other) => other.into(),
+        None => assert_cmd::cargo::cargo_bin("topo-tune"),
+    }
 }
 
 /// The binary under test, with none of the operator's `TOPO_TUNE_*` settings leaking in.
 pub(crate) fn binary() -> Command {
-    let mut c = Command::cargo_bin("topo-tune").unwrap();
+    let mut c = Command::new(binary_path());
     c.env_remove("TOPO_TUNE_OUTPUT")
         .env_remove("TOPO_TUNE_FSROOT")
         .env_remove("TOPO_TUNE_FROM_HWLOC_XML")
