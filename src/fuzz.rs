@@ -144,6 +144,22 @@ pub fn nccl_config_lines(data: &[u8]) -> String {
     format!("{} settings or misreadings", seen.min(4))
 }
 
+/// A node's doctor answer: parsed, checked, and where accepted, shown as doctor's table row
+/// and node_exporter's textfile are made of it.
+pub fn doctor_answer(data: &[u8]) -> String {
+    let r = serde_json::from_str::<crate::node::calls::DoctorReport>(&text(data))
+        .map_err(|e| e.to_string())
+        .and_then(|report| {
+            crate::doctor::answer::check(&report.hostname, &report.checks).map_err(|e| e.to_string())?;
+            let detail = crate::report::doctor::DoctorDetail::from(&report);
+            let row = crate::report::envelope::NodeRow::ok(&report.hostname, false, Some(detail));
+            let gauges = crate::report::metrics::textfile(&[row], 0);
+            assert!(gauges.lines().all(|l| !l.contains('\r')), "{gauges}");
+            Ok(())
+        });
+    outcome(r)
+}
+
 /// A snapshot JSON (a node's answer, a `--from-probes` file).
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))

@@ -890,7 +890,33 @@ fn duplicate_device_names_and_bidi_controls_from_a_node_are_refused() {
     std::fs::write(&cfg, "nccl_version: \"2.28.9\"\nnodes:\n  - host: n1\n  - host: n2\n").unwrap();
     std::fs::write(probes.join("n2.json"), snap(&|d| d["hostname"] = "n2".into())).unwrap();
     type Alter<'a> = &'a dyn Fn(&mut Value);
-    let cases: [(&str, Alter, &str); 3] = [
+    let nvlink = |gbps: f64| {
+        move |d: &mut Value| {
+            d["gpus"][0]["nvlinks"] = serde_json::json!([{"link": 0, "active": true, "version": 3, "remote_bdf": null, "remote": "unknown", "bandwidth_gbps": gbps}]);
+        }
+    };
+    let (negative, huge) = (nvlink(-40.0), nvlink(1e308));
+    let slow_port = |d: &mut Value| {
+        let nic = d["nics"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|n| !n["rdma"].is_null())
+            .unwrap();
+        nic["rdma"]["ports"][0]["rate_gbps"] = (-400.0).into();
+    };
+    let cases: [(&str, Alter, &str); 6] = [
+        (
+            "an NVLink of -40 GB/s",
+            &negative,
+            "gpus[0].nvlinks[0].bandwidth_gbps: -40 GB/s",
+        ),
+        ("an NVLink of 1e308 GB/s", &huge, "gpus[0].nvlinks[0].bandwidth_gbps"),
+        (
+            "a NIC port at -400 Gb/s",
+            &slow_port,
+            "rdma.ports[0].rate_gbps: -400 GB/s",
+        ),
         (
             "two NICs of one name",
             &|d| {

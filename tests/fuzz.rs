@@ -374,6 +374,11 @@ fn nccl_config_lines() {
 }
 
 #[test]
+fn doctor_answer() {
+    fuzz("doctor_answer", topo_tune::fuzz::doctor_answer);
+}
+
+#[test]
 fn snapshot_json() {
     fuzz("snapshot_json", topo_tune::fuzz::snapshot_json);
 }

@@ -197,6 +197,16 @@ fn a_wrong_mesh_is_refused_at_its_line() {
             "1 to 64",
         ),
         (
+            "    nvlink: mesh\n    nvlink_mesh: {gbps_per_pair: 1e-300}\n",
+            ":4:",
+            "1 to 10000 GB/s",
+        ),
+        (
+            "    nvlink: mesh\n    nvlink_mesh: {gbps_per_pair: -40}\n",
+            ":4:",
+            "1 to 10000 GB/s",
+        ),
+        (
             "    nvlink: mesh\n    nvlink_mesh: {links_per_pair: 6, gbps_per_pair: 10}\n",
             ":4:",
             "exactly one",
@@ -645,4 +655,31 @@ fn every_real_topology_reads_as_before_or_better() {
         let s = probe_json(&[flag, &data(file)]);
         assert_eq!((s.gpus.len(), s.nics.len()), (gpus, nics), "{file}");
     }
+}
+
+#[test]
+fn an_asymmetric_nvlink_matrix_is_refused() {
+    // hwloc's NVML backend writes both cells of a pair from one link count: one cell edited
+    // (GPU0 -> GPU1 doubled) would have turned the ring toward it.
+    let text = std::fs::read_to_string(data("nvlink/hwloc-4xh100-mesh.xml")).unwrap();
+    let edited = text.replacen("1000000 150000 150000", "1000000 300000 150000", 1);
+    assert_ne!(edited, text);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("edited.xml");
+    std::fs::write(&file, edited).unwrap();
+    let o = tt(["probe", "--from-hwloc-xml", file.to_str().unwrap()]).run();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(65), "{err}");
+    assert!(
+        err.contains("NVLinkBandwidth:") && err.contains("300000 MB/s but") && err.contains("150000"),
+        "{err}"
+    );
+    // The file as hwloc wrote it reads.
+    assert_eq!(
+        tt(["probe", "--from-hwloc-xml", &data("nvlink/hwloc-4xh100-mesh.xml")])
+            .run()
+            .status
+            .code(),
+        Some(0)
+    );
 }

@@ -1170,3 +1170,84 @@ fn a_second_rollback_does_not_reach_back_into_older_runs() {
     assert_eq!(json(&site.rollback())["changed"], true);
     assert_eq!(site.file("/etc/nccl.conf").unwrap(), ORIGINAL);
 }
+
+// ---- 5 (over ssh). A crafted doctor answer ---------------------------------------------------
+
+/// A node's doctor answer is checked like every other answer: unknown checks, more checks
+/// than doctor has (a series each in the textfile), one check twice (node_exporter drops a
+/// file with a duplicate series), none at all (the node would pass), a 10 MB detail, and a
+/// node answering as another node of the inventory.
+#[test]
+fn a_crafted_doctor_answer_is_refused_at_the_boundary() {
+    use crate::common::machines;
+    use crate::common::sshd::{Node, SshCluster};
+    let trees = tempfile::tempdir().unwrap();
+    machines::cpu_only(&trees.path().join("cpu"));
+    let answer = trees.path().join("answer.json");
+    let fake = trees.path().join("topo-tune-crafted");
+    std::fs::write(&fake, format!("#!/bin/sh\ncat >/dev/null\ncat {}\n", answer.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cluster = SshCluster::start(&[
+        Node::Fsroot(trees.path().join("cpu")),
+        Node::Fsroot(trees.path().join("cpu")),
+    ]);
+    let cfg = cluster.cluster_yaml("");
+    let check =
+        |id: &str, detail: &str| serde_json::json!({"check": id, "status": "pass", "detail": detail, "fix": ""});
+    let many: Vec<Value> = (0..100_000).map(|i| check(&format!("c{i}"), "ok")).collect();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "an unknown check",
+            serde_json::json!([check("limits", "ok"), check("rm -rf /", "ok")]),
+            "checks[1].check: `rm -rf /` is no check of this doctor",
+        ),
+        ("100,000 checks", Value::Array(many), "100000 checks, more than"),
+        (
+            "one check twice",
+            serde_json::json!([check("limits", "ok"), check("limits", "ok")]),
+            "checks[1].check: `limits` answered twice",
+        ),
+        ("no checks", serde_json::json!([]), "no checks"),
+        (
+            "a 10 MB detail",
+            serde_json::json!([check("limits", &"x".repeat(10 << 20))]),
+            "checks[0].detail: 10485760 bytes",
+        ),
+    ];
+    let run = |hostname: &str, checks: Value| {
+        let report = serde_json::json!({"protocol": 1, "tool_version": env!("CARGO_PKG_VERSION"), "ok": {"hostname": hostname, "checks": checks}});
+        std::fs::write(&answer, report.to_string()).unwrap();
+        let o = tt(["doctor"])
+            .json()
+            .config(&cfg)
+            .arg("--remote-binary")
+            .arg(&fake)
+            .run();
+        (o.status.code(), json(&o))
+    };
+    for (what, checks, says) in cases {
+        let (code, doc) = run("node1", checks);
+        assert_eq!(code, Some(8), "{what}: no node could be checked: {doc:#}");
+        for node in doc["nodes"].as_array().unwrap() {
+            assert_eq!(node["error"]["kind"], "bad_answer", "{what}: {node}");
+            let message = node["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(says) && message.len() < 4096,
+                "{what}: {}",
+                &message[..message.len().min(300)]
+            );
+        }
+    }
+    // Both nodes answer as node2: node1's answer is refused, node2's taken.
+    let (code, doc) = run("node2", serde_json::json!([check("limits", "ok")]));
+    assert_eq!(code, Some(4), "{doc:#}");
+    let nodes = doc["nodes"].as_array().unwrap();
+    let of = |host: &str| nodes.iter().find(|n| n["host"] == host).unwrap().clone();
+    assert_eq!(of("node1")["error"]["kind"], "bad_answer", "{doc:#}");
+    assert!(of("node1")["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("it comes from `node2`, another node of the inventory"));
+    assert!(of("node2")["error"].is_null(), "{doc:#}");
+}

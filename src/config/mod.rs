@@ -807,11 +807,12 @@ impl Loader<'_> {
             (Some(k), None, None) => Err(at(format!(
                 "nvlink_mesh.links_per_pair must be 1 to {MESH_MAX_LINKS} (got {k})"
             ))),
-            (None, Some(g), None) if g.is_finite() && g > 0.0 && g <= 10_000.0 => {
+            // At least 1 GB/s: what is less rounds to no bandwidth at all (1e-300 -> 0 GB/s).
+            (None, Some(g), None) if g.is_finite() && (1.0..=10_000.0).contains(&g) => {
                 Ok(MeshSpec::MbpsPerPair((g * 1000.0).round() as u32))
             }
             (None, Some(g), None) => Err(at(format!(
-                "nvlink_mesh.gbps_per_pair must be a positive number of GB/s up to 10000 (got {g})"
+                "nvlink_mesh.gbps_per_pair must be 1 to 10000 GB/s (got {g})"
             ))),
             (None, None, Some(links)) => mesh_links(links).map(MeshSpec::Links).map_err(|e| at(e.to_string())),
             _ => Err(at(

@@ -145,7 +145,7 @@ pub(crate) fn settings_of(file: &str, text: &str) -> (Vec<Found>, Vec<Misread>) 
                 Ok(pair) => pair.into_iter().collect(),
                 Err(why) => {
                     refused = true;
-                    misread.push(misread_at(file, line, raw, why));
+                    misread.push(misread_at(file, line, raw, why.to_string()));
                     Vec::new()
                 }
             },
@@ -212,9 +212,14 @@ fn looks_otherwise(raw: &str, read: &[(String, String)], dialect: Dialect) -> Op
     })
 }
 
+/// A line for which docker refuses the whole `--env-file`.
+#[derive(Debug, thiserror::Error)]
+#[error("docker --env-file refuses the whole file: the name `{0}` contains whitespace")]
+struct DockerRefuses(String);
+
 /// `docker --env-file`: `Ok(None)` for a line that sets nothing, `Err` where docker refuses
 /// the whole file.
-fn env_file_line(raw: &str) -> Result<Option<(String, String)>, String> {
+fn env_file_line(raw: &str) -> Result<Option<(String, String)>, DockerRefuses> {
     let line = raw.strip_suffix('\n').unwrap_or(raw);
     let line = line.trim_start();
     if line.is_empty() || line.starts_with('#') {
@@ -224,10 +229,7 @@ fn env_file_line(raw: &str) -> Result<Option<(String, String)>, String> {
         return Ok(None);
     };
     if name.contains(char::is_whitespace) {
-        return Err(format!(
-            "docker --env-file refuses the whole file: the name `{}` contains whitespace",
-            name.escape_debug()
-        ));
+        return Err(DockerRefuses(name.escape_debug().to_string()));
     }
     Ok(Some((name.to_string(), value.to_string())))
 }

@@ -71,8 +71,8 @@ impl Check {
         Check {
             check: id.to_string(),
             status: f.status,
-            detail: f.detail,
-            fix: f.fix,
+            detail: super::answer::bounded(f.detail),
+            fix: f.fix.map(super::answer::bounded),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! driver's facts through the snapshot; none raises an error: a file it cannot use is that
 //! check's `skip` or finding, never a crash.
 
+pub(crate) mod answer;
 pub(crate) mod conf;
 mod disablers;
 mod drift;

@@ -1,11 +1,14 @@
 //! `doctor`'s checks where they are asked for: this machine (or a `--fsroot` tree), or every
 //! node of a cluster through the node protocol; and node-exporter's textfile of the results.
 
+use super::gather::Names;
 use super::reach::{machine_jobs, on_nodes};
 use super::settings::{DoctorSettings, Scope};
+use crate::config::Inventory;
 use crate::doctor::DoctorRequest;
 use crate::error::Error;
-use crate::node::calls::Doctor;
+use crate::model::{Failure, FailureKind, NodeOutcome};
+use crate::node::calls::{Doctor, DoctorReport};
 use crate::report::doctor::DoctorDetail;
 use crate::report::envelope::NodeRow;
 use crate::report::Printer;
@@ -33,12 +36,33 @@ pub(crate) fn checks(s: &DoctorSettings, printer: &Printer) -> Result<Vec<NodeRo
         }
         Scope::Cluster { inv, reach } => {
             let jobs = machine_jobs(inv, |_| call.clone());
-            let outcomes = on_nodes(inv, reach, printer, jobs)?;
+            let mut outcomes = on_nodes(inv, reach, printer, jobs)?;
+            let names = Names::of(inv);
+            for o in &mut outcomes {
+                refuse_another_nodes(o, inv, &names);
+            }
             Ok(outcomes
                 .iter()
                 .map(|o| NodeRow::from_outcome(o, |r| (false, Some(DoctorDetail::from(r))), || None))
                 .collect())
         }
+    }
+}
+
+/// A node that answers as another node of the inventory (a crossed ssh alias, a cloned
+/// image's stale hostname) would show, count and gauge that node's checks twice: its
+/// answer is refused.
+fn refuse_another_nodes(o: &mut NodeOutcome<DoctorReport>, inv: &Inventory, names: &Names) {
+    let Ok(report) = &o.result else { return };
+    let Some(node) = inv.nodes.iter().find(|n| n.host == o.host) else {
+        return;
+    };
+    if let Some(other) = names.other_node(node, &report.hostname) {
+        let why = format!(
+            "the answer is refused: it comes from `{other}`, another node of the inventory, not `{}`",
+            o.host
+        );
+        o.result = Err(Failure::new(FailureKind::BadAnswer, why));
     }
 }
 

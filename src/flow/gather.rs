@@ -137,18 +137,22 @@ impl<'a> Names<'a> {
         )
     }
 
-    /// Why `snap`, filed as `n`'s, is not its: it names another node of the inventory. A
-    /// machine that calls itself something the inventory does not list (an ssh alias, an
-    /// IP address, a short name) is `n` as far as anyone can tell.
+    /// Why `snap`, filed as `n`'s, is not its: it names another node of the inventory.
     fn foreign(&self, n: &NodeSpec, snap: &NodeSnapshot) -> Option<String> {
-        let name = snap.hostname.as_str();
-        let own = name == n.host || name == n.slurm_name;
-        (!own && self.0.contains(name)).then(|| {
+        self.other_node(n, &snap.hostname).map(|name| {
             format!(
                 "this snapshot describes `{name}`, another node of the inventory, not `{}`: a file filed under the wrong name",
                 n.host
             )
         })
+    }
+
+    /// `name`, when it is another node of the inventory than `n`. A machine that calls
+    /// itself something the inventory does not list (an ssh alias, an IP address, a short
+    /// name) is `n` as far as anyone can tell.
+    pub(crate) fn other_node<'n>(&self, n: &NodeSpec, name: &'n str) -> Option<&'n str> {
+        let own = name == n.host || name == n.slurm_name;
+        (!own && self.0.contains(name)).then_some(name)
     }
 }
 

@@ -101,6 +101,26 @@ pub(crate) fn device_name(field: impl Field, s: &str, max: usize) -> Result<(), 
     Ok(())
 }
 
+/// The most GB/s any one figure of a snapshot may state (a link, a port, a PCIe link): an
+/// NVLink 5 link is 50, a whole NVL72 GPU 900, a 1.6 Tb/s port 200.
+const MAX_GBPS: f64 = 10_000.0;
+
+/// A bandwidth: a finite number of GB/s, above zero (`positive`) or at least zero, at most
+/// [`MAX_GBPS`]. A negative or huge figure would become a prediction (a NIC at -400 Gb/s, a
+/// link count of 4294967295).
+fn gbps(field: impl Field, value: Option<f64>, positive: bool) -> Result<(), FieldError> {
+    let Some(v) = value else { return Ok(()) };
+    let low_ok = if positive { v > 0.0 } else { v >= 0.0 };
+    if v.is_finite() && low_ok && v <= MAX_GBPS {
+        return Ok(());
+    }
+    let low = if positive { "above 0" } else { "0" };
+    Err(err(
+        field.name(),
+        format!("{v} GB/s: a bandwidth is {low} to {MAX_GBPS}"),
+    ))
+}
+
 fn bounded<T>(field: impl Field, items: &[T], max: usize) -> Result<(), FieldError> {
     if items.len() > max {
         Err(err(field.name(), format!("{} entries, more than {max}", items.len())))
@@ -126,6 +146,11 @@ fn placement(field: impl Field, p: &PciPlacement) -> Result<(), FieldError> {
     if let Some(id) = &p.pci_id {
         hex_id(|| format!("{}.pci_id", field.name()), id)?;
     }
+    gbps(
+        || format!("{}.pcie.bandwidth_gbps", field.name()),
+        p.pcie.bandwidth_gbps,
+        false,
+    )?;
     let class_ok =
         p.class.len() == 8 && p.class.starts_with("0x") && p.class[2..].bytes().all(|b| b.is_ascii_hexdigit());
     if !class_ok {
@@ -169,6 +194,7 @@ fn nic(i: usize, n: &Nic) -> Result<(), FieldError> {
             let g = |k: &'static str| move || format!("nics[{i}].rdma.ports[{j}].{k}");
             opt_text(g("state"), p.state.as_deref(), 64)?;
             opt_text(g("rate"), p.rate.as_deref(), 128)?;
+            gbps(g("rate_gbps"), p.rate_gbps, false)?;
             if let Some(d) = &p.netdev {
                 device_name(g("netdev"), d, 15)?;
             }
@@ -237,9 +263,14 @@ fn unique_names(s: &NodeSnapshot) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// A host name a node answers with (letters, digits, `.`, `_`, `-`; at most 253 bytes).
+pub(crate) fn host_name(name: &str) -> Result<(), FieldError> {
+    token("hostname", name, 253, "._-", "a host name")
+}
+
 /// Check a snapshot from outside (a node's answer, a file) before anything uses it.
 pub(crate) fn check(s: &NodeSnapshot) -> Result<(), FieldError> {
-    token("hostname", &s.hostname, 253, "._-", "a host name")?;
+    host_name(&s.hostname)?;
     text("tool_version", &s.tool_version, 64)?;
     opt_text("source.path", s.source.path.as_deref(), 4096)?;
     machine(&s.machine)?;
@@ -299,6 +330,11 @@ fn pci_tree(pci: &PciTopology) -> Result<(), FieldError> {
         )?;
     }
     for (i, b) in pci.bridges.iter().enumerate() {
+        gbps(
+            || format!("pci.bridges[{i}].link.bandwidth_gbps"),
+            b.link.bandwidth_gbps,
+            false,
+        )?;
         // Empty when the source does not say (an NCCL topology file).
         if !(b.vendor_id.is_empty() && b.device_id.is_empty()) {
             hex_id(
@@ -337,6 +373,13 @@ fn gpu(i: usize, g: &Gpu) -> Result<(), FieldError> {
     placement(|| format!("gpus[{i}]"), &g.placement)?;
     if let Some(l) = &g.nvlinks {
         bounded(|| format!("gpus[{i}].nvlinks"), l, MAX_NVLINKS)?;
+        for (j, link) in l.iter().enumerate() {
+            gbps(
+                || format!("gpus[{i}].nvlinks[{j}].bandwidth_gbps"),
+                link.bandwidth_gbps,
+                true,
+            )?;
+        }
     }
     if let Some(c) = &g.c2c {
         let gbps_ok = c

@@ -256,6 +256,10 @@ impl Call for Doctor {
             .map_err(|e| Failure::new(FailureKind::ProbeFailed, e.to_string()))
     }
 
+    fn check_answer(report: &DoctorReport) -> Result<(), BadAnswer> {
+        doctor::answer::check(&report.hostname, &report.checks).map_err(|e| BadAnswer(e.to_string()))
+    }
+
     fn on_paper(&self, _node: &NodeSpec) -> Result<DoctorReport, Failure> {
         Err(paper("a simulated node has no /proc or /sys to check"))
     }

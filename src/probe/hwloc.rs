@@ -49,6 +49,30 @@ pub(crate) struct HwNvlinkMatrix {
     pub(crate) cells: Vec<HwNvlinkBandwidth>,
 }
 
+impl HwNvlinkMatrix {
+    /// The first GPU pair whose two cells differ: an NVLink carries the same in both
+    /// directions, and hwloc's NVML backend writes both cells from one link count, so an
+    /// asymmetric matrix was edited — and would turn the ring toward the larger cell.
+    pub(crate) fn asymmetry(&self) -> Option<String> {
+        let cell = |a: Bdf, b: Bdf| {
+            self.cells
+                .iter()
+                .find(|c| c.gpu == a && c.peer == NvlinkPeerEnd::Gpu(b))
+                .map_or(0, |c| c.mbps)
+        };
+        self.cells.iter().find_map(|c| {
+            let NvlinkPeerEnd::Gpu(peer) = c.peer else { return None };
+            let back = cell(peer, c.gpu);
+            (back != c.mbps).then(|| {
+                format!(
+                    "NVLinkBandwidth: {} to {} is {} MB/s but {} to {} is {back}: an NVLink carries the same both ways",
+                    c.gpu, peer, c.mbps, peer, c.gpu
+                )
+            })
+        })
+    }
+}
+
 /// One off-diagonal cell of hwloc's `NVLinkBandwidth` matrix: MB/s from a GPU to a peer.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct HwNvlinkBandwidth {
@@ -225,7 +249,11 @@ pub(crate) fn from_xml_text(text: &str, origin: &str) -> Result<HwlocView, Hwloc
             crate::model::cpulist::MAX_ID
         )));
     }
-    Ok(view(&topology))
+    let view = view(&topology);
+    if let Some(why) = view.nvlink_matrix.as_ref().and_then(HwNvlinkMatrix::asymmetry) {
+        return Err(bad(format!("{why}: refused")));
+    }
+    Ok(view)
 }
 
 /// The `version` of the export's `<topology>` element (`2.0`, `3.0`), if it says.
