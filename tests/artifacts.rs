@@ -259,6 +259,16 @@ fn option_tamperings(touch: &str) -> Vec<(&'static str, Edit<'_>, &'static str)>
         ),
         ("no {json}", Box::new(move |d| cmd_of(d, touch)), "{json}"),
         (
+            "a well-formed command that is not cluster.yaml's",
+            Box::new(move |d| cmd_of(d, &format!("{touch}; true -J {{json}}"))),
+            "options.benchmark.command is",
+        ),
+        (
+            "a longer timeout than cluster.yaml's",
+            Box::new(move |d| d["options"]["benchmark"]["timeout_s"] = 86400.into()),
+            "options.benchmark.timeout_s is 86400",
+        ),
+        (
             "an unknown placeholder",
             Box::new(move |d| cmd_of(d, &format!("{touch} {{evil}} -J {{json}}"))),
             "unknown placeholder",
@@ -395,6 +405,20 @@ fn a_tampered_rollout_record_is_refused_before_anything_runs() {
         );
     }
     assert!(!other.exists());
+    // The record's output directory is written to only when today's command line names it
+    // (a record saying `output_dir: /etc` is not obeyed by a bare `--resume`).
+    let o = tt(["apply", "--resume", &id])
+        .json()
+        .config(&f.cfg)
+        .arg("--state-dir")
+        .arg(&f.state)
+        .run();
+    let doc = json(&o);
+    assert_eq!(o.status.code(), Some(2), "{doc}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("give `--output-dir"),
+        "{doc}"
+    );
     // The record as the kill left it resumes and finishes.
     let o = resume(&f, &id, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", json(&o));

@@ -56,7 +56,33 @@ fn resume(store: &Store, id: &str, inv: &Inventory, given: &Given) -> Result<Rol
         message: format!("{message}: the record is not obeyed (nothing was run or changed)"),
     })?;
     ignored_by_resume(&r, given)?;
+    same_benchmark(&r, inv, store)?;
     Ok(r)
+}
+
+/// What a resume runs is what cluster.yaml says today: a record that carries another
+/// benchmark command (or where and how long it runs) is refused, naming the field, and never
+/// run — the record is the state directory's, cluster.yaml is what the operator reviewed.
+fn same_benchmark(r: &Rollout, inv: &Inventory, store: &Store) -> Result<(), Error> {
+    let (was, now) = (&r.options.benchmark, &inv.benchmark);
+    let shown = |v: &dyn std::fmt::Debug| format!("{v:?}").chars().take(200).collect::<String>();
+    let fields: [(&str, String, String); 4] = [
+        ("command", shown(&was.command), shown(&now.command)),
+        ("runs_on", shown(&was.runs_on), shown(&now.runs_on)),
+        ("timeout_s", shown(&was.timeout_s), shown(&now.timeout_s)),
+        ("gpus_per_node", shown(&was.gpus_per_node), shown(&now.gpus_per_node)),
+    ];
+    match fields.iter().find(|(_, a, b)| a != b) {
+        Some((field, a, b)) => Err(StateError::Invalid {
+            path: store.show(&r.id),
+            message: format!(
+                "options.benchmark.{field} is {a}, but {} says {b}: a resume runs only what cluster.yaml says (restore it, or start a new rollout); nothing was run or changed",
+                inv.path.display()
+            ),
+        }
+        .into()),
+        None => Ok(()),
+    }
 }
 
 /// A flag `--resume` would not use is refused, not dropped: the record decides how the
@@ -67,6 +93,15 @@ fn ignored_by_resume(r: &Rollout, given: &Given) -> Result<(), Error> {
         let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         o.output_dir.as_deref().is_some_and(|d| abs(d) == abs(flag))
     };
+    // The recorded directory is written to only when today's command line names it too.
+    if let (Some(d), None) = (&o.output_dir, &given.output_dir) {
+        return Err(Error::Usage(format!(
+            "rollout {} writes its benchmark output to {} (its record says so): give `--output-dir {}` to resume it; a resume writes nowhere today's command line does not name",
+            r.id,
+            d.display(),
+            d.display()
+        )));
+    }
     let pct = |flag: Option<f64>, recorded: f64| flag.is_some_and(|p| (p / 100.0 - recorded).abs() > 1e-12);
     let differs = [
         (
