@@ -85,7 +85,7 @@ pub(crate) fn sentence(f: &Finding) -> String {
             below,
             from_sweep,
         } => format!(
-            "{} of it{} in {} under {}{}: raise DDP's bucket size (bucket_cap_mb) or fuse gradients",
+            "{} of it{} in {} under {}{}: {}",
             whole_pct(*share),
             if *by_time { "" } else { " (by count)" },
             kind.as_deref().map_or_else(|| "collectives".into(), plural),
@@ -94,7 +94,8 @@ pub(crate) fn sentence(f: &Finding) -> String {
                 format!(" (latency-bound on this fabric below {})", show_bytes(*below))
             } else {
                 String::new()
-            }
+            },
+            small_message_advice(kind.as_deref())
         ),
         Finding::SlowSize {
             kind,
@@ -313,4 +314,17 @@ fn skew_text(r: &TraceReport) -> String {
         );
     }
     out
+}
+
+/// What makes small collectives fewer and larger: DDP's gradient buckets feed its
+/// all-reduces only (torch DistributedDataParallel `bucket_cap_mb`); FSDP's all-gathers and
+/// reduce-scatters follow its wrapping; an all-to-all's size is the model's (MoE dispatch,
+/// embedding exchange) — no bucket touches it.
+fn small_message_advice(kind: Option<&str>) -> &'static str {
+    match kind {
+        Some("allreduce") => "raise DDP's bucket size (bucket_cap_mb) or fuse gradients",
+        Some("allgather" | "reducescatter") => "wrap larger FSDP units (fewer, larger all-gathers and reduce-scatters)",
+        Some(_) => "batch them into fewer, larger calls (a bucket size does not touch them)",
+        None => "fuse them into fewer, larger calls (for DDP's all-reduces: bucket_cap_mb)",
+    }
 }

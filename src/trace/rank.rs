@@ -85,7 +85,10 @@ pub(crate) struct RankFigures {
 /// A collective's canonical kind from any of PyTorch's spellings (`c10d::_allgather_base_`,
 /// `nccl:all_reduce`, `allreduce_coalesced`, `all_to_all`).
 pub(crate) fn canonical_kind(name: &str) -> String {
-    let n = name.trim_start_matches("c10d::").trim_start_matches("nccl:");
+    let n = name
+        .trim_start_matches("c10d::")
+        .trim_start_matches("nccl:")
+        .trim_start_matches("symm_mem::");
     let n = n.trim_matches('_');
     let n = ["_base", "_coalesced", "_into_tensor", "_single", "_tensor"]
         .iter()
@@ -93,6 +96,7 @@ pub(crate) fn canonical_kind(name: &str) -> String {
     let n: String = n.chars().filter(|c| *c != '_').collect::<String>().to_ascii_lowercase();
     match n.as_str() {
         "alltoallbase" | "alltoall" | "alltoallv" => "alltoall".into(),
+        "multimemallreduce" | "oneshotallreduce" | "twoshotallreduce" => "allreduce".into(),
         "send" | "recv" | "sendrecv" | "recvanysource" => "sendrecv".into(),
         _ => n,
     }

@@ -287,6 +287,7 @@ struct State<'a> {
 /// A key matched without allocating.
 macro_rules! keys {
     ($name:ident { $($text:literal => $variant:ident),* $(,)? }) => {
+        #[derive(Clone, Copy, PartialEq, Eq)]
         enum $name { $($variant,)* Other }
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -307,6 +308,27 @@ macro_rules! keys {
 }
 
 keys!(EventKey { "ph" => Ph, "cat" => Cat, "name" => Name, "tid" => Tid, "ts" => Ts, "dur" => Dur, "args" => Args });
+
+impl EventKey {
+    /// Its place among the keys an event may give once (`None`: a key not read).
+    fn slot(self) -> Option<usize> {
+        [
+            EventKey::Ph,
+            EventKey::Cat,
+            EventKey::Name,
+            EventKey::Tid,
+            EventKey::Ts,
+            EventKey::Dur,
+            EventKey::Args,
+        ]
+        .iter()
+        .position(|k| *k == self)
+    }
+
+    fn text(self) -> &'static str {
+        ["ph", "cat", "name", "tid", "ts", "dur", "args"][self.slot().unwrap_or(0)]
+    }
+}
 keys!(ArgKey {
     "correlation" => Correlation,
     "Collective name" => Collective,
@@ -360,7 +382,19 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
         let mut e = Event::default();
         self.0.name.clear();
+        let mut seen = [false; 7];
         while let Some(key) = map.next_key::<EventKey>()? {
+            // JSON leaves a repeated key to the reader; Chrome's reader and Python's json keep
+            // the last, a streaming one the first: such an event means what its writer did not
+            // say. Refused, named.
+            if let Some(slot) = key.slot() {
+                if std::mem::replace(&mut seen[slot], true) {
+                    return Err(de::Error::custom(format!(
+                        "the key `{}` twice in one event",
+                        key.text()
+                    )));
+                }
+            }
             match key {
                 EventKey::Ph => e.complete = map.next_value_seed(Text(&mut self.0.name, TextUse::Ph))?,
                 EventKey::Cat => e.cat = Some(map.next_value_seed(CatSeed)?),
@@ -640,7 +674,7 @@ pub(crate) fn dtype_size(t: &str) -> Option<u64> {
 fn op_kind(name: &str) -> Option<OpKind> {
     if name == "record_param_comms" {
         Some(OpKind::RecordParamComms)
-    } else if name.starts_with("c10d::") && !name.contains("wait") {
+    } else if (name.starts_with("c10d::") || name.starts_with("symm_mem::")) && !name.contains("wait") {
         Some(OpKind::C10d)
     } else if name.starts_with("nccl:") {
         Some(OpKind::NcclTitle)
@@ -653,11 +687,30 @@ fn is_comm_op(name: &str) -> bool {
     op_kind(name).is_some()
 }
 
+/// PyTorch's symmetric-memory collectives (torch >= 2.5, `torch.distributed._symmetric_memory`:
+/// `multimem_all_reduce_kernel`, `one_shot_all_reduce_kernel`, `two_shot_all_reduce_kernel`,
+/// `multimem_all_gather_kernel`): communication over NVLink without NCCL. HTA 0.5 classes them
+/// as computation; topo-tune counts them as communication (docs/trace.md).
+fn is_symm_mem_kernel(name: &str) -> bool {
+    let n = name.strip_prefix("void ").unwrap_or(name);
+    let n = &n[..n.find(['<', '(']).unwrap_or(n.len())];
+    let n = n.rsplit("::").next().unwrap_or(n);
+    [
+        "multimem_all_reduce",
+        "one_shot_all_reduce",
+        "two_shot_all_reduce",
+        "multimem_all_gather",
+        "multimem_reduce_scatter",
+    ]
+    .iter()
+    .any(|k| n.starts_with(k))
+}
+
 /// HTA's kernel classes (hta/common/types.py, in its order: communication, then memory, then
 /// computation as the inverse of its non-compute pattern).
 pub(crate) fn gpu_class(name: &str) -> GpuClass {
     let starts = |p: &[&str]| p.iter().any(|x| name.starts_with(x));
-    if starts(&["nccl", "hip", "hccl"]) || name.contains("ncclKernel") {
+    if starts(&["nccl", "hip", "hccl"]) || name.contains("ncclKernel") || is_symm_mem_kernel(name) {
         return GpuClass::Comm;
     }
     if starts(&["Memcpy", "Memset", "dma"]) {
@@ -777,6 +830,12 @@ mod tests {
         );
         assert_eq!(gpu_class("Memcpy DtoD (Device -> Device)"), GpuClass::Memory);
         assert_eq!(gpu_class("cudaStreamSynchronize"), GpuClass::Other);
+        // Symmetric-memory all-reduce: communication (HTA 0.5 says computation).
+        for k in ["void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 16u>(c10::BFloat16*, unsigned long, unsigned long, unsigned int**, unsigned long, unsigned long)", "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16>"] {
+            assert_eq!(gpu_class(k), GpuClass::Comm, "{k}");
+        }
+        assert_eq!(op_kind("symm_mem::multimem_all_reduce_"), Some(OpKind::C10d));
+        assert_eq!(gpu_class("void all_reduce_kernel_like_gemm"), GpuClass::Compute);
     }
 
     #[test]
@@ -823,6 +882,16 @@ mod tests {
                 bad_time: 2
             }
         );
+    }
+
+    #[test]
+    fn a_key_twice_in_one_event_is_refused() {
+        let e = trace(r#"{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"ts":900}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the key `ts` twice in one event"), "{e}");
+        // Keys not read may repeat (they are not used).
+        assert!(trace(r#"{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"pid":1}"#).is_ok());
     }
 
     #[test]
