@@ -1036,3 +1036,40 @@ fn a_bad_snapshot_file_is_a_bad_answer() {
     let doc = json(&o);
     assert_eq!(doc["nodes"][0]["error"]["kind"], "bad_answer", "{doc:#}");
 }
+
+/// The cluster.yaml path reaches every emitted file's header; a newline in the file's name
+/// must not start a line of its own (a command in `k8s-label-nodes.sh`, a switch in
+/// `topology.conf`).
+#[test]
+fn a_newline_in_the_cluster_yaml_path_stays_in_its_comment() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c\ntouch owned\nSwitchName=evil\n.yaml");
+    let yaml = "nccl_version: \"2.28.9\"\nfabric:\n  leaves:\n    leaf-1: {spine: spine-1}\n  racks:\n    rack-1: {leaf: leaf-1}\nnodes:\n  - host: n[1-2]\n    labels: {rack: rack-1}\n    simulate: aws-p5en\n";
+    std::fs::write(&cfg, yaml).unwrap();
+    let out = dir.path().join("out");
+    let o = tt(["plan"]).config(&cfg).out(&out).run();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut seen = 0;
+    for file in [
+        "topology.conf",
+        "topology.yaml",
+        "k8s-label-nodes.sh",
+        "k8s-node-labels.yaml",
+    ] {
+        let Ok(text) = std::fs::read_to_string(out.join(file)) else {
+            continue;
+        };
+        seen += 1;
+        assert!(
+            text.contains("c\\ntouch owned\\nSwitchName=evil\\n.yaml"),
+            "{file}: {text}"
+        );
+        for line in text.lines() {
+            assert!(
+                !line.starts_with("touch ") && !line.starts_with("SwitchName=evil"),
+                "{file}: {line}"
+            );
+        }
+    }
+    assert!(seen >= 2, "the example writes Slurm's files at least");
+}

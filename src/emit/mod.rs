@@ -6,6 +6,22 @@ pub(crate) mod launch;
 pub(crate) mod slurm;
 pub(crate) mod topo_xml;
 
+/// Text made safe for one `# …` comment line of a file a shell, Slurm or YAML reads: every
+/// control character (a newline would start a line of its own: a command in
+/// `k8s-label-nodes.sh`, a switch in `topology.conf`) written as the text of its escape.
+pub(crate) fn comment_text(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let shown: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            shown
+        })
+        .collect()
+}
+
 /// Text made safe inside an XML attribute value: `&`, `<`, `>`, `"`, `'` as entities, and
 /// characters XML 1.0 cannot hold dropped. Every value that did not come from topo-tune
 /// itself goes through here.

@@ -401,11 +401,12 @@ fn k8s_labels(inv: &Inventory, plan: &Plan) -> Vec<emit::k8s::NodeLabels> {
 /// and Slurm's topology; whether any file changed.
 pub(crate) fn write_outputs(p: &mut Plan, inv: &Inventory, dir: &Path) -> Result<bool, Error> {
     // Everything that can be refused is made before the first file is written.
-    let header = format!(
+    // The path is the operator's, and a file name may hold a newline: one comment line.
+    let header = emit::comment_text(&format!(
         "made by topo-tune {} from {} (`topo-tune plan --output-dir`)",
         env!("CARGO_PKG_VERSION"),
         inv.path.display()
-    );
+    ));
     let slurm = slurm_files(inv, p, &header)?;
     let labels = k8s_labels(inv, p);
     let tree = Tree::open(dir).map_err(WriteError::from)?;

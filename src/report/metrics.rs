@@ -11,9 +11,21 @@ use std::fmt::Write as _;
 /// write goes through does not end so).
 pub(crate) const TEXTFILE: &str = "topo_tune_doctor.prom";
 
-/// A label value in the exposition format: `\`, `"` and newlines escaped.
+/// A label value in the text exposition format: backslash, double quote and newline escaped
+/// as the format says; any other control character (a CR makes prometheus_client refuse the
+/// whole file) written as the text of its escape, so a CR reads back as backslash-r.
 fn label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.extend(c.escape_debug().to_string().replace('\\', "\\\\").chars()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// 0 pass, 1 warn, 2 fail; -1 when the check does not apply here (skipped).
@@ -89,6 +101,14 @@ mod tests {
             detail: String::new(),
             fix: None,
         }
+    }
+
+    #[test]
+    fn label_values_never_hold_a_control_character() {
+        assert_eq!(label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        let shown = label("node1\rfake\u{1b}[2J\0");
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert_eq!(shown, "node1\\\\rfake\\\\u{1b}[2J\\\\0");
     }
 
     #[test]
