@@ -21,7 +21,7 @@ fn label(value: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c if c.is_control() => out.extend(c.escape_debug().to_string().replace('\\', "\\\\").chars()),
+            c if c.is_control() => out.push_str(&c.escape_debug().to_string().replace('\\', "\\\\")),
             c => out.push(c),
         }
     }
