@@ -150,7 +150,8 @@ pub fn doctor_answer(data: &[u8]) -> String {
     let r = serde_json::from_str::<crate::node::calls::DoctorReport>(&text(data))
         .map_err(|e| e.to_string())
         .and_then(|report| {
-            crate::doctor::answer::check(&report.hostname, &report.checks).map_err(|e| e.to_string())?;
+            crate::doctor::answer::check_report(&report.hostname, &report.checks, &crate::doctor::check_ids())
+                .map_err(|e| e.to_string())?;
             let detail = crate::report::doctor::DoctorDetail::from(&report);
             let row = crate::report::envelope::NodeRow::ok(&report.hostname, false, Some(detail));
             let gauges = crate::report::metrics::textfile(&[row], 0);

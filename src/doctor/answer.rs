@@ -3,28 +3,7 @@
 //! host name that is a host name. (Whether the name is another node of the inventory is the
 //! flow's to say: only it knows the inventory.)
 
-use super::finding::Check;
-use super::CHECKS;
-
-/// The longest detail or fix a check writes; a longer one is cut where it is made
-/// ([`bounded`]), so a longer one in an answer was not made by a doctor.
-pub(crate) const MAX_TEXT: usize = 8 << 10;
-/// What a cut text ends with.
-const CUT: &str = " … (cut)";
-
-/// `text`, cut at a character boundary so that it stays within [`MAX_TEXT`] bytes.
-pub(crate) fn bounded(mut text: String) -> String {
-    if text.len() <= MAX_TEXT {
-        return text;
-    }
-    let mut end = MAX_TEXT - CUT.len();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push_str(CUT);
-    text
-}
+use super::finding::{Check, MAX_TEXT};
 
 /// Why a node's doctor answer cannot be taken as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,8 +12,8 @@ pub(crate) enum BadReport {
     HostName(String),
     #[error("no checks: a node that ran doctor answers with every check it ran")]
     Empty,
-    #[error("{0} checks, more than the {max} this doctor has", max = CHECKS.len())]
-    TooMany(usize),
+    #[error("{0} checks, more than the {1} this doctor has")]
+    TooMany(usize, usize),
     #[error("checks[{0}].check: `{1}` is no check of this doctor")]
     Unknown(usize, String),
     #[error("checks[{0}].check: `{1}` answered twice")]
@@ -43,18 +22,18 @@ pub(crate) enum BadReport {
     TooLong(usize, &'static str, usize),
 }
 
-/// Why a node's checks cannot be taken as they are.
-pub(crate) fn check(hostname: &str, checks: &[Check]) -> Result<(), BadReport> {
+/// Why a node's checks cannot be taken as they are; `known`: the ids of this doctor's checks.
+pub(crate) fn check_report(hostname: &str, checks: &[Check], known: &[&str]) -> Result<(), BadReport> {
     crate::model::snapshot_check::host_name(hostname).map_err(|e| BadReport::HostName(e.to_string()))?;
     if checks.is_empty() {
         return Err(BadReport::Empty);
     }
-    if checks.len() > CHECKS.len() {
-        return Err(BadReport::TooMany(checks.len()));
+    if checks.len() > known.len() {
+        return Err(BadReport::TooMany(checks.len(), known.len()));
     }
     let mut seen = std::collections::HashSet::new();
     for (i, c) in checks.iter().enumerate() {
-        if !CHECKS.iter().any(|d| d.id == c.check) {
+        if !known.contains(&c.check.as_str()) {
             let shown: String = c.check.chars().take(64).flat_map(char::escape_debug).collect();
             return Err(BadReport::Unknown(i, shown));
         }
@@ -74,7 +53,13 @@ pub(crate) fn check(hostname: &str, checks: &[Check]) -> Result<(), BadReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::finding::Status;
+    use crate::doctor::finding::{bounded, Status, CUT};
+    use crate::doctor::CHECKS;
+
+    fn check(hostname: &str, checks: &[Check]) -> Result<(), BadReport> {
+        let known: Vec<&str> = CHECKS.iter().map(|d| d.id).collect();
+        check_report(hostname, checks, &known)
+    }
 
     fn row(id: &str) -> Check {
         Check {

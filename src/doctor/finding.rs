@@ -55,6 +55,26 @@ impl Finding {
     }
 }
 
+/// The longest detail or fix a check writes; a longer one is cut where it is made
+/// ([`bounded`]), so a longer one in an answer was not made by a doctor.
+pub(crate) const MAX_TEXT: usize = 8 << 10;
+/// What a cut text ends with.
+pub(super) const CUT: &str = " … (cut)";
+
+/// `text`, cut at a character boundary so that it stays within [`MAX_TEXT`] bytes.
+pub(crate) fn bounded(mut text: String) -> String {
+    if text.len() <= MAX_TEXT {
+        return text;
+    }
+    let mut end = MAX_TEXT - CUT.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(CUT);
+    text
+}
+
 /// One row of doctor's table: a finding under its check's id. On the wire (node answers, the
 /// JSON envelope) `fix` is a string, empty where there is none (doctor.schema.json).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,8 +91,8 @@ impl Check {
         Check {
             check: id.to_string(),
             status: f.status,
-            detail: super::answer::bounded(f.detail),
-            fix: f.fix.map(super::answer::bounded),
+            detail: bounded(f.detail),
+            fix: f.fix.map(bounded),
         }
     }
 }

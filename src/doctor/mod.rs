@@ -69,6 +69,11 @@ const fn def(
 }
 
 /// Every check, in the order of the table.
+/// The ids of every check, in table order (what a node's answer may hold).
+pub(crate) fn check_ids() -> Vec<&'static str> {
+    CHECKS.iter().map(|c| c.id).collect()
+}
+
 pub(crate) const CHECKS: &[CheckDef] = &[
     def(
         "mlx5-irq-placement",

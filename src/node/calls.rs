@@ -257,7 +257,8 @@ impl Call for Doctor {
     }
 
     fn check_answer(report: &DoctorReport) -> Result<(), BadAnswer> {
-        doctor::answer::check(&report.hostname, &report.checks).map_err(|e| BadAnswer(e.to_string()))
+        doctor::answer::check_report(&report.hostname, &report.checks, &doctor::check_ids())
+            .map_err(|e| BadAnswer(e.to_string()))
     }
 
     fn on_paper(&self, _node: &NodeSpec) -> Result<DoctorReport, Failure> {
