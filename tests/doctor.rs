@@ -761,3 +761,31 @@ fn nccl_conf_lines_are_judged_as_nccl_reads_them() {
     assert_eq!(s, "fail", "{d}");
     assert!(d.starts_with("/etc/environment:1 NCCL_P2P_DISABLE=1:"), "{d}");
 }
+
+/// A port state or rate the kernel did not write is said, not dropped: the port unread was
+/// the fastest of its model, so another port's downtrain is no longer proven either.
+#[test]
+fn an_unreadable_port_state_or_rate_is_a_finding_not_a_dropped_port() {
+    let n = Node::hgx();
+    let port = |nic: u32, f: &str| format!("/sys/class/infiniband/mlx5_{nic}/ports/1/{f}");
+    assert_eq!(row(&n.doctor(&[]).1, "ib-ports").0, "pass");
+    n.write(&port(2, "state"), "garbage\n");
+    let (s, d) = row(&n.doctor(&[]).1, "ib-ports");
+    assert_eq!(s, "warn", "{d}");
+    assert!(
+        d.contains("mlx5_2 port 1 state `garbage` is not what the kernel writes"),
+        "{d}"
+    );
+    n.write(&port(2, "state"), "4: ACTIVE\n");
+    n.write(&port(0, "rate"), "fast\n");
+    n.write(&port(3, "rate"), "-400 Gb/sec (4X NDR)\n");
+    let (s, d) = row(&n.doctor(&[]).1, "ib-ports");
+    assert_eq!(s, "warn", "{d}");
+    for nic in [0, 3] {
+        assert!(
+            d.contains(&format!("mlx5_{nic} port 1 rate `")) && d.contains("is unknown"),
+            "mlx5_{nic}: {d}"
+        );
+    }
+    assert!(!d.contains("runs at -400"), "a negative rate is not a rate: {d}");
+}

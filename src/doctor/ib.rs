@@ -30,6 +30,9 @@ struct Port<'a> {
     port: u32,
     state: Option<u8>,
     rate: Option<f64>,
+    /// `state` and `rate` as the files read, for one that did not parse.
+    state_text: Option<&'a str>,
+    rate_text: Option<&'a str>,
     roce: bool,
     roce_v2: bool,
 }
@@ -43,6 +46,8 @@ fn ports<'a>(nics: &[&'a Nic]) -> Vec<Port<'a>> {
                     port: p.port,
                     state: p.state_code,
                     rate: p.rate_gbps,
+                    state_text: p.state.as_deref(),
+                    rate_text: p.rate.as_deref(),
                     roce: p.link_layer == LinkLayer::Ethernet,
                     roce_v2: !p.roce_v2_gid_indexes.is_empty(),
                 })
@@ -59,7 +64,7 @@ pub(super) fn ib_ports(f: &Facts) -> Option<Finding> {
         return Some(Finding::skip("no InfiniBand or RoCE NIC carries GPU traffic here"));
     }
     let ports = ports(&nics);
-    if ports.iter().all(|p| p.state.is_none()) {
+    if ports.iter().all(|p| p.state.is_none() && p.state_text.is_none()) {
         return Some(Finding::skip("port states unknown (the node is described by a file)"));
     }
     let mut fails = Vec::new();
@@ -68,6 +73,7 @@ pub(super) fn ib_ports(f: &Facts) -> Option<Finding> {
         state(f, p, &mut fails);
     }
     rates(&ports, &mut fails, &mut warns);
+    warns.extend(unreadable(&ports));
     for p in ports.iter().filter(|p| p.roce && !p.roce_v2) {
         fails.push(format!(
             "{} port {} is RoCE with no RoCE v2 GID (gid_attrs/types): NCCL before 2.21 needs one, and RoCE v1 does not route",
@@ -144,6 +150,36 @@ fn rates(ports: &[Port], fails: &mut Vec<String>, warns: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// A state or rate the kernel did not write (`4: ACTIVE`, `400 Gb/sec (4X NDR)`): the port is
+/// not passed over — its health, and whether the ports of its model are downtrained (the
+/// fastest may be the one not read), is unknown, and said.
+fn unreadable(ports: &[Port]) -> Vec<String> {
+    let shown = |t: &str| t.chars().take(64).flat_map(char::escape_debug).collect::<String>();
+    let mut out = Vec::new();
+    for p in ports {
+        match (p.state, p.state_text) {
+            (None, Some(t)) => out.push(format!(
+                "{} port {} state `{}` is not what the kernel writes (`4: ACTIVE`): its health is unknown",
+                p.nic.name,
+                p.port,
+                shown(t)
+            )),
+            (Some(4), _) if p.rate.is_none() => {
+                if let Some(t) = p.rate_text {
+                    out.push(format!(
+                        "{} port {} rate `{}` is not what the kernel writes (`400 Gb/sec (4X NDR)`): its speed, and whether the ports of its model are downtrained, is unknown",
+                        p.nic.name,
+                        p.port,
+                        shown(t)
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Counters that grew since the last run, and the new values kept for the next.

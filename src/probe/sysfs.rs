@@ -106,7 +106,11 @@ fn rdma_port(fs: &FsRoot, base: &str, port: u32) -> RdmaPort {
     // `state` reads `4: ACTIVE`.
     let state_raw = fs.read_trimmed(&format!("{base}/state"));
     let (state_code, state) = match state_raw.as_deref().and_then(|s| s.split_once(':')) {
-        Some((code, text)) => (code.trim().parse().ok(), Some(text.trim().to_string())),
+        Some((code, text)) => match code.trim().parse() {
+            Ok(c) => (Some(c), Some(text.trim().to_string())),
+            // Kept as read, so that doctor can say what it could not read.
+            Err(_) => (None, state_raw.clone()),
+        },
         None => (None, state_raw.clone()),
     };
     // `rate` reads `400 Gb/sec (4X NDR)`.
@@ -114,7 +118,9 @@ fn rdma_port(fs: &FsRoot, base: &str, port: u32) -> RdmaPort {
     let rate_gbps = rate
         .as_deref()
         .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse::<f64>().ok());
+        .and_then(|n| n.parse::<f64>().ok())
+        // The kernel writes a rate in whole or decimal Gb/s: anything else is not read.
+        .filter(|g| g.is_finite() && (0.0..=10_000.0).contains(g));
     let link_layer = match fs.read_trimmed(&format!("{base}/link_layer")).as_deref() {
         Some("InfiniBand") => LinkLayer::InfiniBand,
         Some("Ethernet") => LinkLayer::Ethernet,
