@@ -692,25 +692,23 @@ fn is_comm_op(name: &str) -> bool {
 /// `multimem_all_gather_kernel`): communication over NVLink without NCCL. HTA 0.5 classes them
 /// as computation; topo-tune counts them as communication (docs/trace.md).
 fn is_symm_mem_kernel(name: &str) -> bool {
-    let n = name.strip_prefix("void ").unwrap_or(name);
-    let n = &n[..n.find(['<', '(']).unwrap_or(n.len())];
-    let n = n.rsplit("::").next().unwrap_or(n);
-    [
-        "multimem_all_reduce",
-        "one_shot_all_reduce",
-        "two_shot_all_reduce",
-        "multimem_all_gather",
-        "multimem_reduce_scatter",
-    ]
-    .iter()
-    .any(|k| n.starts_with(k))
+    // A prefix compare first: this runs for every computation kernel of every trace, and
+    // they live in PyTorch's `c10d::symmetric_memory` namespace (demangled as Kineto writes it).
+    let Some(rest) = name
+        .strip_prefix("void ")
+        .unwrap_or(name)
+        .strip_prefix("c10d::symmetric_memory::")
+    else {
+        return false;
+    };
+    rest.starts_with("multimem_") || rest.contains("shot_all_reduce")
 }
 
 /// HTA's kernel classes (hta/common/types.py, in its order: communication, then memory, then
 /// computation as the inverse of its non-compute pattern).
 pub(crate) fn gpu_class(name: &str) -> GpuClass {
     let starts = |p: &[&str]| p.iter().any(|x| name.starts_with(x));
-    if starts(&["nccl", "hip", "hccl"]) || name.contains("ncclKernel") || is_symm_mem_kernel(name) {
+    if starts(&["nccl", "hip", "hccl"]) || name.contains("ncclKernel") {
         return GpuClass::Comm;
     }
     if starts(&["Memcpy", "Memset", "dma"]) {
@@ -729,6 +727,8 @@ pub(crate) fn gpu_class(name: &str) -> GpuClass {
         || name.find("cuda").is_some_and(|i| name[i..].contains("LaunchKernel"));
     if not_compute {
         GpuClass::Other
+    } else if is_symm_mem_kernel(name) {
+        GpuClass::Comm
     } else {
         GpuClass::Compute
     }
