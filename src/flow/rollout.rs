@@ -65,15 +65,33 @@ fn resume(store: &Store, id: &str, inv: &Inventory, given: &Given) -> Result<Rol
 /// run — the record is the state directory's, cluster.yaml is what the operator reviewed.
 fn same_benchmark(r: &Rollout, inv: &Inventory, store: &Store) -> Result<(), Error> {
     let (was, now) = (&r.options.benchmark, &inv.benchmark);
+    // Compared as values; only what is shown is cut (a command may be long).
     let shown = |v: &dyn std::fmt::Debug| format!("{v:?}").chars().take(200).collect::<String>();
-    let fields: [(&str, String, String); 4] = [
-        ("command", shown(&was.command), shown(&now.command)),
-        ("runs_on", shown(&was.runs_on), shown(&now.runs_on)),
-        ("timeout_s", shown(&was.timeout_s), shown(&now.timeout_s)),
-        ("gpus_per_node", shown(&was.gpus_per_node), shown(&now.gpus_per_node)),
+    let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| (shown(a), shown(b));
+    let fields: [(&str, bool, (String, String)); 4] = [
+        (
+            "command",
+            was.command != now.command,
+            differs(&was.command, &now.command),
+        ),
+        (
+            "runs_on",
+            was.runs_on != now.runs_on,
+            differs(&was.runs_on, &now.runs_on),
+        ),
+        (
+            "timeout_s",
+            was.timeout_s != now.timeout_s,
+            differs(&was.timeout_s, &now.timeout_s),
+        ),
+        (
+            "gpus_per_node",
+            was.gpus_per_node != now.gpus_per_node,
+            differs(&was.gpus_per_node, &now.gpus_per_node),
+        ),
     ];
-    match fields.iter().find(|(_, a, b)| a != b) {
-        Some((field, a, b)) => Err(StateError::Invalid {
+    match fields.iter().find(|(_, differ, _)| *differ) {
+        Some((field, _, (a, b))) => Err(StateError::Invalid {
             path: store.show(&r.id),
             message: format!(
                 "options.benchmark.{field} is {a}, but {} says {b}: a resume runs only what cluster.yaml says (restore it, or start a new rollout); nothing was run or changed",

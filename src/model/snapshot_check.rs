@@ -382,12 +382,10 @@ fn gpu(i: usize, g: &Gpu) -> Result<(), FieldError> {
         }
     }
     if let Some(c) = &g.c2c {
-        let gbps_ok = c
-            .gbps_per_link
-            .is_none_or(|b| b.is_finite() && (0.0..=10_000.0).contains(&b));
-        if !(1..=MAX_NVLINKS as u32).contains(&c.links) || !gbps_ok {
-            return Err(err(format!("gpus[{i}].c2c"), "links 1 to 64, GB/s per link 0 to 10000"));
+        if !(1..=MAX_NVLINKS as u32).contains(&c.links) {
+            return Err(err(format!("gpus[{i}].c2c"), "links 1 to 64"));
         }
+        gbps(|| format!("gpus[{i}].c2c.gbps_per_link"), c.gbps_per_link, false)?;
     }
     if let Some(f) = &g.fabric {
         fabric(i, f)?;

@@ -34,7 +34,9 @@ pub(crate) fn wanted() -> bool {
     ISOLATE.load(Ordering::SeqCst) && !is_child()
 }
 
-fn is_child() -> bool {
+/// Whether this process is the child a parent spawned for an import or a tree (which the
+/// parent has already checked).
+pub(crate) fn is_child() -> bool {
     std::env::var_os(CHILD_MARK).is_some()
 }
 

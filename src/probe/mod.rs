@@ -373,7 +373,10 @@ fn sys_view(fs: &FsRoot, view: &hwloc::HwlocView) -> SysView {
 fn probe_machine(fsroot: Option<&Path>, fixture: Option<&Path>) -> Result<NodeSnapshot, ProbeError> {
     let fs = fs_root(fsroot)?;
     if let Some(root) = fsroot {
-        checked_tree(root)?;
+        // The parent walked the tree before it spawned this child: walk it once.
+        if !child::is_child() {
+            checked_tree(root)?;
+        }
         child::misbehave_for_tests(root);
     }
     let view = hwloc::discover(fsroot)?;
