@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled examples/cluster.yaml: six simulated nodes (AWS p5en and Azure
-# NDv5, from real topology files) probed, planned and given their NCCL files under
+# The main job on the bundled examples/cluster.yaml: ten simulated nodes (eight AWS p5en and two
+# Azure NDv5, from real topology files) probed, planned and given their NCCL files under
 # out/<host>/etc/..., then the plan (rings, node order, predicted busbw) and one node's
 # path matrix. No GPU, no ssh needed.
 set -euo pipefail

@@ -244,6 +244,56 @@ fn a_faster_candidate_is_promoted_through_every_wave() {
 }
 
 #[test]
+fn a_deliberate_rollback_after_a_promotion_is_not_drift() {
+    let f = fleet("FAKE_NCCL_RULES=NCCL_IB_HCA=1.08 FAKE_NCCL_NOISE=0.01");
+    let (code, doc) = f.apply(&["--canary", "rack-1"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    // A deliberate `rollback` of rack-1 is the operator's recorded decision, not drift: status
+    // says so and exits 0 for those nodes.
+    let o = topo_tune()
+        .args(["--output", "json", "rollback", "--nodes", "rack-1", "--cluster-config"])
+        .arg(&f.cfg)
+        .arg("--output-dir")
+        .arg(&f.out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    let (code, st) = f.status();
+    assert_eq!(code, Some(0), "{st:#}");
+    crate::common::assert_schema("status", &st);
+    let gpu1 = &st["nodes"][0];
+    assert_eq!(gpu1["host"], "gpu1");
+    assert!(
+        gpu1["rollout"]["rolled_back"]
+            .as_str()
+            .unwrap()
+            .contains("topo-tune rollback"),
+        "{gpu1:#}"
+    );
+    assert!(gpu1["rollout"].get("on_node").is_none());
+    // The same files taken away by hand, unrecorded, are drift.
+    let manifest = f.out.join("gpu3/etc/nccl/topo-tune/manifest.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    m["runs"] = Value::Array(Vec::new());
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let (code, st) = f.status();
+    assert_eq!(code, Some(6), "{st:#}");
+    let gpu3 = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["host"] == "gpu3")
+        .unwrap();
+    assert!(
+        gpu3["rollout"]["on_node"]
+            .as_str()
+            .unwrap()
+            .contains("undone here since"),
+        "{gpu3:#}"
+    );
+}
+
+#[test]
 fn a_slower_candidate_is_halted_on_the_canary_and_rolled_back_there() {
     let f = fleet("FAKE_NCCL_RULES=NCCL_IB_HCA=0.95 FAKE_NCCL_NOISE=0.01");
     // Every node already has an operator's nccl.conf.

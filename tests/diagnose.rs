@@ -52,6 +52,20 @@ fn a_healthy_sweep_is_fitted_and_held_against_the_prediction() {
     assert!(doc["findings"]["cliff"].is_null(), "{doc:#}");
     assert_eq!(doc["below_ceiling"], false);
     assert!(doc["predicted"]["busbw_gbps"].as_f64().unwrap() > 0.0);
+    // The demo's paper p5en nodes report no EFA rate: the ceiling rests on NCCL's default.
+    let assumed = doc["predicted"]["assumed"].as_str().unwrap();
+    assert!(assumed.starts_with("assumed: 16 NIC(s) report no rate"), "{doc:#}");
+    assert!(doc["msg"].as_str().unwrap().contains(assumed), "{}", doc["msg"]);
+
+    // Stated, the ceiling is the stated rate and says so.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("simulate: aws-p5en", "simulate: aws-p5en\n    nic_gbps: 200");
+    std::fs::write(&cfg, text).unwrap();
+    let (code, doc) = diagnose(&cfg, &dir.path().join("out"), &["--nodes", "rack-1"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let basis = doc["predicted"]["assumed"].as_str().unwrap_or("");
+    assert!(!basis.starts_with("assumed"), "{doc:#}");
 }
 
 #[test]

@@ -494,3 +494,119 @@ fn reserving_cpus_the_machine_lacks_is_an_error() {
     // The other checks still answer.
     assert_eq!(check(&doc, "nccl-disablers")["status"], "pass", "{doc:#}");
 }
+
+/// Every interrupt's affinity file, byte for byte.
+fn affinities(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(root.join("proc/irq"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let f = e.path().join("smp_affinity_list");
+            f.exists()
+                .then(|| (e.file_name().to_string_lossy().into_owned(), std::fs::read(f).unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn restore_puts_back_what_the_first_pin_changed_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machines::irq_box(root, Mlx5Naming::Modern);
+    // An affinity as a kernel prints it for a wide default mask, not topo-tune's own spelling.
+    std::fs::write(root.join("proc/irq/202/smp_affinity_list"), "0-63\n").unwrap();
+    let irqs = affinities(root);
+    let ib_config = std::fs::read(root.join("etc/default/irqbalance")).unwrap();
+    let pin = ["irq-pin", "--reserve-cpus", "0-3", "--irqbalance", "ban", "--install"];
+
+    let (code, out, err) = json(&pin, root);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("63 moved, 0 left to move, 0 already placed"),
+        "the summary counts what the run left, not what it planned: {}",
+        out["msg"]
+    );
+    let record = root.join("etc/topo-tune/irq-pin.before.json");
+    let first = std::fs::read(&record).expect("the old affinities are recorded");
+    let rec: Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(rec["irqs"]["202"]["affinity_list"], "0-63\n");
+    assert_eq!(rec["irqbalance"]["text"], String::from_utf8_lossy(&ib_config).as_ref());
+
+    // A second pin moves nothing and keeps the original record (not topo-tune's own pins).
+    let (_, again, _) = json(&pin, root);
+    assert_eq!(again["changed"], false, "{}", again["msg"]);
+    assert!(again["msg"]
+        .as_str()
+        .unwrap()
+        .starts_with("0 moved, 0 left to move, 63 already placed"));
+    assert_eq!(std::fs::read(&record).unwrap(), first);
+
+    // Dry run: what would go back, nothing changed, exit 3.
+    let (code, dry, _) = json(&["irq-pin", "--restore", "--dry-run"], root);
+    assert_eq!(code, Some(topo_tune::exit::CHANGES_PENDING.code()), "{dry:#}");
+    assert!(
+        dry["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("dry run: restore: 63 to put back"),
+        "{}",
+        dry["msg"]
+    );
+    assert_ne!(affinities(root), irqs);
+
+    let (code, back, err) = json(&["irq-pin", "--restore"], root);
+    assert_eq!(code, Some(0), "{err}{back:#}");
+    assert_eq!(back["changed"], true);
+    assert_eq!(affinities(root), irqs, "every affinity byte for byte as before");
+    assert_eq!(std::fs::read(root.join("etc/default/irqbalance")).unwrap(), ib_config);
+    assert!(
+        !root.join("etc/topo-tune/irq-pin.json").exists(),
+        "doctor no longer holds them to pins"
+    );
+    assert!(
+        !root.join("etc/systemd/system/topo-tune-irq-pin.service").exists(),
+        "nothing pins at boot"
+    );
+    assert!(!root.join("etc/udev/rules.d/99-topo-tune-irq-pin.rules").exists());
+    let (code, doc, _) = json(&["doctor", "--reserve-cpus", "0-3"], root);
+    assert_ne!(check(&doc, "irq-pins")["status"], "fail", "{code:?} {doc:#}");
+
+    // Again: a no-op.
+    let (code, twice, _) = json(&["irq-pin", "--restore"], root);
+    assert_eq!((code, &twice["changed"]), (Some(0), &Value::Bool(false)), "{twice:#}");
+    assert!(twice["msg"]
+        .as_str()
+        .unwrap()
+        .starts_with("restore: 0 put back, 63 already as recorded"));
+
+    // A record that is not topo-tune's is refused, and nothing moves.
+    let (_, _, _) = json(&pin, root);
+    let moved = affinities(root);
+    let mut forged = rec.clone();
+    forged["irqs"]["202"]["affinity_list"] = Value::from("0-3\nrm -rf /\n");
+    std::fs::write(&record, serde_json::to_vec(&forged).unwrap()).unwrap();
+    let (code, _, err) = json(&["irq-pin", "--restore"], root);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("is not a CPU list") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert_eq!(affinities(root), moved);
+}
+
+#[test]
+fn restore_with_nothing_recorded_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    machines::irq_box(dir.path(), Mlx5Naming::Modern);
+    let irqs = affinities(dir.path());
+    let (code, out, err) = json(&["irq-pin", "--restore"], dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out["msg"].as_str().unwrap().starts_with("nothing to restore"),
+        "{out:#}"
+    );
+    assert_eq!(affinities(dir.path()), irqs);
+}

@@ -20,6 +20,7 @@ mod inventory;
 mod irq;
 mod nccl_files;
 mod nccl_shapes;
+mod nodes;
 mod nvlink;
 mod plan;
 mod probe_fsroot;

@@ -330,3 +330,71 @@ fn the_real_machines_table_of_plan_md() {
         "docs/plan.md's table of real machines differs from what plan says now"
     );
 }
+
+/// Two NDv5 nodes from an NCCL topology file that gives no NIC rate, with `extra` under each.
+fn ndv5_pair(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let cfg = dir.join("c.yaml");
+    let topo = format!("{}/profiles/nccl/azure-ndv5-topo.xml", env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(
+        &cfg,
+        format!("nodes:\n  - host: \"ndv5-[01-02]\"\n    simulate: {topo}\n    gpu: h100-sxm5\n    nvlink: nvswitch\n{extra}"),
+    )
+    .unwrap();
+    cfg
+}
+
+#[test]
+fn a_prediction_on_nccls_default_nic_rate_says_assumed_and_a_stated_rate_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ndv5_pair(dir.path(), "");
+    let o = tt(["plan"]).json().config(&cfg).run();
+    assert_eq!(o.status.code(), Some(0));
+    let doc = crate::common::json(&o);
+    let solved = &doc["predicted"]["solved"];
+    assert_eq!(solved["bottleneck"], "network of ndv5-01");
+    assert_eq!(solved["bottleneck_gbps"], 96.0, "8 NICs × 12 GB/s, NCCL's default");
+    assert!(
+        solved["assumed"]
+            .as_str()
+            .unwrap()
+            .starts_with("assumed: 8 NIC(s) report no rate"),
+        "{solved:#}"
+    );
+    let notes = doc["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["code"] == "nic-rate-assumed" && n["level"] == "warn"),
+        "{notes:#?}"
+    );
+    let human = tt(["plan"]).config(&cfg).run();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("network of ndv5-01 (96.0 GB/s, assumed)"), "{text}");
+
+    // Stated at NDR's 400 Gb/s, the network (400 GB/s) is no longer the bottleneck.
+    let cfg = ndv5_pair(dir.path(), "    nic_gbps: 400\n");
+    let doc = crate::common::json(&tt(["plan"]).json().config(&cfg).run());
+    let solved = &doc["predicted"]["solved"];
+    assert_eq!(solved["bottleneck"], "intra-node ring on ndv5-01", "{solved:#}");
+    assert!(solved.get("assumed").is_none(), "{solved:#}");
+    // Where a stated rate is the bottleneck, the row says it is stated.
+    let cfg = ndv5_pair(dir.path(), "    nic_gbps: 200\n");
+    let doc = crate::common::json(&tt(["plan"]).json().config(&cfg).run());
+    let solved = &doc["predicted"]["solved"];
+    assert_eq!(solved["bottleneck_gbps"], 200.0, "8 × 200 Gb/s: {solved:#}");
+    assert!(
+        solved["assumed"].as_str().unwrap().contains("nic_gbps 200"),
+        "{solved:#}"
+    );
+    let text = String::from_utf8_lossy(&tt(["plan"]).config(&cfg).run().stdout).into_owned();
+    assert!(text.contains("network of ndv5-01 (200.0 GB/s, stated)"), "{text}");
+
+    let cfg = ndv5_pair(dir.path(), "    nic_gbps: 0\n");
+    let o = tt(["plan"]).json().config(&cfg).run();
+    assert_eq!(o.status.code(), Some(65));
+    let msg = crate::common::json(&o)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("c.yaml:6") && msg.contains("nic_gbps 0"), "{msg}");
+}

@@ -130,6 +130,14 @@ pub(crate) struct InitArgs {
     #[command(flatten)]
     pub(crate) gather: GatherArgs,
 
+    #[command(flatten)]
+    pub(crate) select: NodesArgs,
+
+    /// One row per node and file, as before output was folded (identical nodes are shown
+    /// once, under a host range, by default).
+    #[arg(long)]
+    pub(crate) per_node: bool,
+
     /// Apply this plan (`topo-tune plan --output-dir DIR` wrote DIR/plan.json) exactly, instead
     /// of planning again: the reviewed change set, nothing else. The nodes are still probed
     /// (or read from --from-probes): every setting is checked against their own facts.
@@ -228,6 +236,10 @@ pub(crate) struct IrqPinArgs {
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
     pub(crate) cluster: bool,
 
+    /// With a cluster: only these nodes (the grammar of `init --nodes`).
+    #[arg(long, value_name = "SEL")]
+    pub(crate) nodes: Option<String>,
+
     #[command(flatten)]
     pub(crate) reach: ReachArgs,
 
@@ -246,6 +258,12 @@ pub(crate) struct IrqPinArgs {
     /// Also install a systemd unit (and a udev rule for driver reloads) that pins again at boot.
     #[arg(long)]
     pub(crate) install: bool,
+
+    /// Undo: put every interrupt back where it was before irq-pin first moved it, byte for
+    /// byte (recorded in /etc/topo-tune/irq-pin.before.json before anything changed), and
+    /// irqbalance's config as it was; remove the boot unit. With --dry-run, what would change.
+    #[arg(long, conflicts_with_all = ["install", "include_control", "reserve_cpus"])]
+    pub(crate) restore: bool,
 }
 
 #[derive(Debug, Args)]
@@ -268,6 +286,14 @@ pub(crate) struct DoctorArgs {
     /// Check every node of the cluster TOPO_TUNE_CLUSTER_CONFIG names.
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
     pub(crate) cluster: bool,
+
+    /// With a cluster: only these nodes (the grammar of `init --nodes`).
+    #[arg(long, value_name = "SEL")]
+    pub(crate) nodes: Option<String>,
+
+    /// One row per node and check (identical nodes are folded under a host range by default).
+    #[arg(long)]
+    pub(crate) per_node: bool,
 
     #[command(flatten)]
     pub(crate) reach: ReachArgs,
@@ -386,6 +412,13 @@ pub(crate) struct StatusArgs {
     /// Where rollout records live (as for `apply`).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
     pub(crate) state_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(crate) select: NodesArgs,
+
+    /// One row per node (identical nodes are folded under a host range by default).
+    #[arg(long)]
+    pub(crate) per_node: bool,
 
     #[command(flatten)]
     pub(crate) reach: ReachArgs,
@@ -521,6 +554,13 @@ pub(crate) struct RollbackArgs {
     pub(crate) run: Option<String>,
 
     #[command(flatten)]
+    pub(crate) select: NodesArgs,
+
+    /// One row per node and file (identical nodes are folded under a host range by default).
+    #[arg(long)]
+    pub(crate) per_node: bool,
+
+    #[command(flatten)]
     pub(crate) reach: ReachArgs,
 }
 
@@ -537,6 +577,17 @@ pub(crate) struct NodeArgs {
     /// Describe the machine from an hwloc export instead.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FROM_HWLOC_XML")]
     pub(crate) from_hwloc_xml: Option<PathBuf>,
+}
+
+/// Which of the cluster's nodes a command works on (`init`, `rollback`, `status`, `doctor`,
+/// `irq-pin`).
+#[derive(Debug, Args)]
+pub(crate) struct NodesArgs {
+    /// Only these nodes: terms joined by commas — a rack name, `KEY=VALUE` on a label, hosts
+    /// (`gpu[001-016]`); `!TERM` leaves a term's nodes out (`rack-1,!gpu007`; only exclusions:
+    /// every other node). The grammar of `apply --canary`. Default: every node.
+    #[arg(long, value_name = "SEL", env = "TOPO_TUNE_NODES")]
+    pub(crate) nodes: Option<String>,
 }
 
 /// How nodes are reached (every command that fans out over a cluster).

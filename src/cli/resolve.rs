@@ -38,6 +38,17 @@ impl GatherArgs {
     pub(crate) fn resolve(&self) -> Result<GatherSettings, Error> {
         self.nodes.resolve_with(Inventory::load(&self.cluster_config)?)
     }
+
+    /// The same, cut to the nodes `sel` selects.
+    fn resolve_cut(&self, sel: Option<&str>) -> Result<GatherSettings, Error> {
+        self.nodes
+            .resolve_with(cut("--nodes", sel, Inventory::load(&self.cluster_config)?)?.0)
+    }
+}
+
+/// The inventory cut to a selector (`--nodes`, `--canary`), and its hosts in inventory order.
+fn cut(flag: &str, sel: Option<&str>, inv: Inventory) -> Result<(Inventory, Vec<String>), Error> {
+    crate::config::select::cut(flag, sel, inv).map_err(|e| Error::Usage(e.0))
 }
 
 impl NodeSourceArgs {
@@ -63,8 +74,9 @@ impl InitArgs {
             } else {
                 InitMode::Write
             },
-            gather: self.gather.resolve()?,
+            gather: self.gather.resolve_cut(self.select.nodes.as_deref())?,
             plan: self.plan.clone(),
+            per_node: self.per_node,
             output_dir: self.output_dir.clone(),
             check: self.checking(),
             diff: self.diff,
@@ -176,8 +188,13 @@ fn state_dir(flag: Option<&Path>) -> PathBuf {
 
 impl StatusArgs {
     pub(crate) fn resolve(&self) -> Result<StatusSettings, Error> {
-        let inv = Inventory::load(&self.cluster_config)?;
+        let (inv, _) = cut(
+            "--nodes",
+            self.select.nodes.as_deref(),
+            Inventory::load(&self.cluster_config)?,
+        )?;
         Ok(StatusSettings {
+            per_node: self.per_node,
             reach: self.reach.resolve(&inv),
             inv,
             state_dir: state_dir(self.state_dir.as_deref()),
@@ -188,8 +205,13 @@ impl StatusArgs {
 
 impl RollbackArgs {
     pub(crate) fn resolve(&self) -> Result<RollbackSettings, Error> {
-        let inv = Inventory::load(&self.cluster_config)?;
+        let (inv, _) = cut(
+            "--nodes",
+            self.select.nodes.as_deref(),
+            Inventory::load(&self.cluster_config)?,
+        )?;
         Ok(RollbackSettings {
+            per_node: self.per_node,
             reach: self.reach.resolve(&inv),
             inv,
             output_dir: self.output_dir.clone(),
@@ -205,12 +227,18 @@ fn scope(
     cluster_config: Option<&Path>,
     cluster: bool,
     fsroot: Option<&Path>,
+    nodes: Option<&str>,
     reach: &ReachArgs,
     reserve: Option<&CpuList>,
 ) -> Result<(Scope, CpuList), Error> {
     let cfg = super::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
         .map_err(|e| Error::Usage(e.0))?;
     Ok(match cfg {
+        None if nodes.is_some() => {
+            return Err(Error::Usage(
+                "--nodes selects nodes of a cluster: give --cluster-config FILE (or --cluster) with it".into(),
+            ))
+        }
         None => (
             Scope::Here {
                 fsroot: fsroot.map(Path::to_path_buf),
@@ -218,7 +246,7 @@ fn scope(
             reserve.cloned().unwrap_or_default(),
         ),
         Some(cfg) => {
-            let inv = Inventory::load(&cfg)?;
+            let (inv, _) = cut("--nodes", nodes, Inventory::load(&cfg)?)?;
             let reserved = reserve.or(inv.reserved_cpus.as_ref()).cloned().unwrap_or_default();
             let reach = reach.resolve(&inv);
             (
@@ -238,6 +266,7 @@ impl DoctorArgs {
             self.cluster_config.as_deref(),
             self.cluster,
             self.fsroot.as_deref(),
+            self.nodes.as_deref(),
             &self.reach,
             self.reserve_cpus.as_ref(),
         )?;
@@ -246,6 +275,7 @@ impl DoctorArgs {
             Scope::Here { .. } => self.nccl_version,
         };
         Ok(DoctorSettings {
+            per_node: self.per_node,
             scope,
             reserved,
             nccl_version,
@@ -261,6 +291,7 @@ impl IrqPinArgs {
             self.cluster_config.as_deref(),
             self.cluster,
             self.fsroot.as_deref(),
+            self.nodes.as_deref(),
             &self.reach,
             self.reserve_cpus.as_ref(),
         )?;
@@ -272,6 +303,7 @@ impl IrqPinArgs {
                 dry_run: self.dry_run,
                 irqbalance: self.irqbalance.into(),
                 install: self.install,
+                restore: self.restore,
             },
         })
     }
@@ -295,14 +327,7 @@ impl DiagnoseArgs {
                     .into(),
             )
         })?;
-        let full = Inventory::load(config)?;
-        let hosts = match &self.nodes {
-            Some(sel) => crate::config::select::select("--nodes", sel, &full).map_err(|e| Error::Usage(e.0))?,
-            None => full.nodes.iter().map(|n| n.host.clone()).collect(),
-        };
-        let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
-        let mut inv = full.clone();
-        inv.nodes.retain(|n| keep.contains(n.host.as_str()));
+        let (inv, hosts) = cut("--nodes", self.nodes.as_deref(), Inventory::load(config)?)?;
         Ok(DiagnoseSettings {
             gather: self.source.resolve_with(inv)?,
             hosts,
@@ -348,11 +373,11 @@ impl TuneArgs {
     /// The set (`--canary`), its inventory cut to it, and the rule's rounds and thresholds
     /// from cluster.yaml's `benchmark:` unless a flag says otherwise.
     pub(crate) fn resolve(&self) -> Result<TuneSettings, Error> {
-        let full = Inventory::load(&self.gather.cluster_config)?;
-        let hosts = crate::config::select::select("--canary", &self.canary, &full).map_err(|e| Error::Usage(e.0))?;
-        let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
-        let mut inv = full.clone();
-        inv.nodes.retain(|n| keep.contains(n.host.as_str()));
+        let (inv, hosts) = cut(
+            "--canary",
+            Some(&self.canary),
+            Inventory::load(&self.gather.cluster_config)?,
+        )?;
         let mut collectives = self.collectives.clone();
         collectives.sort();
         collectives.dedup();

@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::report::doctor::{self as doctor_report, DoctorPayload};
 use crate::report::envelope::{Envelope, Summary};
+use crate::report::fold::View;
 use crate::report::Printer;
 
 pub(crate) fn run(args: &DoctorArgs, printer: &Printer) -> Result<Done, Error> {
@@ -48,5 +49,6 @@ pub(crate) fn run(args: &DoctorArgs, printer: &Printer) -> Result<Done, Error> {
         nodes: rows,
         payload: DoctorPayload { summary, textfile },
     };
-    finish(printer, envelope, doctor_report::render)
+    let view = View::of(s.per_node);
+    finish(printer, envelope, |e| doctor_report::render(e, view))
 }

@@ -11,6 +11,7 @@ use crate::flow::plan::{gather_and_plan, reviewed_plan, Facts};
 use crate::flow::settings::{InitMode, InitSettings};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{Envelope, NodeRow, Summary};
+use crate::report::fold::View;
 use crate::report::write::{self as write_report, WriteDetail, WritePayload};
 use crate::report::Printer;
 
@@ -70,7 +71,8 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, s: &InitSettings, printer: &Pri
             summary,
         },
     };
-    finish(printer, envelope, write_report::render_init)
+    let view = View::of(s.per_node);
+    finish(printer, envelope, |e| write_report::render_init(e, view))
 }
 
 fn collect_only(s: &InitSettings, printer: &Printer) -> Result<Done, Error> {
@@ -111,7 +113,7 @@ fn list(s: &InitSettings, printer: &Printer) -> Result<Done, Error> {
     let msg = format!(
         "{} nodes would be probed ({} declared in {}); nothing was contacted",
         rows.len(),
-        s.gather.inv.nodes.len(),
+        s.gather.inv.nodes.len() + s.gather.inv.set_aside.len(),
         s.gather.inv.path.display()
     );
     let envelope = Envelope {

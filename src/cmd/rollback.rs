@@ -5,6 +5,7 @@ use crate::cli::RollbackArgs;
 use crate::error::Error;
 use crate::exit;
 use crate::report::envelope::{Envelope, Summary};
+use crate::report::fold::View;
 use crate::report::write::{self as write_report, RollbackPayload};
 use crate::report::Printer;
 
@@ -28,5 +29,6 @@ pub(crate) fn run(args: &RollbackArgs, printer: &Printer) -> Result<Done, Error>
             summary,
         },
     };
-    finish(printer, envelope, write_report::render_rollback)
+    let view = View::of(s.per_node);
+    finish(printer, envelope, |e| write_report::render_rollback(e, view))
 }

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::exit;
 use crate::flow::status::{standing, Standing};
 use crate::report::envelope::{Envelope, NodeRow, NodeStatus, Summary};
+use crate::report::fold::View;
 use crate::report::status::{render_status, StatusDetail, StatusPayload};
 use crate::report::Printer;
 
@@ -55,7 +56,8 @@ pub(crate) fn run(args: &StatusArgs, printer: &Printer) -> Result<Done, Error> {
             unreadable_records: unreadable,
         },
     };
-    finish(printer, envelope, render_status)
+    let view = View::of(s.per_node);
+    finish(printer, envelope, |e| render_status(e, view))
 }
 
 fn message(

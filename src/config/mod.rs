@@ -131,6 +131,9 @@ struct RawNode {
     /// NICs or ports of this node that carry no GPU traffic (added to the top-level list).
     #[serde(default)]
     non_gpu_nics: Vec<Spanned<String>>,
+    /// Gb/s per RDMA NIC, where the node reports no port rate.
+    #[serde(default, deserialize_with = "present")]
+    nic_gbps: Option<Spanned<u32>>,
     /// The node's name in Slurm, where it differs from `host` (a range for a range).
     #[serde(default, deserialize_with = "present")]
     slurm_name: Option<Spanned<String>>,
@@ -147,6 +150,9 @@ struct RawMesh {
     #[serde(default, deserialize_with = "present")]
     links: Option<Vec<Vec<u32>>>,
 }
+
+/// The highest NIC rate `nic_gbps:` takes, Gb/s (1.6 Tb/s ports are shipping; headroom beyond).
+const MAX_NIC_GBPS: u32 = 10_000;
 
 /// Most GPUs a stated mesh may list, and links per pair (a GPU has 18 today).
 const MESH_MAX_GPUS: usize = 64;
@@ -174,6 +180,9 @@ pub struct Inventory {
     pub nccl_version: Option<crate::model::NcclVersion>,
     pub(crate) benchmark: benchmark::Benchmark,
     pub nodes: Vec<NodeSpec>,
+    /// Nodes of the file a `--nodes` selection left out: not worked on, but still the
+    /// cluster's (an answer naming one is another node's; a record naming one is not foreign).
+    pub(crate) set_aside: Vec<NodeSpec>,
 }
 
 /// cluster.yaml's `ssh:` section: how its nodes are reached unless a flag says otherwise
@@ -327,6 +336,7 @@ impl Inventory {
             nccl_version,
             benchmark,
             nodes,
+            set_aside: Vec::new(),
         })
     }
 }
@@ -788,12 +798,26 @@ impl Loader<'_> {
             }
             None => None,
         };
+        let nic_gbps = match &n.nic_gbps {
+            Some(r) if (1..=MAX_NIC_GBPS).contains(&r.value) => Some(r.value),
+            Some(r) => {
+                return Err(self.at(
+                    &r.referenced,
+                    format!(
+                    "nic_gbps {}: Gb/s per RDMA NIC, 1 to {MAX_NIC_GBPS} (400 for NDR InfiniBand, 200 for EFA on p5en)",
+                    r.value
+                ),
+                ))
+            }
+            None => None,
+        };
         Ok(NodeHints {
             nvlink,
             gpu: n.gpu.as_ref().map(|g| self.gpu_part(g)).transpose()?,
             non_gpu_nics,
             nvlink_mesh,
             nvlink_domain,
+            nic_gbps,
         })
     }
 

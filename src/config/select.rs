@@ -26,53 +26,120 @@ impl From<SelectError> for String {
     }
 }
 
-/// The hosts `sel` names: a rack (`rack: NAME` label), a `KEY=VALUE` label, or a host list
-/// or range. Nothing selected is an error, as is a host not in the inventory; `flag` is the
+/// The hosts `sel` names, in inventory order. `sel` is terms joined by commas (commas inside
+/// `[…]` belong to a range): a rack (`rack: NAME` label), `KEY=VALUE` on any label, or a host
+/// list or range (`gpu[001-016]`); a term after `!` takes its nodes out (Ansible's `--limit`
+/// spelling; pdsh's and clush's `-x`). Only exclusions start from every node. A term that
+/// matches no node, a host not in the inventory, and nothing left are errors; `flag` is the
 /// option the selector came from (`--canary`, `--nodes`), named in the message.
 pub(crate) fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, SelectError> {
     let sel = sel.trim();
-    let picked: Vec<&NodeSpec> = if let Some((k, v)) = sel.split_once('=') {
-        inv.nodes
-            .iter()
-            .filter(|n| n.labels.get(k.trim()).is_some_and(|x| x == v.trim()))
-            .collect()
-    } else if inv.nodes.iter().any(|n| n.labels.get("rack").is_some_and(|r| r == sel)) {
-        inv.nodes
-            .iter()
-            .filter(|n| n.labels.get("rack").is_some_and(|r| r == sel))
-            .collect()
-    } else {
-        let mut hosts = Vec::new();
-        for part in split_top_level(sel) {
-            hosts.extend(hostlist::expand(part).map_err(|e| SelectError(format!("{flag} {sel}: {e}")))?);
+    let mut wanted: Option<BTreeSet<&str>> = None;
+    let mut unwanted: BTreeSet<&str> = BTreeSet::new();
+    for term in split_top_level(sel) {
+        let (out, term) = match term.strip_prefix('!') {
+            Some(rest) => (true, rest.trim()),
+            None => (false, term),
+        };
+        let hosts = term_hosts(flag, sel, term, inv)?;
+        if out {
+            unwanted.extend(hosts);
+        } else {
+            wanted.get_or_insert_with(BTreeSet::new).extend(hosts);
         }
-        let wanted: BTreeSet<&str> = hosts.iter().map(String::as_str).collect();
-        if let Some(missing) = hosts.iter().find(|h| !inv.nodes.iter().any(|n| &n.host == *h)) {
-            let racks: BTreeSet<&str> = inv
-                .nodes
-                .iter()
-                .filter_map(|n| n.labels.get("rack"))
-                .map(String::as_str)
-                .collect();
-            return Err(SelectError(format!(
-                "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
-                if racks.is_empty() {
-                    "none labelled".to_string()
-                } else {
-                    racks.into_iter().collect::<Vec<_>>().join(", ")
-                },
-                inv.path.display()
-            )));
-        }
-        inv.nodes.iter().filter(|n| wanted.contains(n.host.as_str())).collect()
-    };
+    }
+    let picked: Vec<String> = inv
+        .nodes
+        .iter()
+        .filter(|n| wanted.as_ref().is_none_or(|w| w.contains(n.host.as_str())))
+        .filter(|n| !unwanted.contains(n.host.as_str()))
+        .map(|n| n.host.clone())
+        .collect();
     if picked.is_empty() {
         return Err(SelectError(format!(
-            "{flag} {sel}: no node of {} matches",
+            "{flag} {sel}: no node of {} is left",
             inv.path.display()
         )));
     }
-    Ok(picked.into_iter().map(|n| n.host.clone()).collect())
+    Ok(picked)
+}
+
+/// One term's hosts: a `KEY=VALUE` label, a rack, or hosts of the inventory.
+fn term_hosts<'a>(flag: &str, sel: &str, term: &str, inv: &'a Inventory) -> Result<Vec<&'a str>, SelectError> {
+    if term.is_empty() {
+        return Err(SelectError(format!("{flag} {sel}: an empty term")));
+    }
+    let labelled = |k: &str, v: &str| -> Vec<&'a str> {
+        inv.nodes
+            .iter()
+            .filter(|n| n.labels.get(k).is_some_and(|x| x == v))
+            .map(|n| n.host.as_str())
+            .collect()
+    };
+    let picked = if let Some((k, v)) = term.split_once('=') {
+        labelled(k.trim(), v.trim())
+    } else if inv
+        .nodes
+        .iter()
+        .any(|n| n.labels.get("rack").is_some_and(|r| r == term))
+    {
+        labelled("rack", term)
+    } else {
+        let hosts = hostlist::expand(term).map_err(|e| SelectError(format!("{flag} {sel}: {e}")))?;
+        let known: std::collections::HashMap<&str, &'a str> =
+            inv.nodes.iter().map(|n| (n.host.as_str(), n.host.as_str())).collect();
+        let mut out = Vec::with_capacity(hosts.len());
+        for h in &hosts {
+            match known.get(h.as_str()) {
+                Some(host) => out.push(*host),
+                None => return Err(not_a_node(flag, sel, h, inv)),
+            }
+        }
+        out
+    };
+    if picked.is_empty() {
+        return Err(SelectError(format!(
+            "{flag} {sel}: `{term}` matches no node of {}",
+            inv.path.display()
+        )));
+    }
+    Ok(picked)
+}
+
+fn not_a_node(flag: &str, sel: &str, missing: &str, inv: &Inventory) -> SelectError {
+    let racks: BTreeSet<&str> = inv
+        .nodes
+        .iter()
+        .filter_map(|n| n.labels.get("rack"))
+        .map(String::as_str)
+        .collect();
+    SelectError(format!(
+        "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
+        if racks.is_empty() {
+            "none labelled".to_string()
+        } else {
+            racks.into_iter().collect::<Vec<_>>().join(", ")
+        },
+        inv.path.display()
+    ))
+}
+
+/// The inventory cut to what `sel` selects (the nodes left out kept aside, for telling one
+/// node's answer from another's), and the selected hosts in inventory order. `None`: all.
+pub(crate) fn cut(flag: &str, sel: Option<&str>, inv: Inventory) -> Result<(Inventory, Vec<String>), SelectError> {
+    let Some(sel) = sel else {
+        let hosts = inv.nodes.iter().map(|n| n.host.clone()).collect();
+        return Ok((inv, hosts));
+    };
+    let hosts = select(flag, sel, &inv)?;
+    let keep: std::collections::HashSet<&str> = hosts.iter().map(String::as_str).collect();
+    let mut inv = inv;
+    let (nodes, aside): (Vec<NodeSpec>, Vec<NodeSpec>) = std::mem::take(&mut inv.nodes)
+        .into_iter()
+        .partition(|n| keep.contains(n.host.as_str()));
+    inv.nodes = nodes;
+    inv.set_aside.extend(aside);
+    Ok((inv, hosts))
 }
 
 /// `a,b[1-3,5],c` → `a`, `b[1-3,5]`, `c` (commas inside brackets belong to the range).
@@ -179,7 +246,58 @@ mod tests {
             .unwrap_err()
             .0
             .contains("racks: rack-1, rack-10, rack-2"));
-        assert!(select("--canary", "pool=b", &inv).unwrap_err().0.contains("no node"));
+        assert!(select("--canary", "pool=b", &inv)
+            .unwrap_err()
+            .0
+            .contains("matches no node"));
+    }
+
+    #[test]
+    fn terms_add_up_and_exclusions_take_out() {
+        let inv = inv();
+        // A rack and a host beside it; inventory order, each host once.
+        assert_eq!(
+            select("--nodes", "gpu07,rack-1,gpu02", &inv).unwrap(),
+            ["gpu01", "gpu02", "gpu03", "gpu04", "gpu07"]
+        );
+        assert_eq!(
+            select("--nodes", "rack-1,!gpu[02-03]", &inv).unwrap(),
+            ["gpu01", "gpu04"]
+        );
+        assert_eq!(select("--nodes", "pool=a,!rack=rack-2", &inv).unwrap().len(), 4);
+        // Only exclusions: everything else.
+        assert_eq!(
+            select("--nodes", "!rack-1,!gpu05", &inv).unwrap(),
+            ["gpu06", "gpu07", "gpu08"]
+        );
+        // A typo in an exclusion would touch more than meant: refused like any other.
+        assert!(select("--nodes", "!rack-9", &inv)
+            .unwrap_err()
+            .0
+            .contains("`rack-9` is neither"));
+        assert!(select("--nodes", "!pool=b", &inv)
+            .unwrap_err()
+            .0
+            .contains("`pool=b` matches no node"));
+        assert!(select("--nodes", "rack-1,!rack-1", &inv)
+            .unwrap_err()
+            .0
+            .contains("no node of c.yaml is left"));
+        assert!(
+            select("--nodes", "rack-1,,gpu05", &inv).is_ok(),
+            "empty parts between commas are dropped"
+        );
+        assert!(select("--nodes", "!", &inv).unwrap_err().0.contains("an empty term"));
+    }
+
+    #[test]
+    fn a_cut_keeps_the_rest_aside() {
+        let (cut, hosts) = cut("--nodes", Some("rack-2"), inv()).unwrap();
+        assert_eq!(hosts, ["gpu07", "gpu08"]);
+        assert_eq!(cut.nodes.len(), 2);
+        assert_eq!(cut.set_aside.len(), 6);
+        let (all, hosts) = super::cut("--nodes", None, inv()).unwrap();
+        assert_eq!((all.nodes.len(), hosts.len(), all.set_aside.len()), (8, 8, 0));
     }
 
     #[test]

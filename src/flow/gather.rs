@@ -132,6 +132,7 @@ impl<'a> Names<'a> {
         Names(
             inv.nodes
                 .iter()
+                .chain(&inv.set_aside)
                 .flat_map(|n| [n.host.as_str(), n.slurm_name.as_str()])
                 .collect(),
         )

@@ -275,7 +275,13 @@ pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, Refusa
         )));
     }
     let plan: Plan = serde_json::from_str(text).map_err(|e| Refusal(format!("not a topo-tune plan: {e}")))?;
-    let known: HashSet<&str> = inv.nodes.iter().map(|n| n.host.as_str()).collect();
+    // A plan for the whole cluster, applied to the nodes `--nodes` selects, names the others.
+    let known: HashSet<&str> = inv
+        .nodes
+        .iter()
+        .chain(&inv.set_aside)
+        .map(|n| n.host.as_str())
+        .collect();
     let strangers: Vec<&str> = plan
         .nccl
         .classes

@@ -72,6 +72,8 @@ pub(crate) struct InitSettings {
     /// `--check` or `--dry-run`: write nothing.
     pub(crate) check: bool,
     pub(crate) diff: bool,
+    /// `--per-node`: the tables unfolded.
+    pub(crate) per_node: bool,
 }
 
 /// `plan`.
@@ -133,7 +135,9 @@ pub(crate) struct Given {
 /// `status`.
 #[derive(Debug, Clone)]
 pub(crate) struct StatusSettings {
+    /// Cut to `--nodes` (the nodes left out set aside).
     pub(crate) inv: Inventory,
+    pub(crate) per_node: bool,
     pub(crate) reach: ReachSettings,
     pub(crate) state_dir: PathBuf,
     pub(crate) output_dir: Option<PathBuf>,
@@ -142,7 +146,9 @@ pub(crate) struct StatusSettings {
 /// `rollback`.
 #[derive(Debug, Clone)]
 pub(crate) struct RollbackSettings {
+    /// Cut to `--nodes` (the nodes left out set aside).
     pub(crate) inv: Inventory,
+    pub(crate) per_node: bool,
     pub(crate) reach: ReachSettings,
     pub(crate) output_dir: Option<PathBuf>,
     pub(crate) run: Option<String>,
@@ -160,7 +166,9 @@ pub(crate) enum Scope {
 /// `doctor`.
 #[derive(Debug, Clone)]
 pub(crate) struct DoctorSettings {
+    /// With a cluster, cut to `--nodes`.
     pub(crate) scope: Scope,
+    pub(crate) per_node: bool,
     /// `--reserve-cpus`, else cluster.yaml's `reserved_cpus`, else none.
     pub(crate) reserved: CpuList,
     pub(crate) textfile: Option<PathBuf>,

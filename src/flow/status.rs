@@ -106,14 +106,24 @@ fn rollout_of(rollouts: &[&Rollout], host: &str, node: Option<&NodeState>) -> Op
             .enumerate()
             .find(|(_, w)| w.hosts.iter().any(|h| h == host))?;
         let wrote = w.phase == Phase::Promoted && w.changed.iter().any(|h| h == host);
-        let on_node = node.filter(|s| wrote && !s.runs.contains(&w.run_id)).and_then(|s| {
+        let gone = node.filter(|s| wrote && !s.runs.contains(&w.run_id)).filter(|s| {
             let replaced = s.runs.last().is_some_and(|last| last.as_str() > w.run_id.as_str());
-            (!replaced).then(|| {
-                format!(
-                    "this wave's run {} was undone here since it was promoted (the node's files are not the promoted ones)",
-                    w.run_id
-                )
-            })
+            !replaced
+        });
+        // `topo-tune rollback` records what it undid: that is the operator's decision, as
+        // recorded, not drift; anything else took the promoted files away unrecorded.
+        let deliberate = gone.is_some_and(|s| s.undone.as_deref() == Some(w.run_id.as_str()));
+        let on_node = gone.filter(|_| !deliberate).map(|_| {
+            format!(
+                "this wave's run {} was undone here since it was promoted (the node's files are not the promoted ones)",
+                w.run_id
+            )
+        });
+        let rolled_back = deliberate.then(|| {
+            format!(
+                "this wave's run {} was rolled back here since (topo-tune rollback)",
+                w.run_id
+            )
         });
         Some(RolloutRef {
             id: r.id.clone(),
@@ -125,6 +135,7 @@ fn rollout_of(rollouts: &[&Rollout], host: &str, node: Option<&NodeState>) -> Op
             large_change: w.verdict.as_ref().map(|v| v.large),
             outcome: w.outcome.clone(),
             on_node,
+            rolled_back,
         })
     })
 }

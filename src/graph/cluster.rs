@@ -53,6 +53,8 @@ pub(crate) struct HostFacts {
     pub(crate) hop_latency_us: f64,
     /// GB/s the host puts on the network.
     pub(crate) net_gbps: f64,
+    /// What that figure rests on when not the node's own report (`nic_gbps:`, NCCL's default).
+    pub(crate) net_assumed: Option<String>,
     /// GB/s the host puts into its NVLink domain (its GPUs' NVLink together); 0 outside one.
     pub(crate) nvlink_gbps: f64,
 }
@@ -396,6 +398,7 @@ mod tests {
             ring_gbps: 150.0,
             hop_latency_us: 0.6,
             net_gbps,
+            net_assumed: None,
             nvlink_gbps: 0.0,
         }
     }

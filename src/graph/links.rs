@@ -377,29 +377,74 @@ pub(crate) fn nvlink_out_gbps(snap: &NodeSnapshot, l: &GpuLinks, basis: &NvlinkB
         .sum()
 }
 
-/// GB/s a host can put on the network: its RDMA NICs' port rates, else sockets.
-pub fn host_net_gbps(snap: &NodeSnapshot) -> f64 {
+/// GB/s a host can put on the network, and what it rests on when not on the node's own
+/// figures.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NetRate {
+    pub(crate) gbps: f64,
+    /// Why the figure is not the node's own report: some NIC's rate assumed or stated.
+    pub(crate) assumed: Option<String>,
+}
+
+/// GB/s a host can put on the network: each RDMA NIC's port rate as the node reports it, else
+/// cluster.yaml's `nic_gbps` (`stated`, Gb/s), else NCCL's default for a NIC that reports none
+/// (`assumed`, said so); without RDMA NICs, its sockets.
+pub(crate) fn host_net(snap: &NodeSnapshot, stated: Option<u32>) -> NetRate {
+    let mut defaulted = 0;
+    let mut stated_used = 0;
     let rdma: f64 = snap
         .nics
         .iter()
         .filter(|n| n.kind == NicKind::Rdma)
         .map(|n| {
-            n.rdma
+            let reported = n
+                .rdma
                 .as_ref()
-                .and_then(|r| r.ports.iter().filter_map(|p| p.rate_gbps).reduce(f64::max))
-                .map_or(DEFAULT_NET_GBPS, |gb| gb / 8.0)
+                .and_then(|r| r.ports.iter().filter_map(|p| p.rate_gbps).reduce(f64::max));
+            match (reported, stated) {
+                (Some(gb), _) => gb / 8.0,
+                (None, Some(gb)) => {
+                    stated_used += 1;
+                    f64::from(gb) / 8.0
+                }
+                (None, None) => {
+                    defaulted += 1;
+                    DEFAULT_NET_GBPS
+                }
+            }
         })
         .sum();
+    let assumed = match (defaulted, stated_used) {
+        (0, 0) => None,
+        (0, n) => Some(format!(
+            "{n} NIC(s) at cluster.yaml's nic_gbps {} Gb/s (the node reports no rate)",
+            stated.unwrap_or_default()
+        )),
+        (n, _) => Some(format!(
+            "assumed: {n} NIC(s) report no rate, each taken at NCCL's default {DEFAULT_NET_GBPS} GB/s (100 Gb/s); state `nic_gbps:` in cluster.yaml"
+        )),
+    };
     if rdma > 0.0 {
-        rdma
-    } else {
-        snap.nics
-            .iter()
-            .flat_map(|n| n.netdevs.iter())
-            .filter_map(|d| d.speed_mbps)
-            .max()
-            .map_or(SOCKET_FALLBACK_GBPS, |m| m as f64 / 8000.0)
+        return NetRate { gbps: rdma, assumed };
     }
+    NetRate {
+        gbps: socket_gbps(snap),
+        assumed: None,
+    }
+}
+
+/// GB/s a host can put on the network: [`host_net`] without a stated rate.
+pub fn host_net_gbps(snap: &NodeSnapshot) -> f64 {
+    host_net(snap, None).gbps
+}
+
+fn socket_gbps(snap: &NodeSnapshot) -> f64 {
+    snap.nics
+        .iter()
+        .flat_map(|n| n.netdevs.iter())
+        .filter_map(|d| d.speed_mbps)
+        .max()
+        .map_or(SOCKET_FALLBACK_GBPS, |m| m as f64 / 8000.0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 pub(crate) mod irqbalance;
 pub(crate) mod pin;
+pub(crate) mod restore;
 pub(crate) mod system;
 
 use crate::model::snapshot::{IrqClass, Nic, NodeSnapshot};

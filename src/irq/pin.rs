@@ -27,6 +27,9 @@ pub(crate) struct PinRequest {
     pub(crate) dry_run: bool,
     pub(crate) irqbalance: IrqbalancePolicy,
     pub(crate) install: bool,
+    /// Put back what the first pin recorded instead of pinning (`--restore`).
+    #[serde(default)]
+    pub(crate) restore: bool,
 }
 
 /// What it did.
@@ -42,6 +45,17 @@ pub(crate) struct PinReport {
 
 /// Pin on the machine under `fs` (its snapshot already taken).
 pub(crate) fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn System) -> Result<PinReport, IrqError> {
+    if req.restore {
+        let r = super::restore::restore(fs, req.dry_run, sys)?;
+        return Ok(PinReport {
+            hostname: snap.hostname.clone(),
+            changed: r.changed,
+            dry_run: req.dry_run,
+            msg: r.msg,
+            notes: r.notes,
+            plan: r.plan,
+        });
+    }
     let topo = read_cpu_topology(fs, snap)?;
     super::check_reserved(&topo, &req.reserved)?;
     let mut plan = plan(snap, &topo, &req.reserved, req.include_control, &|n| is_managed(fs, n))?;
@@ -51,6 +65,8 @@ pub(crate) fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn 
     let mut changed = false;
     let mut notes = plan.notes.clone();
     if !req.dry_run {
+        // What is about to change is written down first: `--restore` puts it back.
+        super::restore::remember(fs, &plan, about_to_ban(fs, req).as_deref())?;
         apply(fs, &mut plan);
         changed |= plan.pins.iter().any(|p| p.action == PinAction::Set);
         remember(fs, &plan, req.include_control)?;
@@ -85,6 +101,12 @@ fn remember(fs: &FsRoot, plan: &IrqPlan, include_control: bool) -> Result<(), Ir
     })? + "\n";
     Tree::open(fs.root())?.write(IRQ_STATE, state.as_bytes(), 0o644)?;
     Ok(())
+}
+
+/// The irqbalance config `keep_irqbalance_off` is about to change, if it is.
+fn about_to_ban(fs: &FsRoot, req: &PinRequest) -> Option<String> {
+    let ib = irqbalance::status(fs);
+    (req.irqbalance == IrqbalancePolicy::Ban && !req.dry_run && ib.running && !ib.bans_mlx5).then_some(ib.config)
 }
 
 /// irqbalance would move the pins again: ban mlx5 in its config (with `--irqbalance ban`) or
@@ -196,12 +218,21 @@ pub(crate) fn systemd_quote(word: &str) -> String {
     out
 }
 
+/// What the run leaves: a dry run says what is to move; a real one what it moved and what
+/// is still left to move (the moves that failed).
 fn summary(plan: &IrqPlan, dry_run: bool) -> String {
     let count = |a: PinAction| plan.pins.iter().filter(|p| p.action == a).count();
+    let moves = if dry_run {
+        format!("dry run: {} to move", count(PinAction::Set))
+    } else {
+        format!(
+            "{} moved, {} left to move",
+            count(PinAction::Set),
+            count(PinAction::Failed)
+        )
+    };
     format!(
-        "{}{} to move, {} already placed, {} unsupported (managed), {} control left alone, {} failed",
-        if dry_run { "dry run: " } else { "" },
-        count(PinAction::Set),
+        "{moves}, {} already placed, {} unsupported (managed), {} control left alone, {} failed",
         count(PinAction::Keep),
         count(PinAction::Unsupported),
         count(PinAction::Leave),
@@ -221,6 +252,7 @@ mod tests {
             dry_run: false,
             irqbalance,
             install: true,
+            restore: false,
         }
     }
 

@@ -92,4 +92,7 @@ pub struct NodeHints {
     /// cannot say (files, paper nodes); `declared_at` of the statement beside it.
     #[serde(default)]
     pub nvlink_domain: Option<String>,
+    /// `nic_gbps:`: whole Gb/s per RDMA NIC where the node reports no port rate (files, paper nodes).
+    #[serde(default)]
+    pub nic_gbps: Option<u32>,
 }

@@ -30,6 +30,9 @@ pub(crate) const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json"
 pub(crate) const BACKUPS: &str = "backups";
 /// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).
 pub(crate) const IRQ_STATE: &str = "/etc/topo-tune/irq-pin.json";
+/// Each interrupt's affinity (and irqbalance's config) before `irq-pin` first changed it:
+/// what `irq-pin --restore` puts back.
+pub(crate) const IRQ_BEFORE: &str = "/etc/topo-tune/irq-pin.before.json";
 /// irqbalance's config, Debian/Ubuntu first, then RHEL.
 pub(crate) const IRQBALANCE_CONFIGS: [&str; 2] = ["/etc/default/irqbalance", "/etc/sysconfig/irqbalance"];
 /// The boot-time re-pinning that `irq-pin --install` writes.

@@ -105,6 +105,10 @@ pub struct Prediction {
     pub bottleneck_gbps: f64,
     pub bottleneck: String,
     pub latency_us: f64,
+    /// The bottleneck's figure is not the node's own report: what it rests on (an assumed
+    /// default NIC rate, or cluster.yaml's `nic_gbps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumed: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,10 +12,13 @@ use serde::Serialize;
 use std::fmt::Write as _;
 
 /// What the planner predicts for the swept nodes.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct Prediction {
     pub(crate) busbw_gbps: f64,
     pub(crate) latency_us: f64,
+    /// The ceiling rests on a figure that is not the nodes' own (an assumed NIC rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) assumed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]

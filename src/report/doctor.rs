@@ -2,17 +2,19 @@
 
 use super::envelope::Summary;
 use super::envelope::{Envelope, NodeStatus};
+use super::fold::{self, View};
 use super::{failure_text, table};
 use crate::doctor::Check;
 use crate::doctor::Status;
 use crate::node::calls::DoctorReport;
 use serde::Serialize;
 
-/// The table (one row per check and node, each finding's headline), then every warning and
-/// failure in full with its fix: what to read first, then what to do.
-pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> String {
+/// The table (one row per check, folded over the nodes where it reads the same), then every
+/// warning and failure in full with its fix: what to read first, then what to do.
+pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>, view: View) -> String {
     let mut t = table(&["Host", "Check", "Status", "Finding"]);
-    let mut todo = String::new();
+    let mut cells: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut todo: Vec<(&str, String)> = Vec::new();
     for r in &e.nodes {
         if let Some(f) = &r.error {
             // Not reached (or only on paper) is not a failing check.
@@ -21,20 +23,28 @@ pub(crate) fn render(e: &Envelope<DoctorPayload, Option<DoctorDetail>>) -> Strin
             } else {
                 "NOT CHECKED"
             };
-            t.add_row(vec![r.host.clone(), "-".into(), st.into(), failure_text(f)]);
+            cells.push((&r.host, vec!["-".into(), st.into(), failure_text(f)]));
         }
         let Some(d) = &r.detail else { continue };
         for c in &d.checks {
             let st = status_word(c.status);
-            t.add_row(vec![r.host.clone(), c.check.clone(), st.into(), headline(&c.detail)]);
+            cells.push((&r.host, vec![c.check.clone(), st.into(), headline(&c.detail)]));
             if matches!(c.status, Status::Warn | Status::Fail) {
-                todo.push_str(&format!("{} {} {st}\n  {}\n", r.host, c.check, c.detail));
+                let mut text = format!("{} {st}\n  {}\n", c.check, c.detail);
                 if let Some(fix) = &c.fix {
-                    todo.push_str(&format!("  fix: {fix}\n"));
+                    text.push_str(&format!("  fix: {fix}\n"));
                 }
+                todo.push((&r.host, text));
             }
         }
     }
+    for row in fold::rows(cells, view) {
+        t.add_row(row);
+    }
+    let todo: String = fold::lines(todo, view)
+        .into_iter()
+        .map(|(hosts, text)| format!("{hosts} {text}"))
+        .collect();
     let metrics = e
         .payload
         .textfile

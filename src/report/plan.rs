@@ -90,14 +90,28 @@ fn predictions(out: &mut String, p: &Plan) {
         .into_iter()
         .chain(without)
     {
+        // A figure that rests on a default or a stated rate says so where it is read.
+        let basis = match x.assumed.as_deref() {
+            Some(a) if a.starts_with("assumed") => ", assumed",
+            Some(_) => ", stated",
+            None => "",
+        };
         t.add_row(vec![
             name.to_string(),
             format!("{:.1}", x.busbw_gbps),
             format!("{:.2} ms", x.time_us / 1000.0),
-            format!("{} ({:.1} GB/s)", x.bottleneck, x.bottleneck_gbps),
+            format!("{} ({:.1} GB/s{basis})", x.bottleneck, x.bottleneck_gbps),
         ]);
     }
-    let _ = writeln!(out, "{t}\ngain: {:.2}x\n", p.predicted.gain);
+    let _ = writeln!(out, "{t}\ngain: {:.2}x", p.predicted.gain);
+    let mut said = Vec::new();
+    for x in [&p.predicted.solved, &p.predicted.default] {
+        if let Some(a) = x.assumed.as_ref().filter(|a| !said.contains(a)) {
+            let _ = writeln!(out, "{}: {a}", x.bottleneck);
+            said.push(a);
+        }
+    }
+    out.push('\n');
 }
 
 /// Whether `plan --output-dir` writes Kubernetes labels: some node has a domain, leaf or

@@ -1,6 +1,7 @@
 //! The table of `status`: one row per node.
 
 use super::envelope::{Envelope, NodeRow, Summary};
+use super::fold::{self, View};
 use super::{failure_text, table};
 use crate::apply::stage::{LiveState, NodeState};
 use crate::bench::stats::{Change, Decision};
@@ -24,6 +25,9 @@ pub(crate) struct RolloutRef {
     /// What this node says against the record (its promoted run undone since).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) on_node: Option<String>,
+    /// The promoted run was undone since by `topo-tune rollback` (recorded: not drift).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rolled_back: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -75,10 +79,10 @@ fn rollout(r: &RolloutRef) -> String {
         .large_change
         .map(|c| format!(" {:+.1}%", c.median * 100.0))
         .unwrap_or_default();
-    let undone = if r.on_node.is_some() {
-        " (undone here since)"
-    } else {
-        ""
+    let undone = match (&r.on_node, &r.rolled_back) {
+        (Some(_), _) => " (undone here since)",
+        (None, Some(_)) => " (rolled back here since)",
+        (None, None) => "",
     };
     format!(
         "{} wave {} ({}): {}, {decision}{change}{undone}",
@@ -89,10 +93,11 @@ fn rollout(r: &RolloutRef) -> String {
     )
 }
 
+/// A node's row, without its host.
 fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
     let ro = r.detail.rollout.as_ref().map_or_else(|| "-".into(), rollout);
     match (&r.error, &r.detail.state) {
-        (Some(f), _) => vec![r.host.clone(), "-".into(), failure_text(f), "-".into(), ro],
+        (Some(f), _) => vec!["-".into(), failure_text(f), "-".into(), ro],
         (None, Some(s)) => {
             let run = match (&s.last_run, s.pending) {
                 (Some(id), true) => format!("{id} (interrupted)"),
@@ -103,16 +108,16 @@ fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
                 .staged
                 .as_ref()
                 .map_or_else(|| "-".into(), |st| format!("candidate of {}", st.rollout));
-            vec![r.host.clone(), run, files(s), staged, ro]
+            vec![run, files(s), staged, ro]
         }
-        (None, None) => vec![r.host.clone(), "-".into(), "-".into(), "-".into(), ro],
+        (None, None) => vec!["-".into(), "-".into(), "-".into(), ro],
     }
 }
 
-pub(crate) fn render_status(e: &Envelope<StatusPayload, StatusDetail>) -> String {
+pub(crate) fn render_status(e: &Envelope<StatusPayload, StatusDetail>, view: View) -> String {
     let mut t = table(&["Host", "Last run", "Files", "Staged", "Rollout"]);
-    for r in &e.nodes {
-        t.add_row(row(r));
+    for r in fold::rows(e.nodes.iter().map(|r| (r.host.as_str(), row(r))), view) {
+        t.add_row(r);
     }
     format!("{t}\n\n{}\n", e.msg)
 }

@@ -2,61 +2,59 @@
 
 use super::envelope::Summary;
 use super::envelope::{Envelope, NodeRow};
+use super::fold::{self, View};
 use super::{failure_text, table};
 use crate::apply::writer::FileReport;
 use crate::model::Setting;
 use serde::Serialize;
 
-fn files_table(rows: &[NodeRow<WriteDetail>]) -> (String, String) {
+fn files_table(rows: &[NodeRow<WriteDetail>], view: View) -> (String, String) {
     let mut t = table(&["Host", "Status", "File", "Action", "Why"]);
-    let mut diffs = String::new();
+    let mut cells: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut diffs: Vec<(&str, String)> = Vec::new();
     for r in rows {
         if let Some(f) = &r.error {
-            t.add_row(vec![
-                r.host.clone(),
-                "FAILED".into(),
-                "-".into(),
-                "-".into(),
-                failure_text(f),
-            ]);
+            cells.push((&r.host, vec!["FAILED".into(), "-".into(), "-".into(), failure_text(f)]));
         }
         for f in &r.detail.files {
-            t.add_row(vec![
-                r.host.clone(),
-                "ok".into(),
-                f.path.clone(),
-                format!("{:?}", f.action).to_lowercase(),
-                f.reason.clone(),
-            ]);
+            let action = format!("{:?}", f.action).to_lowercase();
+            cells.push((&r.host, vec!["ok".into(), f.path.clone(), action, f.reason.clone()]));
             if let Some(d) = &f.diff {
-                diffs.push_str(&format!("--- {} {}\n{d}", r.host, f.path));
+                diffs.push((&r.host, format!("{}\n{d}", f.path)));
             }
         }
     }
+    for row in fold::rows(cells, view) {
+        t.add_row(row);
+    }
+    let diffs = fold::lines(diffs, view)
+        .into_iter()
+        .map(|(hosts, d)| format!("--- {hosts} {d}"))
+        .collect();
     (t.to_string(), diffs)
 }
 
-pub(crate) fn render_init(e: &Envelope<WritePayload, WriteDetail>) -> String {
+pub(crate) fn render_init(e: &Envelope<WritePayload, WriteDetail>, view: View) -> String {
     let mut settings = table(&["Host", "Setting", "Why"]);
-    for r in &e.nodes {
-        for s in &r.detail.settings {
-            settings.add_row(vec![
-                r.host.clone(),
-                format!("{}={}", s.name, s.value),
-                s.reason.clone(),
-            ]);
-        }
+    let cells = e.nodes.iter().flat_map(|r| {
+        r.detail.settings.iter().map(move |s| {
+            (
+                r.host.as_str(),
+                vec![format!("{}={}", s.name, s.value), s.reason.clone()],
+            )
+        })
+    });
+    for row in fold::rows(cells, view) {
+        settings.add_row(row);
     }
-    let (files, diffs) = files_table(&e.nodes);
-    let warnings: String = e
+    let (files, diffs) = files_table(&e.nodes, view);
+    let warnings = e
         .nodes
         .iter()
-        .flat_map(|r| {
-            r.detail
-                .warnings
-                .iter()
-                .map(move |w| format!("WARNING {}: {}\n", r.host, crate::report::visible(w)))
-        })
+        .flat_map(|r| r.detail.warnings.iter().map(move |w| (r.host.as_str(), w.clone())));
+    let warnings: String = fold::lines(warnings, view)
+        .into_iter()
+        .map(|(hosts, w)| format!("WARNING {hosts}: {}\n", crate::report::visible(&w)))
         .collect();
     format!(
         "{settings}\n{}\n{files}\n{diffs}\n{warnings}{}\n",
@@ -83,17 +81,15 @@ fn left_out(rows: &[NodeRow<WriteDetail>]) -> String {
         .collect()
 }
 
-pub(crate) fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>) -> String {
-    let (files, _) = files_table(&e.nodes);
-    let notes: String = e
+pub(crate) fn render_rollback(e: &Envelope<RollbackPayload, WriteDetail>, view: View) -> String {
+    let (files, _) = files_table(&e.nodes, view);
+    let notes = e
         .nodes
         .iter()
-        .filter_map(|n| {
-            n.detail
-                .note
-                .as_ref()
-                .map(|note| format!("{}: {}\n", n.host, crate::report::visible(note)))
-        })
+        .filter_map(|n| n.detail.note.as_ref().map(|note| (n.host.as_str(), note.clone())));
+    let notes: String = fold::lines(notes, view)
+        .into_iter()
+        .map(|(hosts, note)| format!("{hosts}: {}\n", crate::report::visible(&note)))
         .collect();
     format!("{files}\n\n{notes}{}\n", e.msg)
 }

@@ -22,13 +22,20 @@ use std::collections::HashMap;
 struct Bottleneck {
     gbps: f64,
     what: String,
+    /// What the figure rests on when it is not a node's own report.
+    assumed: Option<String>,
 }
 
 impl Bottleneck {
     fn consider(&mut self, gbps: f64, what: impl FnOnce() -> String) {
+        self.consider_assumed(gbps, what, || None);
+    }
+
+    fn consider_assumed(&mut self, gbps: f64, what: impl FnOnce() -> String, assumed: impl FnOnce() -> Option<String>) {
         if gbps < self.gbps {
             self.gbps = gbps;
             self.what = what();
+            self.assumed = assumed();
         }
     }
 }
@@ -40,6 +47,7 @@ pub(crate) fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) ->
     let mut b = Bottleneck {
         gbps: f64::INFINITY,
         what: "none".into(),
+        assumed: None,
     };
     let (nranks, intra_lat) = intra_node(order, g, &mut b);
     let nnodes = order.len();
@@ -87,6 +95,7 @@ pub(crate) fn predict(order: &[String], g: &ClusterGraph, message_bytes: u64) ->
         bottleneck_gbps: b.gbps,
         bottleneck: b.what,
         latency_us,
+        assumed: b.assumed,
     }
 }
 
@@ -125,10 +134,14 @@ fn network(g: &ClusterGraph, a: &str, b_host: &str, b: &mut Bottleneck) {
     let net = |h: &str| g.net_gbps(h).unwrap_or(f64::INFINITY);
     let (na, nb) = (net(a), net(b_host));
     let slower = if na <= nb { a } else { b_host };
-    b.consider(na.min(nb), || match g.domain_of(slower) {
-        Some(_) => format!("network of {slower}'s NVLink domain"),
-        None => format!("network of {slower}"),
-    });
+    b.consider_assumed(
+        na.min(nb),
+        || match g.domain_of(slower) {
+            Some(_) => format!("network of {slower}'s NVLink domain"),
+            None => format!("network of {slower}"),
+        },
+        || g.host(slower).and_then(|f| f.net_assumed.clone()),
+    );
 }
 
 /// The members' NVLink on a route inside a domain, each shared by the ring edges over it.
@@ -169,6 +182,7 @@ fn nothing_to_reduce() -> Prediction {
         bottleneck_gbps: 0.0,
         bottleneck: "fewer than 2 ranks: nothing to reduce".into(),
         latency_us: 0.0,
+        assumed: None,
     }
 }
 
@@ -185,6 +199,7 @@ mod tests {
             ring_gbps,
             hop_latency_us: LAT_NVLINK_US,
             net_gbps,
+            net_assumed: None,
             nvlink_gbps: 0.0,
         }
     }
@@ -310,6 +325,7 @@ mod tests {
             ring_gbps: 720.0,
             hop_latency_us: LAT_NVLINK_US,
             net_gbps: 200.0,
+            net_assumed: None,
             nvlink_gbps: 2800.0,
         };
         let specs: Vec<HostSpec> = hosts

@@ -94,6 +94,7 @@ mod tests {
             ring_gbps: 100.0,
             hop_latency_us: 3.4,
             net_gbps: 50.0,
+            net_assumed: None,
             nvlink_gbps: 0.0,
         }
     }

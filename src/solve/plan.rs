@@ -7,7 +7,7 @@ use super::ring::{self, better};
 use crate::emit;
 use crate::graph::cluster::{ClusterGraph, HostFacts, HostSpec};
 use crate::graph::links::{
-    gpu_link_matrix_with, host_net_gbps, nvlink_basis, nvlink_out_gbps, part_of, GpuLinks, NvlinkBasis,
+    gpu_link_matrix_with, host_net, nvlink_basis, nvlink_out_gbps, part_of, GpuLinks, NvlinkBasis,
 };
 use crate::graph::paths::path_classes;
 use crate::model::fabric::{Fabric, NodeHints, NvlinkHint, Placement};
@@ -64,6 +64,8 @@ pub(crate) struct Digest {
     /// No RDMA NIC: NCCL falls back to sockets there.
     no_rdma: bool,
     net_gbps: f64,
+    /// What `net_gbps` rests on when not the node's own report.
+    net_assumed: Option<String>,
     /// The GPU links (none without GPUs) and how its NVLink is known.
     links: Option<GpuLinks>,
     basis: NvlinkBasis,
@@ -107,6 +109,7 @@ pub(crate) fn digest(n: &PlanNode, cx: &Context) -> Digest {
         domain: domain.as_ref().map(|d| d.name.clone()),
     };
     let nccl = node_nccl(n, cx, &classes, &guard_facts);
+    let net = host_net(n.snapshot, n.hints.nic_gbps);
     let domain_unknown = domain.is_none()
         && has_gpus
         && part_of(n.snapshot, &n.hints).is_some_and(|p| p.board == Board::NvlinkSwitchTray);
@@ -116,7 +119,8 @@ pub(crate) fn digest(n: &PlanNode, cx: &Context) -> Digest {
         nvlink_hint: n.hints.nvlink,
         has_gpus,
         no_rdma: n.snapshot.nics.iter().all(|nic| nic.kind != NicKind::Rdma),
-        net_gbps: host_net_gbps(n.snapshot),
+        net_gbps: net.gbps,
+        net_assumed: net.assumed,
         links,
         basis,
         nvlink_gbps,
@@ -432,11 +436,13 @@ fn ring_classes(usable: &[&Digest]) -> (Vec<NodeClass>, Vec<HostFacts>) {
                 LAT_PCI_US
             },
             net_gbps: 0.0,
+            net_assumed: None,
             nvlink_gbps: 0.0,
         };
         for i in members {
             facts[i] = Some(HostFacts {
                 net_gbps: usable[i].net_gbps,
+                net_assumed: usable[i].net_assumed.clone(),
                 nvlink_gbps: usable[i].nvlink_gbps,
                 ..ring_facts.clone()
             });
@@ -521,6 +527,7 @@ fn planning_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
             format!("{} node(s) have no rack or leaf in the fabric (e.g. {}): they go last in the ring and their network path is unknown", unplaced.len(), unplaced[0]),
         ));
     }
+    notes.extend(net_rate_notes(usable));
     let no_rdma = usable.iter().any(|n| n.no_rdma);
     if no_rdma && usable.len() > 1 {
         notes.push(Note::warn(
@@ -529,6 +536,30 @@ fn planning_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
         ));
     }
     notes
+}
+
+/// Nodes whose network figure is not their own report, one note per reason: a default is a
+/// warning (every prediction over those NICs rests on it), a stated `nic_gbps` an info.
+fn net_rate_notes(usable: &[&Digest]) -> Vec<Note> {
+    let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+    for n in usable {
+        let Some(why) = n.net_assumed.as_deref() else { continue };
+        match by_reason.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, hosts)) => hosts.push(n.host.clone()),
+            None => by_reason.push((why, vec![n.host.clone()])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, hosts)| {
+            let text = format!("{} node(s) (e.g. {}): network figure: {why}", hosts.len(), hosts[0]);
+            if why.starts_with("assumed") {
+                Note::warn("nic-rate-assumed", text)
+            } else {
+                Note::info("nic-rate-stated", text)
+            }
+        })
+        .collect()
 }
 
 /// The files NCCL reads on one node, as the plan decides them.

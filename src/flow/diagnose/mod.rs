@@ -45,6 +45,7 @@ pub(crate) fn diagnose(s: &DiagnoseSettings, printer: &Printer) -> Result<Diagno
     let predicted = Prediction {
         busbw_gbps: planned.plan.predicted.solved.busbw_gbps,
         latency_us: planned.plan.predicted.solved.latency_us,
+        assumed: planned.plan.predicted.solved.assumed.clone(),
     };
     // A command that does not spread over {hosts} measures some other set: its figures are
     // shown, but neither held against the model nor localised from.
@@ -130,8 +131,12 @@ fn summary(f: &Findings, p: &Prediction, fraction: f64, below: bool) -> String {
             f.large_busbw
         );
     }
+    let basis = match &p.assumed {
+        Some(a) => format!(" ({a})"),
+        None => String::new(),
+    };
     let large = format!(
-        "large-message busbw {:.1} GB/s vs {:.1} GB/s predicted",
+        "large-message busbw {:.1} GB/s vs {:.1} GB/s predicted{basis}",
         f.large_busbw, p.busbw_gbps
     );
     if below {

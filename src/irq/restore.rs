@@ -1,0 +1,341 @@
+//! What `irq-pin` changed, remembered before it changes it, and put back by `irq-pin
+//! --restore`: each interrupt's `smp_affinity_list` as the kernel printed it before
+//! topo-tune first moved it, and irqbalance's config before topo-tune first banned mlx5 in
+//! it. The record keeps the first value seen (a second pin does not overwrite the original
+//! with topo-tune's own); a restore leaves it in place, so a second restore changes nothing.
+
+use super::irqbalance;
+use super::system::System;
+use super::{IrqError, IrqPin, IrqPlan, PinAction};
+use crate::apply::tree::Tree;
+use crate::model::files::{IRQBALANCE_CONFIGS, IRQ_BEFORE, IRQ_STATE, IRQ_UDEV_RULE, IRQ_UNIT, IRQ_UNIT_NAME};
+use crate::model::{CpuList, IrqClass};
+use crate::probe::fsroot::FsRoot;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+const VERSION: u32 = 1;
+/// The most the record may hold: a few hundred interrupts per node in practice.
+const RECORD_LIMIT: u64 = 4 << 20;
+/// The most interrupts it may name (the kernel's NR_IRQS tops out in the tens of thousands).
+const MAX_IRQS: usize = 65_536;
+/// An affinity list as the kernel prints it is short; a NIC or vector name is too.
+const MAX_FIELD: usize = 4096;
+
+/// The record: `/etc/topo-tune/irq-pin.before.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Before {
+    pub(crate) version: u32,
+    /// IRQ → what it was before topo-tune first moved it.
+    pub(crate) irqs: BTreeMap<u32, BeforeIrq>,
+    /// irqbalance's config before topo-tune first banned mlx5 in it (absent: never touched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) irqbalance: Option<IrqbalanceBefore>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BeforeIrq {
+    pub(crate) nic: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    pub(crate) class: IrqClass,
+    /// `smp_affinity_list` byte for byte as read (`0-191\n`).
+    pub(crate) affinity_list: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IrqbalanceBefore {
+    /// One of irqbalance's config paths.
+    pub(crate) config: String,
+    /// Its text; `None`: the file did not exist.
+    pub(crate) text: Option<String>,
+}
+
+fn bad(tree: &Tree, why: impl std::fmt::Display) -> IrqError {
+    IrqError::Io {
+        what: format!("{}: {why}; nothing was changed", tree.show(IRQ_BEFORE)),
+        source: std::io::ErrorKind::InvalidData.into(),
+    }
+}
+
+/// The record, read bounded and checked (a record that is not topo-tune's is refused, never
+/// obeyed); `None` when there is none.
+pub(crate) fn load(tree: &Tree) -> Result<Option<Before>, IrqError> {
+    let Some(text) = tree.read_text(IRQ_BEFORE, RECORD_LIMIT)? else {
+        return Ok(None);
+    };
+    let before: Before = serde_json::from_str(&text).map_err(|e| bad(tree, e))?;
+    check(&before).map_err(|why| bad(tree, why))?;
+    Ok(Some(before))
+}
+
+fn check(b: &Before) -> Result<(), String> {
+    if b.version != VERSION {
+        return Err(format!(
+            "version {} is not {VERSION}, the one this topo-tune writes",
+            b.version
+        ));
+    }
+    if b.irqs.len() > MAX_IRQS {
+        return Err(format!("{} interrupts, more than {MAX_IRQS}", b.irqs.len()));
+    }
+    let plain = |s: &str| s.len() <= MAX_FIELD && !s.chars().any(|c| c.is_control() && c != '\n');
+    for (irq, i) in &b.irqs {
+        if !plain(&i.nic) || !i.name.as_deref().is_none_or(plain) {
+            return Err(format!("IRQ {irq}: a NIC or vector name that is not plain text"));
+        }
+        let list = i.affinity_list.trim();
+        if !plain(&i.affinity_list) || CpuList::parse(list).map_or(true, |l| l.is_empty()) {
+            return Err(format!("IRQ {irq}: {:?} is not a CPU list", i.affinity_list));
+        }
+    }
+    if let Some(ib) = &b.irqbalance {
+        if !IRQBALANCE_CONFIGS.contains(&ib.config.as_str()) {
+            return Err(format!(
+                "irqbalance.config {:?} is not one of irqbalance's config files ({})",
+                ib.config,
+                IRQBALANCE_CONFIGS.join(", ")
+            ));
+        }
+        if ib
+            .text
+            .as_ref()
+            .is_some_and(|t| t.len() as u64 > irqbalance::CONFIG_LIMIT)
+        {
+            return Err("irqbalance.text is larger than an irqbalance config may be".into());
+        }
+    }
+    Ok(())
+}
+
+/// Before anything moves: each interrupt the plan moves, as it is now, unless the record
+/// already holds it; and irqbalance's config when it is about to be banned (`ban`) and the
+/// record does not hold it yet. Written through the safe writer, only when it grows.
+pub(crate) fn remember(fs: &FsRoot, plan: &IrqPlan, ban: Option<&str>) -> Result<(), IrqError> {
+    let tree = Tree::open(fs.root())?;
+    let mut before = load(&tree)?.unwrap_or(Before {
+        version: VERSION,
+        ..Before::default()
+    });
+    for pin in plan.pins.iter().filter(|p| p.action == PinAction::Set) {
+        if before.irqs.contains_key(&pin.irq) {
+            continue;
+        }
+        let Some(now) = fs.read(&affinity_path(pin.irq)) else {
+            continue;
+        };
+        before.irqs.insert(
+            pin.irq,
+            BeforeIrq {
+                nic: pin.nic.clone(),
+                name: pin.name.clone(),
+                class: pin.class,
+                affinity_list: now,
+            },
+        );
+    }
+    if let (Some(config), None) = (ban, &before.irqbalance) {
+        before.irqbalance = Some(IrqbalanceBefore {
+            config: config.to_string(),
+            text: tree.read_text(config, irqbalance::CONFIG_LIMIT)?,
+        });
+    }
+    if before.irqs.is_empty() && before.irqbalance.is_none() {
+        return Ok(());
+    }
+    let text = serde_json::to_string_pretty(&before).map_err(|e| IrqError::Io {
+        what: format!("serialising {IRQ_BEFORE}"),
+        source: e.into(),
+    })? + "\n";
+    tree.write(IRQ_BEFORE, text.as_bytes(), 0o644)?;
+    Ok(())
+}
+
+fn affinity_path(irq: u32) -> String {
+    format!("/proc/irq/{irq}/smp_affinity_list")
+}
+
+/// What a restore did (or, in a dry run, would do).
+pub(crate) struct Restored {
+    pub(crate) plan: IrqPlan,
+    pub(crate) notes: Vec<String>,
+    pub(crate) changed: bool,
+    pub(crate) msg: String,
+}
+
+/// Put back what the record holds: each interrupt's affinity (read back to check), irqbalance's
+/// config (and restart it), and take away the boot unit and the pins' memory, which would
+/// otherwise pin again at boot and have `doctor` call the restored interrupts undone.
+pub(crate) fn restore(fs: &FsRoot, dry_run: bool, sys: &dyn System) -> Result<Restored, IrqError> {
+    let tree = Tree::open(fs.root())?;
+    let Some(before) = load(&tree)? else {
+        return Ok(Restored {
+            plan: IrqPlan {
+                reserved: CpuList::default(),
+                pins: Vec::new(),
+                notes: Vec::new(),
+            },
+            notes: Vec::new(),
+            changed: false,
+            msg: format!(
+                "nothing to restore: {} records no interrupt irq-pin moved here",
+                tree.show(IRQ_BEFORE)
+            ),
+        });
+    };
+    let mut pins: Vec<IrqPin> = before.irqs.iter().map(|(irq, b)| planned(fs, *irq, b)).collect();
+    if !dry_run && !sys.is_root() && pins.iter().any(|p| p.action == PinAction::Set) {
+        return Err(IrqError::NotRoot);
+    }
+    let mut notes = Vec::new();
+    let mut changed = false;
+    if !dry_run {
+        for (pin, b) in pins.iter_mut().zip(before.irqs.values()) {
+            put_back(fs, pin, b);
+        }
+        changed |= pins.iter().any(|p| p.action == PinAction::Set);
+    }
+    if let Some(ib) = &before.irqbalance {
+        changed |= restore_irqbalance(&tree, ib, dry_run, sys, &mut notes)?;
+    }
+    if !dry_run {
+        changed |= forget(&tree, sys, &mut notes)?;
+    }
+    let msg = restore_summary(&pins, dry_run);
+    Ok(Restored {
+        plan: IrqPlan {
+            reserved: CpuList::default(),
+            pins,
+            notes: Vec::new(),
+        },
+        notes,
+        changed,
+        msg,
+    })
+}
+
+/// One interrupt's row: `Set` when it is not where the record says, `Keep` when it is,
+/// `Leave` when the interrupt is gone (a driver reload renumbers them).
+fn planned(fs: &FsRoot, irq: u32, b: &BeforeIrq) -> IrqPin {
+    let was = CpuList::parse(b.affinity_list.trim()).ok();
+    let now = fs.read(&affinity_path(irq));
+    let current = now.as_deref().and_then(|t| CpuList::parse(t.trim()).ok());
+    let (action, reason) = match &now {
+        None => (
+            PinAction::Leave,
+            format!("IRQ {irq} is gone (the driver was reloaded?): nothing to put back"),
+        ),
+        Some(_) if current == was => (PinAction::Keep, "as recorded before irq-pin moved it".into()),
+        Some(_) => (
+            PinAction::Set,
+            format!("back to {} as before irq-pin moved it", b.affinity_list.trim()),
+        ),
+    };
+    IrqPin {
+        nic: b.nic.clone(),
+        irq,
+        name: b.name.clone(),
+        class: b.class,
+        current,
+        target: was,
+        action,
+        reason,
+    }
+}
+
+/// Write the recorded bytes back and read them again.
+fn put_back(fs: &FsRoot, pin: &mut IrqPin, b: &BeforeIrq) {
+    if pin.action != PinAction::Set {
+        return;
+    }
+    let path = affinity_path(pin.irq);
+    if let Err(e) = fs.write_existing(&path, &b.affinity_list) {
+        pin.action = if super::is_unsupported_error(&e) {
+            PinAction::Unsupported
+        } else {
+            PinAction::Failed
+        };
+        pin.reason = format!("writing {}: {e}", fs.path(&path).display());
+        return;
+    }
+    let back = fs.read(&path).and_then(|t| CpuList::parse(t.trim()).ok());
+    if back != pin.target {
+        pin.action = PinAction::Failed;
+        pin.reason = format!(
+            "wrote {}, the kernel kept {}",
+            b.affinity_list.trim(),
+            back.map_or("?".into(), |l| l.to_string())
+        );
+    } else {
+        pin.current = back;
+    }
+}
+
+fn restore_irqbalance(
+    tree: &Tree,
+    ib: &IrqbalanceBefore,
+    dry_run: bool,
+    sys: &dyn System,
+    notes: &mut Vec<String>,
+) -> Result<bool, IrqError> {
+    let now = tree.read_text(&ib.config, irqbalance::CONFIG_LIMIT)?;
+    if now == ib.text {
+        return Ok(false);
+    }
+    if dry_run {
+        notes.push(format!(
+            "irqbalance: {} would be put back as it was before irq-pin banned mlx5",
+            ib.config
+        ));
+        return Ok(false);
+    }
+    match &ib.text {
+        Some(text) => tree.write(&ib.config, text.as_bytes(), 0o644)?,
+        None => tree.remove(&ib.config)?,
+    };
+    tree.remove(&format!("{}.topo-tune.bak", ib.config))?;
+    let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
+        Some(true) => "restart done",
+        Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`",
+        None => "not restarted (a --fsroot tree)",
+    };
+    notes.push(format!(
+        "irqbalance: {} put back as it was before irq-pin banned mlx5; {restart}",
+        ib.config
+    ));
+    Ok(true)
+}
+
+/// The pins' memory and the boot unit go: nothing pins again at boot, and `doctor` no
+/// longer holds the interrupts to topo-tune's pins.
+fn forget(tree: &Tree, sys: &dyn System, notes: &mut Vec<String>) -> Result<bool, IrqError> {
+    let mut changed = tree.remove(IRQ_STATE)?;
+    if tree.read(IRQ_UNIT, 1 << 20)?.is_some() {
+        if sys.systemctl(&["disable", IRQ_UNIT_NAME]) == Some(false) {
+            notes.push(format!(
+                "disabling {IRQ_UNIT_NAME} FAILED: run `systemctl disable {IRQ_UNIT_NAME}`"
+            ));
+        }
+        tree.remove(IRQ_UNIT)?;
+        tree.remove(IRQ_UDEV_RULE)?;
+        sys.systemctl(&["daemon-reload"]);
+        notes.push(format!(
+            "removed {IRQ_UNIT_NAME} and its udev rule: nothing pins again at boot"
+        ));
+        changed = true;
+    }
+    Ok(changed)
+}
+
+fn restore_summary(pins: &[IrqPin], dry_run: bool) -> String {
+    let count = |a: PinAction| pins.iter().filter(|p| p.action == a).count();
+    let (set, keep, gone) = (count(PinAction::Set), count(PinAction::Keep), count(PinAction::Leave));
+    if dry_run {
+        return format!("dry run: restore: {set} to put back, {keep} already as recorded, {gone} gone");
+    }
+    let failed = count(PinAction::Failed) + count(PinAction::Unsupported);
+    format!("restore: {set} put back, {keep} already as recorded, {gone} gone, {failed} failed")
+}

@@ -1,0 +1,243 @@
+//! `--nodes` on every command that touches nodes, over real loopback sshd nodes, and output
+//! folded over identical nodes (with `--per-node` for the old view).
+
+use crate::common::machines::{self, Mlx5Naming};
+use crate::common::sshd::{Node, SshCluster};
+use crate::common::{json, tt};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Three ssh nodes (each its own fake tree with mlx5 NICs): node1 and node2 in rack-1,
+/// node3 in rack-2.
+struct Three {
+    trees: Vec<tempfile::TempDir>,
+    cluster: SshCluster,
+    cfg: PathBuf,
+}
+
+fn three() -> Three {
+    let trees: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    for t in &trees {
+        machines::irq_box(t.path(), Mlx5Naming::Modern);
+    }
+    let cluster = SshCluster::start(
+        &trees
+            .iter()
+            .map(|t| Node::Fsroot(t.path().to_path_buf()))
+            .collect::<Vec<_>>(),
+    );
+    let mut y = format!(
+        "ssh:\n  config_file: {}\n  remote_dir: {}\nnodes:\n",
+        cluster.ssh_config.display(),
+        cluster.dir.path().join("remote-cache").display()
+    );
+    for (i, n) in cluster.names.iter().enumerate() {
+        let rack = if i < 2 { "rack-1" } else { "rack-2" };
+        y.push_str(&format!("  - host: {n}\n    labels: {{rack: {rack}}}\n"));
+    }
+    let cfg = cluster.dir.path().join("cluster.yaml");
+    std::fs::write(&cfg, y).unwrap();
+    Three { trees, cluster, cfg }
+}
+
+impl Three {
+    fn written(&self, i: usize) -> PathBuf {
+        self.trees[i].path().join("written/etc/nccl/conf.d/50-topo-tune.conf")
+    }
+
+    fn affinity(&self, i: usize, irq: u32) -> String {
+        std::fs::read_to_string(self.trees[i].path().join(format!("proc/irq/{irq}/smp_affinity_list")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+fn hosts(doc: &Value) -> Vec<&str> {
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["host"].as_str().unwrap())
+        .collect()
+}
+
+fn run(cfg: &Path, words: &[&str]) -> (Option<i32>, Value, String) {
+    let o = tt(words).json().config(cfg).run();
+    (
+        o.status.code(),
+        json(&o),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_command_that_touches_nodes_takes_nodes() {
+    let t = three();
+    let _ = &t.cluster;
+    // init on rack-1 but node2: only node1 is reached and written.
+    let (code, doc, err) = run(&t.cfg, &["init", "--nodes", "rack-1,!node2"]);
+    assert_eq!(code, Some(0), "{err}{doc:#}");
+    assert_eq!(hosts(&doc), ["node1"]);
+    assert!(t.written(0).exists());
+    assert!(
+        !t.written(1).exists() && !t.written(2).exists(),
+        "nodes left out are not touched"
+    );
+
+    let (code, doc, _) = run(&t.cfg, &["status", "--nodes", "node[1-2]"]);
+    assert_eq!(hosts(&doc), ["node1", "node2"]);
+    assert_eq!(code, Some(0), "node1 as written, node2 never written: {doc:#}");
+
+    // A rollback on a node that was never written changes nothing; on node1 it undoes init.
+    let (code, doc, _) = run(&t.cfg, &["rollback", "--nodes", "rack-2"]);
+    assert_eq!(hosts(&doc), ["node3"]);
+    assert_eq!(
+        doc["nodes"][0]["error"]["kind"], "nothing_to_roll_back",
+        "{code:?} {doc:#}"
+    );
+    assert!(t.written(0).exists());
+    let (code, doc, _) = run(&t.cfg, &["rollback", "--nodes", "node1"]);
+    assert_eq!((code, doc["changed"].as_bool()), (Some(0), Some(true)), "{doc:#}");
+    assert!(!t.written(0).exists());
+    // A deliberate rollback is not drift: status agrees with itself afterwards.
+    let (code, doc, _) = run(&t.cfg, &["status", "--nodes", "node1"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+
+    // doctor and irq-pin over ssh, on what the selection leaves.
+    let (_, doc, err) = run(&t.cfg, &["doctor", "--nodes", "!node1"]);
+    assert_eq!(hosts(&doc), ["node2", "node3"], "{err}");
+    let (code, doc, err) = run(&t.cfg, &["irq-pin", "--nodes", "rack=rack-2", "--reserve-cpus", "0-3"]);
+    assert_eq!((code, hosts(&doc)), (Some(0), vec!["node3"]), "{err}{doc:#}");
+    assert_eq!(t.affinity(2, 201), "4");
+    assert_eq!((t.affinity(0, 201), t.affinity(1, 201)), ("0".into(), "0".into()));
+}
+
+#[test]
+fn a_selection_that_names_no_node_is_a_usage_error_and_contacts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "nodes:\n  - host: \"gpu[1-4]\"\n    simulate: aws-p4d\n    labels: {rack: r1}\n",
+    )
+    .unwrap();
+    for words in [
+        &["init", "--output-dir", "x", "--nodes", "gpu9"][..],
+        &["status", "--nodes", "r2"],
+        &["rollback", "--nodes", "!r1"],
+        &["doctor", "--nodes", "gpu[1-5]"],
+        &["irq-pin", "--nodes", "pool=a"],
+    ] {
+        let (code, doc, _) = run(&cfg, words);
+        assert_eq!(code, Some(2), "{words:?}: {doc:#}");
+        assert!(
+            doc["error"]["message"].as_str().unwrap().contains("--nodes"),
+            "{words:?}: {doc:#}"
+        );
+    }
+    assert!(!dir.path().join("x").exists());
+    // On this machine there are no nodes to select.
+    let o = tt(["doctor", "--nodes", "gpu1"]).json().run();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(json(&o)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--cluster-config"));
+}
+
+fn example() -> String {
+    format!("{}/examples/cluster.yaml", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tree_files(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.to_string_lossy().contains("topo-tune/manifest") && !p.to_string_lossy().contains("backups") {
+                out.insert(p.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_selected_node_gets_the_files_the_whole_cluster_run_gives_it() {
+    let (all, some) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = tt(["init"]).config(example()).out(all.path()).run();
+    assert_eq!(o.status.code(), Some(0));
+    let o = tt(["init", "--nodes", "rack-2,!p5en-08"])
+        .config(example())
+        .out(some.path())
+        .run();
+    assert_eq!(o.status.code(), Some(0));
+    let mut written: Vec<String> = std::fs::read_dir(some.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["ndv5-01", "ndv5-02", "p5en-02", "p5en-04", "p5en-06"]);
+    for host in &written {
+        assert_eq!(
+            tree_files(&some.path().join(host)),
+            tree_files(&all.path().join(host)),
+            "{host}: the same files as planned with every node"
+        );
+    }
+}
+
+#[test]
+fn identical_nodes_fold_under_a_host_range_and_per_node_unfolds() {
+    let out = tempfile::tempdir().unwrap();
+    let human = |extra: &[&str]| {
+        let o = tt(["init", "--check"])
+            .config(example())
+            .out(out.path())
+            .args(extra)
+            .run();
+        String::from_utf8(o.stdout.clone()).unwrap()
+    };
+    let folded = human(&[]);
+    let file_rows = |t: &str| t.lines().filter(|l| l.contains(" ok ")).count();
+    assert_eq!(file_rows(&folded), 3, "three files, the same on ten nodes: {folded}");
+    assert!(
+        folded.contains(" ndv5-[01-02],p5en-[01-08]  ok      /etc/nccl.conf "),
+        "{folded}"
+    );
+    let per_node = human(&["--per-node"]);
+    assert_eq!(file_rows(&per_node), 30, "{per_node}");
+    assert!(per_node.contains(" p5en-03  ok      /etc/nccl.conf "), "{per_node}");
+    // JSON is the same either way: one row per node.
+    let j = tt(["init", "--check"]).json().config(example()).out(out.path()).run();
+    assert_eq!(json(&j)["nodes"].as_array().unwrap().len(), 10);
+
+    // A node that differs stands apart: one node's file changed by hand.
+    let o = tt(["init"]).config(example()).out(out.path()).run();
+    assert_eq!(o.status.code(), Some(0));
+    std::fs::write(
+        out.path().join("p5en-05/etc/nccl/topo-tune/nccl.env"),
+        "NCCL_DEBUG=INFO\n",
+    )
+    .unwrap();
+    let o = tt(["status"]).config(example()).out(out.path()).run();
+    let text = String::from_utf8(o.stdout.clone()).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("match") || l.contains("modified"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with(" p5en-05 ") && r.contains("nccl.env")),
+        "{text}"
+    );
+    assert!(
+        rows.iter().any(|r| r.starts_with(" ndv5-[01-02],p5en-[01-04,06-08] ")),
+        "{text}"
+    );
+}
