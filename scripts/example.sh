@@ -5,7 +5,8 @@
 # path matrix. No GPU, no ssh needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+# Only what building and running the example needs: no sshd, Slurm or test root.
+./scripts/setup.sh build
 echo "example: building the release binary (a few minutes the first time)" >&2
 cargo build --release
 echo "example: the binary is target/release/topo-tune (cargo install --locked --path . puts it in ~/.cargo/bin)" >&2

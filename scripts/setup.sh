@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Install the system packages topo-tune needs to build and test (Debian/Ubuntu), once.
-# Idempotent: does nothing when everything is already there.
+# Install the system packages topo-tune needs (Debian/Ubuntu), once. Idempotent: does nothing
+# when everything is already there.
+#
+#   ./scripts/setup.sh build   what building topo-tune and running the example need
+#   ./scripts/setup.sh test    that, and the test world: sshd, Slurm, munge, Ansible's venv,
+#                              a Debian 13 root for Slurm's block plugin (the default)
 set -euo pipefail
+
+profile=${1:-test}
+case "$profile" in
+  build|test) ;;
+  *) echo "setup: unknown profile '$profile' (build or test)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential   # cc, for crates that build C
   pkg-config        # finds libhwloc
-  libhwloc-dev      # hwloc 2.x: CPUs, NUMA and the PCI tree
+  libhwloc-dev      # hwloc 2.x: CPUs, NUMA and the PCI tree (and libhwloc15 at run time)
   libudev-dev       # libhwloc's static link line names -ludev
-  hwloc-nox         # lstopo: the tests compare topo-tune against hwloc's own tool
-  openssh-client    # ssh: topo-tune reaches nodes through the operator's own ssh
-  openssh-server    # sshd: the tests start real sshd instances on loopback
-  systemd           # systemd-analyze: the tests verify the irq-pin unit
-  python3           # runs the nccl-tests double (tests/data/nccl-tests/fake_all_reduce_perf)
-  python3-venv      # the Ansible test installs ansible-core from PyPI into a venv
-  slurmctld         # the Slurm test starts Debian's slurmctld on the topology.conf plan writes
-  slurm-client      # scontrol show topology
-  munge             # Slurm's authentication, started by the test on a private socket
-  man-db            # man -l: the test renders `topo-tune man`
-  debootstrap       # makes the Debian 13 root whose Slurm 24.11 has topology/block (below)
 )
+if [ "$profile" = test ]; then
+  packages+=(
+    hwloc-nox       # lstopo: the tests compare topo-tune against hwloc's own tool
+    openssh-client  # ssh: topo-tune reaches nodes through the operator's own ssh
+    openssh-server  # sshd: the tests start real sshd instances on loopback
+    systemd         # systemd-analyze: the tests verify the irq-pin unit
+    python3         # runs the nccl-tests double (tests/data/nccl-tests/fake_all_reduce_perf)
+    python3-venv    # the Ansible test installs ansible-core from PyPI into a venv
+    slurmctld       # the Slurm test starts Debian's slurmctld on the topology.conf plan writes
+    slurm-client    # scontrol show topology
+    munge           # Slurm's authentication, started by the test on a private socket
+    man-db          # man -l: the test renders `topo-tune man`
+    debootstrap     # makes the Debian 13 root whose Slurm 24.11 has topology/block (below)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -43,7 +57,7 @@ fi
 # (debootstrap, about 220 MB, half a minute), made once here.
 block_root=${TOPO_TUNE_SLURM_BLOCK_ROOT:-/var/lib/topo-tune-tests/trixie}
 need_root=0
-[ -x "$block_root/usr/sbin/slurmctld" ] || need_root=1
+[ "$profile" = test ] && [ ! -x "$block_root/usr/sbin/slurmctld" ] && need_root=1
 [ ${#missing[@]} -eq 0 ] && [ $need_root -eq 0 ] && exit 0
 
 sudo=()

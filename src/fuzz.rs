@@ -161,6 +161,25 @@ pub fn doctor_answer(data: &[u8]) -> String {
     outcome(r)
 }
 
+/// `irq-pin --restore`'s record (`/etc/topo-tune/irq-pin.before.json`, a file anyone with root
+/// could have edited): read and checked as the restore reads it, in a temporary tree.
+pub fn irq_restore_record(data: &[u8]) -> String {
+    let Ok(dir) = tempfile::tempdir() else {
+        return "no temporary directory".into();
+    };
+    let etc = dir.path().join("etc/topo-tune");
+    if std::fs::create_dir_all(&etc)
+        .and_then(|()| std::fs::write(etc.join("irq-pin.before.json"), data))
+        .is_err()
+    {
+        return "cannot write".into();
+    }
+    let r = crate::apply::tree::Tree::open(dir.path())
+        .map_err(|e| e.to_string())
+        .and_then(|tree| crate::irq::restore::load(&tree).map(|_| ()).map_err(|e| e.to_string()));
+    outcome(r)
+}
+
 /// A snapshot JSON (a node's answer, a `--from-probes` file).
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))

@@ -676,3 +676,32 @@ fn the_canary_demo_runs_as_documented() {
     let conf = std::fs::read_to_string(dir.path().join("out/p5en-05/etc/nccl.conf")).unwrap();
     assert!(conf.contains("NCCL_CROSS_NIC="), "the fleet got the candidate: {conf}");
 }
+
+#[test]
+fn a_benchmark_that_cannot_start_is_refused_before_anything_is_staged() {
+    let f = fleet("");
+    // cluster.yaml without `benchmark:`: the default command, mpirun, is not on this PATH.
+    let text = std::fs::read_to_string(&f.cfg).unwrap();
+    let start = text.find("benchmark:").unwrap();
+    let end = text.find("nodes:").unwrap();
+    std::fs::write(&f.cfg, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let o = f
+        .cmd("apply")
+        .arg("--from-probes")
+        .arg(&f.probes)
+        .args(["--canary", "rack-1"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(topo_tune::exit::UNAVAILABLE.code()), "{doc:#}");
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`mpirun`") && msg.contains("has no benchmark.command") && msg.contains("nothing was staged"),
+        "{msg}"
+    );
+    assert!(!f.out.exists(), "no node was touched");
+    assert!(
+        !f.state.join("rollouts").exists() || std::fs::read_dir(f.state.join("rollouts")).unwrap().next().is_none()
+    );
+}

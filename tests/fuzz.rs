@@ -374,6 +374,11 @@ fn nccl_config_lines() {
 }
 
 #[test]
+fn irq_restore_record() {
+    fuzz("irq_restore_record", topo_tune::fuzz::irq_restore_record);
+}
+
+#[test]
 fn doctor_answer() {
     fuzz("doctor_answer", topo_tune::fuzz::doctor_answer);
 }

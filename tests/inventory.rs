@@ -14,9 +14,11 @@ fn err(text: &str) -> String {
 
 #[test]
 fn minimal_form_from_the_issue_keeps_working() {
-    let inv = parse(
-        "ssh:\n  config_file: /path/to/ssh_config\nnodes:\n  - host: 127.0.0.1\n    port: 2201\n    user: root\n    labels: {rack: rack-1}\n  - host: \"gpu[001-004]\"\n    labels: {rack: rack-2}\n    simulate: /path/to/topo.xml\n",
-    )
+    // A topology file that exists (a missing one is refused at its line: issue 34).
+    let topo = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/aws-p5en.xml");
+    let inv = parse(&format!(
+        "ssh:\n  config_file: /path/to/ssh_config\nnodes:\n  - host: 127.0.0.1\n    port: 2201\n    user: root\n    labels: {{rack: rack-1}}\n  - host: \"gpu[001-004]\"\n    labels: {{rack: rack-2}}\n    simulate: {topo}\n",
+    ))
     .unwrap();
     assert_eq!(inv.ssh.config_file.as_deref(), Some(Path::new("/path/to/ssh_config")));
     assert_eq!(inv.nodes.len(), 5);
@@ -30,7 +32,7 @@ fn minimal_form_from_the_issue_keeps_working() {
     assert_eq!(hosts, ["gpu001", "gpu002", "gpu003", "gpu004"]);
     assert!(inv.nodes[1..]
         .iter()
-        .all(|n| n.transport == TransportKind::Simulated && n.simulate.as_deref() == Some("/path/to/topo.xml")));
+        .all(|n| n.transport == TransportKind::Simulated && n.simulate.as_deref() == Some(topo)));
     assert_eq!(inv.ssh.forks, 64);
     assert_eq!(n0.declared_at, "/etc/topo-tune/cluster.yaml:4:11");
 }

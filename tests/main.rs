@@ -27,6 +27,7 @@ mod probe_fsroot;
 mod probe_hwloc_xml;
 mod root_safe;
 mod schema;
+mod setup_script;
 mod simulate;
 mod slurm;
 mod ssh_collect;

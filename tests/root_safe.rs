@@ -516,8 +516,9 @@ fn control_characters_from_a_node_are_shown_not_obeyed() {
         .config(&cfg)
         .out(dir.path().join("out"))
         .run();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!out.contains('\u{1b}') && out.contains("\\x1b[2Jx.xml"), "{out}");
+    // A path that does not exist is refused at its line (issue 34), the escape shown escaped.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains('\u{1b}') && err.contains("\\u{1b}[2Jx.xml"), "{err}");
 }
 
 // ---- 6 and 13. Panics, hangs, unbounded work ------------------------------------------------
@@ -721,6 +722,7 @@ fn yaml_that_only_looks_right_is_refused_at_its_line() {
         assert!(err.contains(at), "{what}: {err}");
     }
     // Quoted `!` is text, not a tag.
+    std::fs::write(dir.path().join("!odd-but-quoted.xml"), "<topology/>").unwrap();
     std::fs::write(&cfg, "nodes:\n  - host: n1\n    simulate: \"!odd-but-quoted.xml\"\n").unwrap();
     let o = quick(topo_tune().args(["init", "--list", "--cluster-config"]).arg(&cfg));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -51,7 +51,8 @@ pub(crate) enum OutputFormat {
 pub(crate) enum Command {
     /// Describe one node: GPUs, NVLink, PCIe tree, NICs, NUMA, IRQs (read-only).
     Probe(ProbeArgs),
-    /// Probe every node, plan, and write the NCCL files the plan gives each node.
+    /// Probe every node (or those --nodes selects), plan, and write the NCCL files the plan
+    /// gives each node.
     Init(InitArgs),
     /// Solve intra-node rings, the node order and NCCL settings; predict what they are worth.
     Plan(PlanArgs),
@@ -65,7 +66,8 @@ pub(crate) enum Command {
     /// Show what topo-tune has applied where: per node the last run, drift, staged
     /// candidates and the rollout wave it belongs to.
     Status(StatusArgs),
-    /// Restore, on every node, the files topo-tune's last `init` replaced.
+    /// Undo topo-tune's last run (an `init`, or a wave `apply` promoted) on every node, or on
+    /// those --nodes selects: the files it replaced restored, the ones it created removed.
     Rollback(RollbackArgs),
     /// Sweep all-reduce over message sizes on a set of nodes (the cluster's benchmark
     /// command) and read it: α–β fit, small-message cliff, crossover, and the large-message
@@ -144,7 +146,8 @@ pub(crate) struct InitArgs {
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_PLAN", conflicts_with = "collect_only")]
     pub(crate) plan: Option<PathBuf>,
 
-    /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, touch no node.
+    /// Stop after collecting snapshots: write `DIR/<host>/snapshot.json`, write nothing on the
+    /// nodes.
     #[arg(long, env = "TOPO_TUNE_COLLECT_ONLY", value_parser = env_bool)]
     pub(crate) collect_only: bool,
 
@@ -215,6 +218,11 @@ impl From<IrqbalanceArg> for IrqbalancePolicy {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 done (or nothing to move); 3 --dry-run with moves pending; 4 some interrupt\n\
+or node could not be moved; 8 no node could; 65 an impossible reserved set or a record that is\n\
+not topo-tune's; 77 not root. docs/irq.md."
+)]
 pub(crate) struct IrqPinArgs {
     /// Read and write /sys and /proc under DIR instead of / (a test or captured tree).
     #[arg(long, value_name = "DIR", env = "TOPO_TUNE_FSROOT")]
@@ -247,7 +255,8 @@ pub(crate) struct IrqPinArgs {
     #[arg(long)]
     pub(crate) include_control: bool,
 
-    /// Print the plan; change nothing.
+    /// Print the plan; change nothing; exit 3 when some interrupt would move (with --restore:
+    /// would be put back).
     #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]
     pub(crate) dry_run: bool,
 
@@ -397,8 +406,9 @@ pub(crate) struct ApplyArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Exit codes: 0 every node as recorded; 6 drift, a staged candidate or an interrupted\n\
-run somewhere; 4 some nodes could not be read."
+    after_help = "Exit codes: 0 every node as recorded (a deliberate rollback included); 6 drift, a staged\n\
+candidate or an interrupted run somewhere; 4 some nodes could not be read, 8 none could; 65 a\n\
+rollout record could not be read or believed."
 )]
 pub(crate) struct StatusArgs {
     /// The cluster description (docs/cluster-yaml.md).

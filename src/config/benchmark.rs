@@ -168,6 +168,22 @@ impl Default for Benchmark {
     }
 }
 
+/// The program a benchmark command starts, as `sh -c` finds it: the first word after any
+/// `NAME=value` assignments. `None` when that word is not plain (a placeholder, quoting, a
+/// shell construct): what it names is not guessed.
+pub(crate) fn program(command: &str) -> Option<&str> {
+    let assignment = |w: &str| {
+        w.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let word = command.split_ascii_whitespace().find(|w| !assignment(w))?;
+    let plain = word.chars().all(|c| c.is_ascii_alphanumeric() || "_./+-".contains(c));
+    plain.then_some(word)
+}
+
 /// The placeholders of a template, or the first unknown or unclosed one (byte offset).
 pub(crate) fn placeholders(template: &str) -> Result<Vec<&str>, (usize, String)> {
     let mut out = Vec::new();
@@ -295,6 +311,15 @@ mod tests {
             .contains("unknown placeholder `{host}`"));
         assert_eq!(placeholders("x {json").unwrap_err().0, 2);
         assert!(placeholders(DEFAULT_COMMAND).is_ok());
+        assert_eq!(program(DEFAULT_COMMAND), Some("mpirun"));
+        assert_eq!(program("FAKE=1 X_Y={ranks} python3 tests/x -b 8"), Some("python3"));
+        assert_eq!(
+            program("/opt/nccl-tests/build/all_reduce_perf -b 8"),
+            Some("/opt/nccl-tests/build/all_reduce_perf")
+        );
+        assert_eq!(program("{nccl_tests}/all_reduce_perf"), None);
+        assert_eq!(program("\"my tool\" -x"), None);
+        assert_eq!(program("A=1"), None);
     }
 
     #[test]

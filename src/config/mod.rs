@@ -821,6 +821,33 @@ impl Loader<'_> {
         })
     }
 
+    /// `simulate:`: a bundled profile, or a path that exists (relative to cluster.yaml). A misspelled profile name is an error at its line, not ten nodes that
+    /// fail to simulate.
+    fn simulate_source(&self, s: &Spanned<String>) -> Result<String, ConfigError> {
+        if profile_xml(&s.value).is_some() {
+            return Ok(s.value.clone());
+        }
+        let path = if Path::new(&s.value).is_absolute() {
+            PathBuf::from(&s.value)
+        } else {
+            self.base.join(&s.value)
+        };
+        // Anything there is the reader's to judge (a device or a FIFO is refused by it, by kind).
+        if std::fs::symlink_metadata(&path).is_ok() {
+            return Ok(path.display().to_string());
+        }
+        let names: Vec<&str> = PROFILES.iter().map(|(n, _)| *n).collect();
+        Err(self.at(
+            &s.referenced,
+            format!(
+                "simulate {:?}: neither a bundled profile ({}) nor a topology file ({} does not exist)",
+                s.value.escape_default().to_string(),
+                names.join(", "),
+                path.display().to_string().escape_default()
+            ),
+        ))
+    }
+
     /// `nvlink_mesh:`: one of its forms, within bounds; a links matrix square, symmetric, with
     /// nothing on its diagonal.
     fn mesh(&self, m: &Spanned<RawMesh>) -> Result<MeshSpec, ConfigError> {
@@ -864,13 +891,7 @@ impl Loader<'_> {
         let labels = self.labels(&n.labels, shared.fabric)?;
         let hints = self.hints(n, shared)?;
         let transport = self.transport(n)?;
-        let simulate = n.simulate.as_ref().map(|s| {
-            if profile_xml(&s.value).is_some() || Path::new(&s.value).is_absolute() {
-                s.value.clone()
-            } else {
-                self.base.join(&s.value).display().to_string()
-            }
-        });
+        let simulate = n.simulate.as_ref().map(|s| self.simulate_source(s)).transpose()?;
         let declared_at = self.where_(&n.host.referenced);
         if out.len() + hosts.len() > hostlist::MAX_HOSTS {
             return Err(self.at(
@@ -1081,12 +1102,21 @@ mod tests {
 
     #[test]
     fn relative_paths_are_relative_to_the_file() {
-        let inv = parse("ssh: {known_hosts: keys/known_hosts}\nnodes:\n  - host: a\n    simulate: x.xml\n  - host: b\n    simulate: aws-p5en\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("x.xml"), "<topology/>").unwrap();
+        let inv = Inventory::parse(
+            &dir.path().join("cluster.yaml"),
+            "ssh: {known_hosts: keys/known_hosts}\nnodes:\n  - host: a\n    simulate: x.xml\n  - host: b\n    simulate: aws-p5en\n",
+        )
+        .unwrap();
         assert_eq!(
             inv.ssh.known_hosts.as_deref(),
-            Some(Path::new("/etc/topo-tune/keys/known_hosts"))
+            Some(dir.path().join("keys/known_hosts").as_path())
         );
-        assert_eq!(inv.nodes[0].simulate.as_deref(), Some("/etc/topo-tune/x.xml"));
+        assert_eq!(
+            inv.nodes[0].simulate.as_deref(),
+            Some(dir.path().join("x.xml").to_str().unwrap())
+        );
         assert_eq!(
             inv.nodes[1].simulate.as_deref(),
             Some("aws-p5en"),
@@ -1100,6 +1130,11 @@ mod tests {
             ("nodes:\n  - host: a\n  - host: a\n", ":3:", "listed twice"),
             ("nodes:\n  - host: a\n    port: 0\n", ":3:", "port 0"),
             ("nodes:\n  - host: a\n    gpu: h9000\n", ":3:", "GPU part"),
+            (
+                "nodes:\n  - host: a\n    simulate: aws-p5e\n",
+                ":3:",
+                "neither a bundled profile (aws-p4d, aws-p5en, aws-p6-b200) nor a topology file",
+            ),
             (
                 "nodes:\n  - host: a\n    transport: simulated\n",
                 ":2:",

@@ -191,6 +191,9 @@ pub(crate) fn checks_help() -> String {
     for c in CHECKS {
         out.push_str(&format!("  {:width$}  {}\n", c.id, c.title));
     }
+    out.push_str(
+        "\nExit codes: 0 nothing failed (warnings allowed); 5 a check failed; 4 some nodes could not be\nchecked, 8 none could (a node only on paper is skipped, neither).\n",
+    );
     out
 }
 

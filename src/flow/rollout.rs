@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 /// Start or resume the rollout, and drive it: the record as it ends, and the store it is in.
 pub(crate) fn run(s: &ApplySettings, printer: &Printer) -> Result<(Rollout, Store), Error> {
     let inv = &s.gather.inv;
+    super::preflight::benchmark_runnable(inv)?;
     let store = Store::open(&s.state_dir)?;
     let _lock = store.lock(&inv.path)?;
     let mut r = match &s.start {

@@ -57,6 +57,7 @@ struct Search<B: Bencher> {
 }
 
 pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, Error> {
+    super::preflight::benchmark_runnable(&s.gather.inv)?;
     let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
     let gpus = super::diagnose::gpus_per_node(&s.gather.inv, &planned.plan.node_classes);
     let order = if planned.plan.node_order.is_empty() {

@@ -72,29 +72,35 @@ pub(crate) fn load(tree: &Tree) -> Result<Option<Before>, IrqError> {
     Ok(Some(before))
 }
 
-fn check(b: &Before) -> Result<(), String> {
+/// Why a record is not one topo-tune wrote.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadRecord(String);
+
+fn check(b: &Before) -> Result<(), BadRecord> {
+    let no = |why: String| Err(BadRecord(why));
     if b.version != VERSION {
-        return Err(format!(
+        return no(format!(
             "version {} is not {VERSION}, the one this topo-tune writes",
             b.version
         ));
     }
     if b.irqs.len() > MAX_IRQS {
-        return Err(format!("{} interrupts, more than {MAX_IRQS}", b.irqs.len()));
+        return no(format!("{} interrupts, more than {MAX_IRQS}", b.irqs.len()));
     }
     let plain = |s: &str| s.len() <= MAX_FIELD && !s.chars().any(|c| c.is_control() && c != '\n');
     for (irq, i) in &b.irqs {
         if !plain(&i.nic) || !i.name.as_deref().is_none_or(plain) {
-            return Err(format!("IRQ {irq}: a NIC or vector name that is not plain text"));
+            return no(format!("IRQ {irq}: a NIC or vector name that is not plain text"));
         }
         let list = i.affinity_list.trim();
         if !plain(&i.affinity_list) || CpuList::parse(list).map_or(true, |l| l.is_empty()) {
-            return Err(format!("IRQ {irq}: {:?} is not a CPU list", i.affinity_list));
+            return no(format!("IRQ {irq}: {:?} is not a CPU list", i.affinity_list));
         }
     }
     if let Some(ib) = &b.irqbalance {
         if !IRQBALANCE_CONFIGS.contains(&ib.config.as_str()) {
-            return Err(format!(
+            return no(format!(
                 "irqbalance.config {:?} is not one of irqbalance's config files ({})",
                 ib.config,
                 IRQBALANCE_CONFIGS.join(", ")
@@ -105,7 +111,7 @@ fn check(b: &Before) -> Result<(), String> {
             .as_ref()
             .is_some_and(|t| t.len() as u64 > irqbalance::CONFIG_LIMIT)
         {
-            return Err("irqbalance.text is larger than an irqbalance config may be".into());
+            return no("irqbalance.text is larger than an irqbalance config may be".into());
         }
     }
     Ok(())

@@ -38,6 +38,7 @@ pub(crate) struct Diagnosis {
 /// The sweep on the selected nodes, read and held against the plan's prediction; localised
 /// when slower (or asked), each suspect doctored and judged.
 pub(crate) fn diagnose(s: &DiagnoseSettings, printer: &Printer) -> Result<Diagnosis, Error> {
+    crate::flow::preflight::benchmark_runnable(&s.gather.inv)?;
     let (planned, order, gpus) = prepare(s, printer)?;
     let mut bench = node_bench(s, printer);
     let run = bench.sweep(&order, gpus)?;

@@ -1,0 +1,87 @@
+//! Before a benchmark-driven command touches anything (`apply`, `tune`, `diagnose`): the
+//! program its benchmark command starts must be there. Without it a rollout staged every
+//! canary file, then stopped with "mpirun: not found" and the exit code of a measurement that
+//! said no.
+
+use crate::config::benchmark::RunsOn;
+use crate::config::Inventory;
+use crate::exit::{self, Class};
+use std::path::{Path, PathBuf};
+
+/// The benchmark's program is not on the machine that runs it.
+#[derive(Debug, thiserror::Error)]
+#[error("benchmark.command starts `{program}`, which {where_}{default}: install it, or set benchmark.command in {config} (docs/apply.md); nothing was staged, run or changed")]
+pub(crate) struct MissingProgram {
+    program: String,
+    where_: String,
+    default: &'static str,
+    config: String,
+}
+
+impl crate::exit::Classify for MissingProgram {
+    fn classify(&self) -> Class {
+        Class::new(exit::UNAVAILABLE, "benchmark")
+    }
+}
+
+impl From<MissingProgram> for crate::error::Error {
+    fn from(e: MissingProgram) -> Self {
+        crate::error::Error::Flow(Box::new(e))
+    }
+}
+
+/// Checks the controller's PATH (`runs_on: controller`); a command run on the first node is
+/// that node's to find, and a program named through a placeholder or quoting is not guessed.
+pub(crate) fn benchmark_runnable(inv: &Inventory) -> Result<(), MissingProgram> {
+    let b = &inv.benchmark;
+    if b.runs_on != RunsOn::Controller {
+        return Ok(());
+    }
+    let Some(program) = crate::config::benchmark::program(&b.command) else {
+        return Ok(());
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if found(program, &path) {
+        return Ok(());
+    }
+    Err(MissingProgram {
+        program: program.to_string(),
+        where_: if program.contains('/') {
+            "does not exist or is not executable".into()
+        } else {
+            "is not on this machine's PATH".into()
+        },
+        default: if b.command == crate::config::benchmark::DEFAULT_COMMAND {
+            " (cluster.yaml has no benchmark.command: this is the default, nccl-tests' all_reduce_perf under mpirun)"
+        } else {
+            ""
+        },
+        config: inv.path.display().to_string(),
+    })
+}
+
+fn found(program: &str, path: &std::ffi::OsStr) -> bool {
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::split_paths(path).any(|d: PathBuf| executable(&d.join(program)))
+}
+
+fn executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_is_found_on_path_or_by_its_path() {
+        let path = std::ffi::OsString::from("/nonexistent:/bin:/usr/bin");
+        assert!(found("sh", &path));
+        assert!(found("/bin/sh", &path));
+        assert!(!found("mpirun-that-is-not-here", &path));
+        assert!(!found("/etc/hostname", &path), "not executable");
+    }
+}
