@@ -152,6 +152,11 @@ pub fn doctor_answer(data: &[u8]) -> String {
         .and_then(|report| {
             crate::doctor::answer::check_report(&report.hostname, &report.checks, &crate::doctor::check_ids())
                 .map_err(|e| e.to_string())?;
+            if let Some(v) = &report.versions {
+                v.check().map_err(|e| e.to_string())?;
+                let judged = crate::doctor::consistency::compare(&[(report.hostname.as_str(), v), ("other", v)]);
+                assert_eq!(judged.len(), 2);
+            }
             let detail = crate::report::doctor::DoctorDetail::from(&report);
             let row = crate::report::envelope::NodeRow::ok(&report.hostname, false, Some(detail));
             let gauges = crate::report::metrics::textfile(&[row], 0);

@@ -7,8 +7,10 @@ use rustix::fs::{FileType, Mode, OFlags};
 use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
 
-/// cluster.yaml.
-pub(crate) const CONFIG_LIMIT: u64 = 4 << 20;
+/// cluster.yaml: room for the most nodes it may declare (`hostlist::MAX_HOSTS`, 100,000)
+/// written one entry each with a label or two (a 65,536-node file so written is about 6 MB;
+/// 4 MiB refused it), and still a bound.
+pub(crate) const CONFIG_LIMIT: u64 = 32 << 20;
 /// An hwloc export or NCCL topology file (a 1,000-device machine is a few MB).
 pub(crate) const TOPOLOGY_LIMIT: u64 = 32 << 20;
 /// A plan.json (4,096 nodes are a few MB).

@@ -677,7 +677,7 @@ fn a_damaged_switch_port_config_is_a_finding() {
 fn paper_nodes_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
-    std::fs::write(&cfg, "nodes:\n  - host: paper-1\n    simulate: aws-p5\n").unwrap();
+    std::fs::write(&cfg, "nodes:\n  - host: paper-1\n    simulate: aws-p5en\n").unwrap();
     let o = tt(["doctor"]).json().config(&cfg).run();
     let doc = crate::common::json(&o);
     assert_eq!(o.status.code(), Some(0), "{doc:#}");
@@ -788,4 +788,87 @@ fn an_unreadable_port_state_or_rate_is_a_finding_not_a_dropped_port() {
         );
     }
     assert!(!d.contains("runs at -400"), "a negative rate is not a rate: {d}");
+}
+
+/// NVML's health answer for every GPU of `n`, with `f` applied to GPU `i`'s.
+fn health(n: &mut Node, i: usize, f: impl Fn(&mut Value)) {
+    for g in 0..8 {
+        let mut h = serde_json::json!({
+            "ecc_uncorrected": 0, "retired_pages_dbe": null, "retirement_pending": null,
+            "remapped_uncorrectable": 0, "remap_pending": false, "remap_failed": false,
+            "clock_event_reasons": 1
+        });
+        if g == i {
+            f(&mut h);
+        }
+        n.gpu(g)["health"] = h;
+    }
+}
+
+#[test]
+fn gpu_health_from_nvml_and_the_kernel_log() {
+    let mut n = Node::hgx();
+    // No NVML health in the answer, no kernel log in the tree: said so, not guessed.
+    let (_, doc) = n.doctor(&[]);
+    assert_eq!(row(&doc, "gpu-memory").0, "skip");
+    assert_eq!(row(&doc, "gpu-clocks").0, "skip");
+    let (st, d) = row(&doc, "gpu-xid");
+    assert!(st == "skip" && d.contains("kernel log cannot be read"), "{st} {d}");
+
+    n.write("/dev/kmsg", "6,100,2000,-;nvidia-nvlink: registered\n");
+    health(&mut n, 9, |_| {});
+    let (_, doc) = n.doctor(&[]);
+    assert_eq!(
+        row(&doc, "gpu-xid"),
+        ("pass".into(), "no Xid error in the kernel log since boot".into())
+    );
+    assert_eq!(row(&doc, "gpu-memory").0, "pass");
+    assert_eq!(row(&doc, "gpu-clocks").0, "pass", "GPU idle (0x1) is not a slowdown");
+
+    // A pending row remap and uncorrectable errors on GPU 3; the hardware slowing GPU 5.
+    health(&mut n, 3, |h| {
+        h["remap_pending"] = true.into();
+        h["ecc_uncorrected"] = 2.into();
+    });
+    let (code, doc) = n.doctor(&[]);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
+    let (st, d) = row(&doc, "gpu-memory");
+    assert_eq!(st, "fail");
+    assert!(
+        d.contains("GPU 3: a memory repair waits for a GPU reset") && d.contains("GPU 3: 2 uncorrectable ECC"),
+        "{d}"
+    );
+    health(&mut n, 5, |h| h["clock_event_reasons"] = 0x48.into());
+    let (st, d) = row(&n.doctor(&[]).1, "gpu-clocks");
+    assert_eq!(
+        (st.as_str(), d.as_str()),
+        ("fail", "GPU 5: HW slowdown, HW thermal slowdown")
+    );
+    health(&mut n, 5, |h| h["clock_event_reasons"] = 0x24.into());
+    let (st, d) = row(&n.doctor(&[]).1, "gpu-clocks");
+    assert_eq!(
+        (st.as_str(), d.as_str()),
+        ("warn", "GPU 5: SW thermal slowdown, SW power cap")
+    );
+
+    // The driver's Xid lines: an application's fault warns, the GPU's own fails.
+    let bus = &machines::dgx_gpu_bdfs()[0][..10];
+    n.write(
+        "/dev/kmsg",
+        &format!("4,200,3000,-;NVRM: Xid (PCI:{bus}): 13, Graphics SM Warp Exception\n"),
+    );
+    let (st, d) = row(&n.doctor(&[]).1, "gpu-xid");
+    assert!(st == "warn" && d.starts_with("Xid 13 ×1 on GPU 0"), "{st} {d}");
+    n.write(
+        "/dev/kmsg",
+        &format!("4,200,3000,-;NVRM: Xid (PCI:{bus}): 13, x\n3,201,3001,-;NVRM: Xid (PCI:{bus}): 79, pid=7, GPU has fallen off the bus.\n"),
+    );
+    let (code, doc) = n.doctor(&[]);
+    let (st, d) = row(&doc, "gpu-xid");
+    assert_eq!(
+        (code, st.as_str()),
+        (Some(topo_tune::exit::CHECKS_FAILED.code()), "fail"),
+        "{d}"
+    );
+    assert!(d.contains("Xid 79 ×1 on GPU 0"), "{d}");
 }

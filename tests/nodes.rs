@@ -224,7 +224,13 @@ fn identical_nodes_fold_under_a_host_range_and_per_node_unfolds() {
         "NCCL_DEBUG=INFO\n",
     )
     .unwrap();
-    let o = tt(["status"]).config(example()).out(out.path()).run();
+    // Its own state directory: other tests' rollouts of the example are not this one's.
+    let o = tt(["status"])
+        .config(example())
+        .out(out.path())
+        .arg("--state-dir")
+        .arg(out.path().join("state"))
+        .run();
     let text = String::from_utf8(o.stdout.clone()).unwrap();
     let rows: Vec<&str> = text
         .lines()
@@ -240,4 +246,59 @@ fn identical_nodes_fold_under_a_host_range_and_per_node_unfolds() {
         rows.iter().any(|r| r.starts_with(" ndv5-[01-02],p5en-[01-04,06-08] ")),
         "{text}"
     );
+}
+
+#[test]
+fn doctor_holds_each_node_to_its_class_over_ssh() {
+    let t = three();
+    for (i, tree) in t.trees.iter().enumerate() {
+        for k in 0..4 {
+            let ib = tree.path().join(format!("sys/class/infiniband/mlx5_{k}"));
+            std::fs::write(ib.join("board_id"), "MT_0000000838\n").unwrap();
+            let fw = if i == 1 && k == 2 {
+                "28.40.1000\n"
+            } else {
+                "28.39.1002\n"
+            };
+            std::fs::write(ib.join("fw_ver"), fw).unwrap();
+        }
+    }
+    std::fs::write(t.trees[2].path().join("proc/sys/kernel/osrelease"), "6.5.0-old\n").unwrap();
+    let (_, doc, err) = run(&t.cfg, &["doctor"]);
+    let consistency = |host: &str| -> (String, String) {
+        let node = doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["host"] == host)
+            .unwrap();
+        let c = node["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "cluster-consistency");
+        let c = c.unwrap_or_else(|| panic!("{host}: no cluster-consistency row: {err}{node:#}"));
+        (
+            c["status"].as_str().unwrap().into(),
+            c["detail"].as_str().unwrap().into(),
+        )
+    };
+    let (st, d) = consistency("node1");
+    assert_eq!(st, "pass", "{d}");
+    assert!(d.contains("odd one(s) out: node2, node3"), "{d}");
+    let (st, d) = consistency("node2");
+    assert_eq!(
+        (st.as_str(), d.as_str()),
+        (
+            "warn",
+            "NIC firmware (MT_0000000838) 28.39.1002 + 28.40.1000 where 2 of 3 nodes of its class run 28.39.1002"
+        )
+    );
+    let (st, d) = consistency("node3");
+    assert_eq!(st, "warn");
+    assert!(
+        d.starts_with("kernel 6.5.0-old where 2 of 3 nodes of its class run 6.8.0-fake"),
+        "{d}"
+    );
+    crate::common::assert_schema("doctor", &doc);
 }

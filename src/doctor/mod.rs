@@ -8,12 +8,14 @@
 
 pub(crate) mod answer;
 pub(crate) mod conf;
+pub(crate) mod consistency;
 mod disablers;
 mod drift;
 mod fabric;
 mod facts;
 mod finding;
 mod gdr;
+mod gpu;
 mod ib;
 mod irq;
 mod limits;
@@ -76,111 +78,139 @@ pub(crate) fn check_ids() -> Vec<&'static str> {
 
 pub(crate) const CHECKS: &[CheckDef] = &[
     def(
+        "gpu-xid",
+        0,
+        "no Xid error since boot",
+        "a GPU that logged a hardware Xid",
+        gpu::gpu_xid,
+    ),
+    def(
+        "gpu-memory",
+        1,
+        "no uncorrectable ECC error, no memory repair pending",
+        "GPU memory with uncorrectable errors or a repair pending",
+        gpu::gpu_memory,
+    ),
+    def(
+        "gpu-clocks",
+        2,
+        "no thermal, power or hardware clock slowdown",
+        "a GPU held down by a thermal, power or hardware slowdown",
+        gpu::gpu_clocks,
+    ),
+    def(
         "mlx5-irq-placement",
-        7,
+        10,
         "where NIC completion interrupts are aimed",
         "NIC interrupts piled on few CPUs",
         irq::irq_placement,
     ),
     def(
         "mlx5-irq-load",
-        8,
+        11,
         "NIC interrupt load since boot",
         "NIC interrupt load on one CPU",
         irq::irq_load,
     ),
     def(
         "irq-pins",
-        9,
+        12,
         "irq-pin's pins still in place",
         "NIC interrupts not where they were pinned",
         irq::irq_pins,
     ),
     def(
         "irqbalance",
-        10,
+        13,
         "irqbalance leaves NIC interrupts alone",
         "irqbalance moving NIC interrupts",
         irq::irqbalance,
     ),
     def(
         "pcie-link",
-        6,
+        9,
         "PCIe links at full width and speed",
         "a degraded PCIe link",
         pcie::pcie_link,
     ),
     def(
         "gpu-nic-numa",
-        11,
+        14,
         "each GPU has an RDMA NIC on its socket",
         "GPUs far from their NIC",
         numa::gpu_nic_numa,
     ),
     def(
         "numa-known",
-        14,
+        17,
         "NUMA nodes known",
         "NUMA nodes unknown",
         numa::numa_known,
     ),
-    def("gdr", 0, "GPUDirect RDMA", "GPUDirect RDMA off", gdr::gdr),
+    def("gdr", 3, "GPUDirect RDMA", "GPUDirect RDMA off", gdr::gdr),
     def(
         "ib-ports",
-        1,
+        4,
         "RDMA ports up, at full rate, with a RoCE v2 GID",
         "an RDMA port down or downtrained",
         ib::ib_ports,
     ),
-    def("nvlink-links", 2, "NVLinks up", "NVLinks down", fabric::nvlink_links),
+    def("nvlink-links", 5, "NVLinks up", "NVLinks down", fabric::nvlink_links),
     def(
         "fabric",
-        3,
+        6,
         "NVSwitch and multi-node NVLink fabric ready",
         "the NVLink fabric not ready",
         fabric::fabric,
     ),
     def(
         "nccl-disablers",
-        4,
+        7,
         "no setting turns a fast path off",
         "a setting turns a fast path off",
         disablers::nccl_disablers,
     ),
     def(
         "limits",
-        13,
+        16,
         "memlock and stack limits",
         "process limits RDMA needs",
         limits::limits,
     ),
     def(
         "acs",
-        5,
+        8,
         "ACS does not redirect GPU–NIC traffic",
         "ACS redirects GPU–NIC traffic through the root complex",
         pcie::acs,
     ),
     def(
         "iommu",
-        12,
+        15,
         "no IOMMU translation on the GPU–NIC path",
         "IOMMU translation on the GPU–NIC path",
         pcie::iommu,
     ),
     def(
         "nccl-config",
-        15,
+        18,
         "/etc/nccl.conf as topo-tune wrote it",
         "NCCL's config changed by hand",
         drift::nccl_config,
     ),
     def(
         "nccl-tuner",
-        16,
+        19,
         "the tuner plugin NCCL is told to load, and its rules",
         "a tuner plugin or rules file NCCL cannot use",
         tuner::nccl_tuner,
+    ),
+    def(
+        "cluster-consistency",
+        20,
+        "the same NCCL, driver, CUDA, kernel and NIC firmware as its class",
+        "another NCCL, driver, CUDA, kernel or NIC firmware than its class",
+        consistency::on_one_node,
     ),
 ];
 

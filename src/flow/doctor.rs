@@ -41,6 +41,7 @@ pub(crate) fn checks(s: &DoctorSettings, printer: &Printer) -> Result<Vec<NodeRo
             for o in &mut outcomes {
                 refuse_another_nodes(o, inv, &names);
             }
+            add_consistency(&mut outcomes);
             Ok(outcomes
                 .iter()
                 .map(|o| NodeRow::from_outcome(o, |r| (false, Some(DoctorDetail::from(r))), || None))
@@ -63,6 +64,28 @@ fn refuse_another_nodes(o: &mut NodeOutcome<DoctorReport>, inv: &Inventory, name
             o.host
         );
         o.result = Err(Failure::new(FailureKind::BadAnswer, why));
+    }
+}
+
+/// The nodes that answered, held to each other: each gets its `cluster-consistency` row (its
+/// NCCL, driver, CUDA, kernel and NIC firmware against its class's majority).
+fn add_consistency(outcomes: &mut [NodeOutcome<DoctorReport>]) {
+    let judged: Vec<(String, crate::doctor::Finding)> = {
+        let nodes: Vec<(&str, &crate::doctor::consistency::Versions)> = outcomes
+            .iter()
+            .filter_map(|o| Some((o.host.as_str(), o.result.as_ref().ok()?.versions.as_ref()?)))
+            .collect();
+        crate::doctor::consistency::compare(&nodes)
+            .into_iter()
+            .map(|(h, f)| (h.to_string(), f))
+            .collect()
+    };
+    for (host, finding) in judged {
+        if let Some(Ok(report)) = outcomes.iter_mut().find(|o| o.host == host).map(|o| o.result.as_mut()) {
+            report
+                .checks
+                .push(crate::doctor::Check::of("cluster-consistency", finding));
+        }
     }
 }
 

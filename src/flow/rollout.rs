@@ -20,12 +20,20 @@ use std::collections::BTreeMap;
 /// Start or resume the rollout, and drive it: the record as it ends, and the store it is in.
 pub(crate) fn run(s: &ApplySettings, printer: &Printer) -> Result<(Rollout, Store), Error> {
     let inv = &s.gather.inv;
-    super::preflight::benchmark_runnable(inv)?;
     let store = Store::open(&s.state_dir)?;
     let _lock = store.lock(&inv.path)?;
+    // The benchmark must be able to start before anything is probed, staged or recorded (a
+    // resume's record is read first: a rollout that does not exist says so).
     let mut r = match &s.start {
-        Start::Resume { id, given } => resume(&store, id, inv, given)?,
-        Start::New(new) => start(s, new, printer)?,
+        Start::Resume { id, given } => {
+            let r = resume(&store, id, inv, given)?;
+            super::preflight::benchmark_runnable(inv)?;
+            r
+        }
+        Start::New(new) => {
+            super::preflight::benchmark_runnable(inv)?;
+            start(s, new, printer)?
+        }
     };
     store.save(&r)?;
     let mut fleet = NodeFleet {

@@ -74,6 +74,9 @@ pub struct MachineInfo {
     pub cpu_model: Option<String>,
     /// NVIDIA driver version from NVML, when the driver answered.
     pub nvidia_driver: Option<String>,
+    /// The CUDA version the driver supports (`nvmlSystemGetCudaDriverVersion_v2`, `12.8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_driver: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -212,8 +215,41 @@ pub struct Gpu {
     /// or the driver does not report it.
     #[serde(default)]
     pub fabric: Option<super::nvfabric::GpuFabric>,
+    /// What NVML says of the GPU's health without traffic (memory errors, clock slowdowns);
+    /// absent when NVML was not asked (a file) or answered none of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<GpuHealth>,
     /// Where the GPU facts came from: `nvml` or `pci`.
     pub source: GpuSource,
+}
+
+/// A GPU's health as NVML reports it; each field `null` where the GPU or driver does not say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuHealth {
+    /// Uncorrectable ECC errors since the driver loaded (`nvmlDeviceGetTotalEccErrors`,
+    /// UNCORRECTED, VOLATILE).
+    #[serde(default)]
+    pub ecc_uncorrected: Option<u64>,
+    /// Pages retired for a double-bit error (`nvmlDeviceGetRetiredPages_v2`; before Ampere).
+    #[serde(default)]
+    pub retired_pages_dbe: Option<u32>,
+    /// A page retirement waits for a reset (`nvmlDeviceGetRetiredPagesPendingStatus`).
+    #[serde(default)]
+    pub retirement_pending: Option<bool>,
+    /// Rows remapped for uncorrectable errors (`nvmlDeviceGetRemappedRows` uncRows; Ampere on).
+    #[serde(default)]
+    pub remapped_uncorrectable: Option<u32>,
+    /// A row remap waits for a GPU reset (isPending).
+    #[serde(default)]
+    pub remap_pending: Option<bool>,
+    /// A row remap failed: the memory is out of spare rows (failureOccurred).
+    #[serde(default)]
+    pub remap_failed: Option<bool>,
+    /// `nvmlDeviceGetCurrentClocksEventReasons`: why the clocks are below their maximum now,
+    /// NVML's bit mask (`nvmlClocksEventReason*`).
+    #[serde(default)]
+    pub clock_event_reasons: Option<u64>,
 }
 
 /// Where a GPU's NVLinks were read.

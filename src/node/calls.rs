@@ -234,15 +234,20 @@ pub(crate) struct Doctor(pub(crate) DoctorRequest);
 pub(crate) struct DoctorReport {
     pub(crate) hostname: String,
     pub(crate) checks: Vec<Check>,
+    /// What the node runs, for the controller's `cluster-consistency` check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) versions: Option<doctor::consistency::Versions>,
 }
 
 impl Doctor {
     /// Check the machine `env` describes.
     pub(crate) fn run(&self, env: &NodeEnv) -> Result<DoctorReport, probe::ProbeError> {
         let snap = snapshot(env)?;
+        let fs = fs_of(env);
         Ok(DoctorReport {
             hostname: snap.hostname.clone(),
-            checks: doctor::run(&fs_of(env), &snap, &self.0),
+            checks: doctor::run(&fs, &snap, &self.0),
+            versions: Some(doctor::consistency::versions(&fs, &snap)),
         })
     }
 }
@@ -258,7 +263,11 @@ impl Call for Doctor {
 
     fn check_answer(report: &DoctorReport) -> Result<(), BadAnswer> {
         doctor::answer::check_report(&report.hostname, &report.checks, &doctor::check_ids())
-            .map_err(|e| BadAnswer(e.to_string()))
+            .map_err(|e| BadAnswer(e.to_string()))?;
+        match &report.versions {
+            Some(v) => v.check().map_err(|e| BadAnswer(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     fn on_paper(&self, _node: &NodeSpec) -> Result<DoctorReport, Failure> {

@@ -86,6 +86,7 @@ pub(crate) fn assemble(g: Gathered) -> NodeSnapshot {
             kernel: g.kernel.clone(),
             cpu_model: view.cpu_model.clone(),
             nvidia_driver: g.driver.as_ref().ok().and_then(|r| r.driver_version.clone()),
+            cuda_driver: g.driver.as_ref().ok().and_then(|r| r.cuda_driver_version.clone()),
         },
         cpu: CpuSummary {
             packages: Some(view.packages),
@@ -172,6 +173,7 @@ fn gpus_of(g: &Gathered, place: &dyn Fn(&HwPciDevice) -> PciPlacement, notes: &m
                 nvlinks,
                 c2c: None,
                 fabric: None,
+                health: None,
                 source: GpuSource::Pci,
             }
         })
@@ -512,6 +514,7 @@ fn gpu_from_driver(dg: &DriverGpu, mut p: PciPlacement, gpu_bdfs: &[Bdf], numa_n
             gbps_per_link: (c.max_bw_mbps > 0).then(|| f64::from(c.max_bw_mbps) / 1000.0),
         }),
         fabric: dg.fabric.as_ref().and_then(fabric_of),
+        health: dg.health.clone(),
         source: GpuSource::Nvml,
     }
 }

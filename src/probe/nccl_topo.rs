@@ -295,6 +295,7 @@ impl Builder {
             nvlinks: (!links.is_empty()).then(|| nvlinks(&links, sm)),
             c2c,
             fabric: None,
+            health: None,
             source: GpuSource::Pci,
         });
         Ok(())

@@ -15,6 +15,9 @@ const NVLINK_MAX_LINKS: u32 = 18;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct DriverReport {
     pub(crate) driver_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion_v2` as `major.minor` (12080 → `12.8`).
+    #[serde(default)]
+    pub(crate) cuda_driver_version: Option<String>,
     pub(crate) gpus: Vec<DriverGpu>,
 }
 
@@ -46,6 +49,9 @@ pub(crate) struct DriverGpu {
     /// `NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`: MB/s per active link.
     #[serde(default)]
     pub(crate) nvlink_speed_mbps: Option<u32>,
+    /// Memory errors and clock slowdowns, as NVML answers them (`null`: not asked).
+    #[serde(default)]
+    pub(crate) health: Option<crate::model::snapshot::GpuHealth>,
 }
 
 /// NVML's `nvmlGpuFabricInfo_v3_t` (v2, v1: fewer fields), with the call's return code.
@@ -199,12 +205,40 @@ impl GpuDriver for Nvml {
                     0,
                 )
                 .filter(|s| *s > 0),
+                health: Some(health(&nvml, &dev)),
             });
         }
         Ok(DriverReport {
             driver_version: nvml.sys_driver_version().ok(),
+            cuda_driver_version: nvml.sys_cuda_driver_version().ok().map(cuda_version),
             gpus,
         })
+    }
+}
+
+/// `12080` → `12.8` (NVML's `CUDA_VERSION` encoding: major × 1000 + minor × 10).
+fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// What NVML says of a GPU's health without traffic; a call the GPU does not support is
+/// `None` (ECC off, no row remapper before Ampere, no page retirement after it).
+fn health(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> crate::model::snapshot::GpuHealth {
+    use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, RetirementCause};
+    let remap = raw::remapped_rows(nvml, dev);
+    crate::model::snapshot::GpuHealth {
+        ecc_uncorrected: dev
+            .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            .ok(),
+        retired_pages_dbe: dev
+            .retired_pages(RetirementCause::DoubleBitEccError)
+            .ok()
+            .map(|p| u32::try_from(p.len()).unwrap_or(u32::MAX)),
+        retirement_pending: dev.are_pages_pending_retired().ok(),
+        remapped_uncorrectable: remap.map(|r| r.0),
+        remap_pending: remap.map(|r| r.1),
+        remap_failed: remap.map(|r| r.2),
+        clock_event_reasons: dev.current_throttle_reasons().ok().map(|r| r.bits()),
     }
 }
 
@@ -294,6 +328,15 @@ mod raw {
             (ret == b::nvmlReturn_enum_NVML_SUCCESS && fv.nvmlReturn == b::nvmlReturn_enum_NVML_SUCCESS)
                 .then_some(fv.value.uiVal)
         }
+    }
+
+    /// `nvmlDeviceGetRemappedRows`: (uncorrectable rows, a remap pending, a remap failed).
+    pub(super) fn remapped_rows(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<(u32, bool, bool)> {
+        let get = nvml.lib().nvmlDeviceGetRemappedRows.as_ref().ok()?;
+        let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
+        // SAFETY: four plain out-parameters NVML fills; the handle is valid while `nvml` lives.
+        let ret = unsafe { get(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+        (ret == b::nvmlReturn_enum_NVML_SUCCESS).then_some((unc, pending != 0, failed != 0))
     }
 
     pub(super) fn c2c_links(nvml: &nvml_wrapper::Nvml, dev: &nvml_wrapper::Device) -> Option<DriverC2c> {
