@@ -404,9 +404,22 @@ fn yaml_tag_at(line: &str) -> Option<usize> {
     None
 }
 
+/// The YAML parser's own bounds, sized for the largest cluster.yaml topo-tune reads
+/// (`input::CONFIG_LIMIT`, 100,000 nodes one entry each: about 12 YAML nodes and events per
+/// entry); saphyr's defaults (250,000 nodes, 1,000,000 events) refused 65,536 nodes written
+/// one per entry. Still bounds: a file of anchors and aliases cannot multiply past them.
+const YAML_MAX_NODES: usize = 2_000_000;
+const YAML_MAX_EVENTS: usize = 4_000_000;
+
 fn parse_yaml(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
     check_text(path, text)?;
-    serde_saphyr::from_str(text).map_err(|e| {
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_nodes: YAML_MAX_NODES,
+            max_events: YAML_MAX_EVENTS,
+        },
+    };
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let loc = e
             .location()
             .map(|l| format!(":{}:{}", l.line(), l.column()))

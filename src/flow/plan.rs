@@ -44,6 +44,48 @@ fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
     })
 }
 
+/// Each node's digest, where nodes that share one snapshot (paper nodes of one source) and
+/// the same hints are digested once, on every core, and the rest take a copy under their own
+/// name and labels: 65,536 paper nodes of one profile are one digest, not 65,536.
+fn digest_shared(
+    pairs: &[(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)],
+    digest_of: &(impl Fn(&NodeSpec, &NodeSnapshot) -> Digest + Sync),
+) -> Vec<(Reached, Option<Digest>)> {
+    type Key = (usize, crate::model::fabric::NodeHints);
+    let key = |(n, o): &(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)| -> Option<Key> {
+        let s = o.result.as_ref().ok()?;
+        Some((std::sync::Arc::as_ptr(s) as usize, n.hints.clone()))
+    };
+    let mut leader_of: HashMap<Key, usize> = HashMap::new();
+    let mut leaders: Vec<usize> = Vec::new();
+    for (i, p) in pairs.iter().enumerate() {
+        if let Some(k) = key(p) {
+            leader_of.entry(k).or_insert_with(|| {
+                leaders.push(i);
+                i
+            });
+        }
+    }
+    let first: HashMap<usize, Digest> = leaders
+        .iter()
+        .copied()
+        .zip(par_map(&leaders, |&i| {
+            let (n, o) = &pairs[i];
+            o.result.as_ref().map(|s| digest_of(n, s)).ok()
+        }))
+        .filter_map(|(i, d)| Some((i, d?)))
+        .collect();
+    par_map(pairs, |p| {
+        let (n, o) = p;
+        let (reached, snap) = strip(o.clone());
+        let shared = key(p)
+            .and_then(|k| leader_of.get(&k))
+            .and_then(|i| first.get(i))
+            .and_then(|d| d.for_node(&n.host, &n.labels));
+        (reached, snap.map(|s| shared.unwrap_or_else(|| digest_of(n, &s))))
+    })
+}
+
 /// A node's outcome without its answer: what the command reports per node.
 pub(crate) type Reached = NodeOutcome<()>;
 
@@ -105,10 +147,7 @@ pub(crate) fn gather_and_plan(
             settled = settlements;
             let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
                 inv.nodes.iter().zip(snapshots).collect();
-            par_map(&pairs, |(n, o)| {
-                let (reached, snap) = strip(o.clone());
-                (reached, snap.map(|s| digest_of(n, &s)))
-            })
+            digest_shared(&pairs, &digest_of)
         }
     };
     let mut failed = Vec::new();

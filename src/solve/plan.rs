@@ -56,6 +56,7 @@ pub(crate) struct Context<'a> {
 /// One node as the planner keeps it once its snapshot has been read: its decisions and the
 /// few facts the cluster-wide steps need. A fleet is planned from these, so a snapshot can
 /// be dropped as soon as it is digested (16,384 snapshots need not be held at once).
+#[derive(Clone)]
 pub(crate) struct Digest {
     host: String,
     labels: BTreeMap<String, String>,
@@ -90,6 +91,18 @@ struct DomainMember {
 }
 
 impl Digest {
+    /// The digest of another node made from the same snapshot and hints: everything but its
+    /// name and labels is the snapshot's and the hints' (`digest` reads no more), so paper
+    /// nodes of one source are digested once. `None` where the digest names its node (a
+    /// domain conflict's message): that node is digested on its own.
+    pub(crate) fn for_node(&self, host: &str, labels: &BTreeMap<String, String>) -> Option<Digest> {
+        self.domain_conflict.is_none().then(|| Digest {
+            host: host.to_string(),
+            labels: labels.clone(),
+            ..self.clone()
+        })
+    }
+
     /// cluster.yaml states a domain for the node that its own GPUs contradict.
     pub(crate) fn domain_conflict(&self) -> Option<(&str, &str)> {
         self.domain_conflict.as_deref().map(|c| (self.host.as_str(), c))
