@@ -820,7 +820,10 @@ fn gpu_health_from_nvml_and_the_kernel_log() {
     let (_, doc) = n.doctor(&[]);
     assert_eq!(
         row(&doc, "gpu-xid"),
-        ("pass".into(), "no Xid error in the kernel log since boot (1 line(s) read)".into())
+        (
+            "pass".into(),
+            "no Xid error in the kernel log since boot (1 line(s) read)".into()
+        )
     );
     assert_eq!(row(&doc, "gpu-memory").0, "pass");
     assert_eq!(row(&doc, "gpu-clocks").0, "pass", "GPU idle (0x1) is not a slowdown");

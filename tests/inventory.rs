@@ -303,7 +303,13 @@ fn every_readme_using_it_line_runs_as_written() {
         // The comment and a shell redirection are the shell's, not topo-tune's.
         let command = line.split("  #").next().unwrap().split(" > ").next().unwrap().trim();
         let command = command.replace(" out", &format!(" {}", out.display()));
-        let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+        // A word in single quotes is one word without them, as the shell reads it (`'rack-2,!x'`:
+        // quoted, or an interactive bash expands the `!`).
+        let args: Vec<&str> = command
+            .split_whitespace()
+            .skip(1)
+            .map(|w| w.strip_prefix('\'').and_then(|w| w.strip_suffix('\'')).unwrap_or(w))
+            .collect();
         let o = Run::new().current_dir(root).args(&args).run();
         // 0, or 3 for --check with changes pending.
         let code = o.status.code();
