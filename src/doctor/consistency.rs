@@ -271,6 +271,7 @@ fn spread(counts: &BTreeMap<&str, usize>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::finding::Status;
     use super::*;
 
     fn v(driver: &str, kernel: &str, fw: &str) -> Versions {
@@ -296,19 +297,19 @@ mod tests {
         e.class = "8× NVIDIA B200".into();
         let got = compare(&[("a", &a), ("b", &b), ("c", &c), ("d", &d), ("e", &e)]);
         let by: BTreeMap<&str, &Finding> = got.iter().map(|(h, f)| (*h, f)).collect();
-        assert_eq!(by["a"].status, super::super::Status::Pass);
+        assert_eq!(by["a"].status, Status::Pass);
         assert!(by["a"].detail.contains("odd one(s) out: c, d"), "{}", by["a"].detail);
-        assert_eq!(by["c"].status, super::super::Status::Fail, "a driver mismatch fails");
+        assert_eq!(by["c"].status, Status::Fail, "a driver mismatch fails");
         assert_eq!(
             by["c"].detail,
             "driver 550.54 where 3 of 4 nodes of its class run 570.86"
         );
-        assert_eq!(by["d"].status, super::super::Status::Warn, "kernel and firmware warn");
+        assert_eq!(by["d"].status, Status::Warn, "kernel and firmware warn");
         assert!(
             by["d"].detail.contains("kernel 6.5.0 where 3 of 4")
                 && by["d"].detail.contains("NIC firmware (MT_0000000838) 28.40.1000")
         );
-        assert_eq!(by["e"].status, super::super::Status::Skip, "alone in its class");
+        assert_eq!(by["e"].status, Status::Skip, "alone in its class");
         assert_eq!(
             got.iter().map(|(h, _)| *h).collect::<Vec<_>>(),
             ["a", "b", "c", "d", "e"]
@@ -321,6 +322,6 @@ mod tests {
         let got = compare(&[("a", &a), ("b", &b)]);
         assert!(got
             .iter()
-            .all(|(_, f)| f.status == super::super::Status::Fail && f.detail.contains("no majority")));
+            .all(|(_, f)| f.status == Status::Fail && f.detail.contains("no majority")));
     }
 }

@@ -82,6 +82,13 @@ mod tests {
         assert!(found("sh", &path));
         assert!(found("/bin/sh", &path));
         assert!(!found("mpirun-that-is-not-here", &path));
-        assert!(!found("/etc/hostname", &path), "not executable");
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("tool");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        let shown = plain.to_str().unwrap();
+        assert!(!found(shown, &path), "not executable");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(found(shown, &path));
     }
 }
