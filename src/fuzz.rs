@@ -185,6 +185,17 @@ pub fn irq_restore_record(data: &[u8]) -> String {
     outcome(r)
 }
 
+/// An `ibnetdiscover` capture: parsed, and where it reads, derived and written as cluster.yaml
+/// text, which must parse as a cluster.yaml fragment.
+pub fn ibnetdiscover(data: &[u8]) -> String {
+    let r = crate::wires::ibnet::parse(&text(data)).map(|nodes| {
+        let d = crate::wires::derive::derive(&nodes, &Default::default());
+        let yaml = crate::wires::section::cluster_yaml(&d, "fuzz");
+        assert!(yaml.starts_with('#') && yaml.contains("\nfabric:\n"), "{yaml}");
+    });
+    outcome(r)
+}
+
 /// A snapshot JSON (a node's answer, a `--from-probes` file).
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))

@@ -36,6 +36,7 @@ pub(crate) mod solve;
 pub(crate) mod trace;
 pub(crate) mod transport;
 pub(crate) mod tune;
+pub(crate) mod wires;
 
 use clap::Parser;
 use cli::{Cli, Command, OutputFormat};
@@ -83,6 +84,7 @@ where
         Command::Node(a) => cmd::node::run(a),
         Command::Diagnose(a) => cmd::diagnose::run(a, &printer),
         Command::Tune(a) => cmd::tune::run(a, &printer),
+        Command::Fabric(a) => cmd::fabric::run(a, &printer),
         Command::Completions { shell } => Ok(cmd::docs::completions(*shell)),
         Command::Man => cmd::docs::man(),
     };
@@ -132,6 +134,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Node(_) => "node",
         Command::Diagnose(_) => "diagnose",
         Command::Tune(_) => "tune",
+        Command::Fabric(_) => "fabric",
         Command::Completions { .. } => "completions",
         Command::Man => "man",
     }

@@ -374,6 +374,11 @@ fn nccl_config_lines() {
 }
 
 #[test]
+fn ibnetdiscover() {
+    fuzz("ibnetdiscover", topo_tune::fuzz::ibnetdiscover);
+}
+
+#[test]
 fn irq_restore_record() {
     fuzz("irq_restore_record", topo_tune::fuzz::irq_restore_record);
 }

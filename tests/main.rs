@@ -13,6 +13,7 @@ mod cli;
 mod diagnose;
 mod docs;
 mod doctor;
+mod fabric;
 mod from_probes;
 mod fuzz;
 mod guard_property;

@@ -397,3 +397,61 @@ fn the_health_check_drains_a_node_whose_checks_fail() {
     assert_eq!(o.status.code(), Some(0));
     assert!(!show("ga02").contains("DRAIN"), "{}", show("ga02"));
 }
+
+/// A topology discovered from a real capture (`fabric --from-ibnetdiscover`), pasted into a
+/// cluster.yaml and planned: slurmctld reads the topology.conf `plan` writes from it.
+#[test]
+fn slurmctld_reads_the_topology_of_a_discovered_fabric() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = format!(
+        "{}/tests/data/fabric/fdr10-sx6036.ibnetdiscover",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = crate::common::tt(["fabric", "--from-ibnetdiscover", &capture, "--output-dir"])
+        .arg(dir.path())
+        .run();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(dir.path().join("fabric.yaml")).unwrap();
+    let cfg = dir.path().join("cluster.yaml");
+    let with_sources: String = text
+        .lines()
+        .flat_map(|l| {
+            let extra = l
+                .trim_start()
+                .starts_with("labels: {rack:")
+                .then_some("    simulate: aws-p4d");
+            std::iter::once(l).chain(extra)
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, with_sources + "\n").unwrap();
+    let out = dir.path().join("out");
+    assert_eq!(plan(&cfg, &out).status.code(), Some(0));
+    let topology = std::fs::read_to_string(out.join("topology.conf")).unwrap();
+    let patterns: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- host: \"")?.strip_suffix('"'))
+        .collect();
+    let mut slurm = Slurm::start(&topology, &patterns.join(","));
+    let shown = slurm.show_topology().unwrap();
+    assert!(
+        !slurm.log().contains("switch configuration"),
+        "{}\n{topology}",
+        slurm.log()
+    );
+    assert!(
+        !slurm.log().contains("no switch can reach all nodes"),
+        "{}\n{topology}",
+        slurm.log()
+    );
+    // Racks (the leaf groups) under their leaves under the two spines as one: the wires' tree.
+    assert!(
+        shown.contains("SwitchName=rack-ib1 Level=0") && shown.contains("SwitchName=ib1 Level=1"),
+        "{shown}"
+    );
+    assert!(shown.contains("SwitchName=spines-1 Level=2"), "{shown}");
+    assert!(
+        shown.contains("SwitchName=rack-ib7 Level=0 LinkSpeed=1 Nodes=tank[1-2]"),
+        "the hosts on spine ib7: {shown}"
+    );
+}

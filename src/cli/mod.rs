@@ -78,6 +78,10 @@ pub(crate) enum Command {
     /// shape, on one set of nodes (NCCL's own choice against each candidate, interleaved,
     /// confirmed in fresh rounds); write tuning.json and the tuner plugin's nccl-tuner.csv.
     Tune(TuneArgs),
+    /// Read the fabric from the wires (`ibnetdiscover`, AWS's instance topology): switches by
+    /// level, hosts and their ports, leaf groups and rails, what is miscabled, missing or slow;
+    /// the cluster.yaml section that states it, and where cluster.yaml disagrees.
+    Fabric(FabricArgs),
     /// Print a shell completion script: `topo-tune completions bash > /etc/bash_completion.d/topo-tune`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -494,6 +498,38 @@ pub(crate) struct DiagnoseArgs {
     /// default only when it does not).
     #[arg(long)]
     pub(crate) localise: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("capture").required(true).args(["from_ibnetdiscover", "from_aws_topology"])))]
+#[command(
+    after_help = "Exit codes: 0 read, nothing failing; 5 a failing finding (a port on another rail's leaf,\n\
+no LID, two ports claiming one host); 65 a capture that cannot be read (its line named); 66 no such file.\n\
+docs/fabric.md."
+)]
+pub(crate) struct FabricArgs {
+    /// `ibnetdiscover`'s output (infiniband-diags), saved to a file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from_ibnetdiscover: Option<PathBuf>,
+
+    /// `aws ec2 describe-instance-topology` output (JSON): each instance a host on its
+    /// bottom-level network node.
+    #[arg(long, value_name = "FILE", conflicts_with = "from_ibnetdiscover")]
+    pub(crate) from_aws_topology: Option<PathBuf>,
+
+    /// Host names for ports whose node description names none: `<guid> <hostname>` lines
+    /// (opensm's node-name map, `0x<guid> "name"`, works as is).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) guid_map: Option<PathBuf>,
+
+    /// Compare with this cluster.yaml: hosts the wires group otherwise than its racks, typed
+    /// hosts the wires do not show.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) cluster_config: Option<PathBuf>,
+
+    /// Write fabric.yaml (the cluster.yaml `fabric:` section and each host's rack) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) output_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -2,15 +2,15 @@
 //! loaded, and each "flag over cluster.yaml over default" written here, once.
 
 use super::{
-    ApplyArgs, DiagnoseArgs, DoctorArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs, PlanArgs,
-    ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs,
+    ApplyArgs, DiagnoseArgs, DoctorArgs, FabricArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs,
+    PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs,
 };
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::flow::settings::{
-    ApplySettings, DiagnoseMode, DiagnoseSettings, DoctorSettings, GatherSettings, Given, InitMode, InitSettings,
-    IrqPinSettings, NewRollout, NodeSettings, PlanSettings, ProbeSettings, ReachSettings, RollbackSettings, Scope,
-    Source, Start, StatusSettings, TraceSettings, TuneSettings,
+    ApplySettings, DiagnoseMode, DiagnoseSettings, DoctorSettings, FabricSettings, FabricSource, GatherSettings, Given,
+    InitMode, InitSettings, IrqPinSettings, NewRollout, NodeSettings, PlanSettings, ProbeSettings, ReachSettings,
+    RollbackSettings, Scope, Source, Start, StatusSettings, TraceSettings, TuneSettings,
 };
 use crate::irq::pin::PinRequest;
 use crate::model::CpuList;
@@ -391,6 +391,26 @@ impl TuneArgs {
             budget: self.budget.map(Duration::from_secs),
             output_dir: self.node_files.clone(),
             tuning_dir: self.output_dir.clone(),
+        })
+    }
+}
+
+impl FabricArgs {
+    pub(crate) fn resolve(&self) -> Result<FabricSettings, Error> {
+        let source = match (&self.from_ibnetdiscover, &self.from_aws_topology) {
+            (Some(f), _) => FabricSource::Ibnetdiscover(f.clone()),
+            (None, Some(f)) => FabricSource::AwsTopology(f.clone()),
+            (None, None) => {
+                return Err(Error::Usage(
+                    "fabric needs --from-ibnetdiscover FILE or --from-aws-topology FILE".into(),
+                ))
+            }
+        };
+        Ok(FabricSettings {
+            source,
+            guid_map: self.guid_map.clone(),
+            cluster: self.cluster_config.as_deref().map(Inventory::load).transpose()?,
+            output_dir: self.output_dir.clone(),
         })
     }
 }

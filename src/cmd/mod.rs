@@ -5,6 +5,7 @@ pub(crate) mod apply;
 pub(crate) mod diagnose;
 pub(crate) mod docs;
 pub(crate) mod doctor;
+pub(crate) mod fabric;
 pub(crate) mod init;
 pub(crate) mod irq_pin;
 pub(crate) mod node;

@@ -6,6 +6,7 @@
 pub(crate) mod collect;
 pub(crate) mod diagnose;
 pub(crate) mod doctor;
+pub(crate) mod fabric;
 pub(crate) mod fleet;
 pub(crate) mod gather;
 pub(crate) mod irq;

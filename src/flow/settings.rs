@@ -255,3 +255,20 @@ pub(crate) struct TuneSettings {
     /// Where `tuning.json` and `nccl-tuner.csv` go.
     pub(crate) tuning_dir: PathBuf,
 }
+
+/// Where `fabric` reads the wires.
+#[derive(Debug, Clone)]
+pub(crate) enum FabricSource {
+    Ibnetdiscover(PathBuf),
+    AwsTopology(PathBuf),
+}
+
+/// `fabric`.
+#[derive(Debug, Clone)]
+pub(crate) struct FabricSettings {
+    pub(crate) source: FabricSource,
+    pub(crate) guid_map: Option<PathBuf>,
+    /// `--cluster-config`: what the discovered fabric is held against.
+    pub(crate) cluster: Option<Inventory>,
+    pub(crate) output_dir: Option<PathBuf>,
+}

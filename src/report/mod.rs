@@ -6,6 +6,7 @@ pub(crate) mod collect;
 pub(crate) mod diagnose;
 pub(crate) mod doctor;
 pub(crate) mod envelope;
+pub(crate) mod fabric;
 pub(crate) mod fold;
 pub(crate) mod irq;
 pub(crate) mod matrix;

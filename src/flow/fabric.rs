@@ -1,0 +1,106 @@
+//! `fabric`: the capture read (bounded), the fabric derived from it, held against cluster.yaml
+//! when one is given, and its cluster.yaml text written through the safe writer.
+
+use super::settings::{FabricSettings, FabricSource};
+use crate::error::Error;
+use crate::exit::{self, Class};
+use crate::wires::compare::{self, Diff};
+use crate::wires::derive::{self, Discovered};
+use std::path::Path;
+
+/// What `fabric` found, and where it wrote.
+pub(crate) struct FabricOutcome {
+    pub(crate) discovered: Discovered,
+    pub(crate) diff: Option<Diff>,
+    pub(crate) written: Option<String>,
+    /// Placement groups of a cloud topology (more than one: instances of another group).
+    pub(crate) placement_groups: Vec<String>,
+}
+
+/// Why a capture, GUID map or topology answer cannot be used; it names the file and line.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FabricError {
+    #[error("{file}: {source}")]
+    Open { file: String, source: std::io::Error },
+    #[error("{file}: {source}")]
+    Parse {
+        file: String,
+        source: crate::wires::ibnet::ParseError,
+    },
+}
+
+impl crate::exit::Classify for FabricError {
+    fn classify(&self) -> Class {
+        match self {
+            FabricError::Open { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Class::new(exit::NO_INPUT, "fabric")
+            }
+            FabricError::Open { source, .. } if source.kind() != std::io::ErrorKind::InvalidData => {
+                Class::new(exit::IO_ERROR, "fabric")
+            }
+            _ => Class::new(exit::DATA_ERROR, "fabric")
+                .hint("give ibnetdiscover's own output (ibnetdiscover > fabric.txt), or aws ec2 describe-instance-topology's JSON"),
+        }
+    }
+}
+
+impl From<FabricError> for Error {
+    fn from(e: FabricError) -> Self {
+        Error::Flow(Box::new(e))
+    }
+}
+
+fn read(path: &Path, what: &str) -> Result<String, FabricError> {
+    crate::input::read_text(path, crate::wires::ibnet::MAX_BYTES as u64, what).map_err(|source| FabricError::Open {
+        file: path.display().to_string(),
+        source,
+    })
+}
+
+pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
+    let parse_err = |p: &Path| {
+        let file = p.display().to_string();
+        move |source| FabricError::Parse { file, source }
+    };
+    let (nodes, placement_groups, source) = match &s.source {
+        FabricSource::Ibnetdiscover(p) => {
+            let nodes = crate::wires::ibnet::parse(&read(p, "ibnetdiscover capture")?).map_err(parse_err(p))?;
+            (nodes, Vec::new(), p)
+        }
+        FabricSource::AwsTopology(p) => {
+            let (nodes, groups) = crate::wires::aws::parse(&read(p, "instance topology")?).map_err(parse_err(p))?;
+            (nodes, groups, p)
+        }
+    };
+    let names = match &s.guid_map {
+        Some(p) => crate::wires::guid_map(&read(p, "GUID map")?).map_err(parse_err(p))?,
+        None => Default::default(),
+    };
+    let discovered = derive::derive(&nodes, &names);
+    let diff = s.cluster.as_ref().map(|inv| compare::diff(&discovered, inv));
+    let written = match &s.output_dir {
+        Some(dir) => Some(write(
+            dir,
+            &crate::wires::section::cluster_yaml(&discovered, &source.display().to_string()),
+        )?),
+        None => None,
+    };
+    Ok(FabricOutcome {
+        discovered,
+        diff,
+        written,
+        placement_groups,
+    })
+}
+
+fn write(dir: &Path, text: &str) -> Result<String, Error> {
+    use crate::apply::{tree::Tree, writer::WriteError};
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        what: format!("creating {}", dir.display()),
+        source,
+    })?;
+    let tree = Tree::open(dir).map_err(WriteError::from)?;
+    tree.write("fabric.yaml", text.as_bytes(), 0o644)
+        .map_err(WriteError::from)?;
+    Ok(dir.join("fabric.yaml").display().to_string())
+}

@@ -1,0 +1,120 @@
+//! AWS `DescribeInstanceTopology`'s answer (`aws ec2 describe-instance-topology`): each instance
+//! with its network nodes, top level first. Each instance becomes a host with one port on its
+//! bottom-level node; the levels above are the switches above it (AWS documents the list as
+//! "the network nodes, from the top of the hierarchy to the bottom", up to 3 or 4 levels).
+
+use super::ibnet::{Kind, Link, Node, ParseError};
+use serde::Deserialize;
+
+/// The most instances an answer may hold here, and network nodes per instance.
+const MAX_INSTANCES: usize = 100_000;
+const MAX_LEVELS: usize = 8;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Answer {
+    instances: Vec<Instance>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Instance {
+    instance_id: String,
+    #[serde(default)]
+    instance_type: Option<String>,
+    network_nodes: Vec<String>,
+    #[serde(default)]
+    group_name: Option<String>,
+}
+
+fn plain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// The instances as the nodes of a capture: a switch per network node (its id as its name),
+/// a CA per instance described `<instance-id> ena`; and the placement groups seen (an answer
+/// mixing them is told).
+pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Vec<String>), ParseError> {
+    let bad = |m: String| ParseError { line: 0, message: m };
+    let a: Answer = serde_json::from_str(text).map_err(|e| ParseError {
+        line: e.line(),
+        message: format!("not a DescribeInstanceTopology answer: {e}"),
+    })?;
+    if a.instances.is_empty() || a.instances.len() > MAX_INSTANCES {
+        return Err(bad(format!(
+            "{} instances: 1 to {MAX_INSTANCES} expected",
+            a.instances.len()
+        )));
+    }
+    let mut groups: Vec<String> = Vec::new();
+    let mut switches: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
+    let mut cas = Vec::new();
+    let id_of = |k: usize| format!("S-{k:016x}");
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, inst) in a.instances.iter().enumerate() {
+        if !plain(&inst.instance_id) || inst.network_nodes.is_empty() || inst.network_nodes.len() > MAX_LEVELS {
+            return Err(bad(format!(
+                "Instances[{i}]: an InstanceId and 1 to {MAX_LEVELS} NetworkNodes expected"
+            )));
+        }
+        if let Some(g) = inst.group_name.as_ref().filter(|g| !groups.contains(g)) {
+            groups.push(g.clone());
+        }
+        let _ = &inst.instance_type;
+        for nn in &inst.network_nodes {
+            if !plain(nn) {
+                return Err(bad(format!(
+                    "Instances[{i}].NetworkNodes: {nn:?} is not a network node id"
+                )));
+            }
+            let next = index.len();
+            let k = *index.entry(nn.clone()).or_insert(next);
+            switches.entry(nn.clone()).or_insert_with(|| Node {
+                kind: Kind::Switch,
+                id: id_of(k),
+                ports: super::ibnet::MAX_PORTS,
+                desc: nn.clone(),
+                lid: None,
+                line: 0,
+                links: Vec::new(),
+            });
+        }
+        // Each level joined to the one below it (top first), and the bottom to the instance.
+        for pair in inst.network_nodes.windows(2) {
+            let below = id_of(index[&pair[1]]);
+            if let Some(up) = switches.get_mut(&pair[0]) {
+                if !up.links.iter().any(|l| l.peer == below) {
+                    up.links.push(link(&below, None));
+                }
+            }
+            let above = id_of(index[&pair[0]]);
+            if let Some(down) = switches.get_mut(&pair[1]) {
+                if !down.links.iter().any(|l| l.peer == above) {
+                    down.links.push(link(&above, None));
+                }
+            }
+        }
+        let host = format!("H-{:016x}", i + 1);
+        let bottom = inst.network_nodes.last().map(String::as_str).unwrap_or_default();
+        if let Some(s) = switches.get_mut(bottom) {
+            s.links.push(link(&host, Some(format!("{} ena", inst.instance_id))));
+        }
+        cas.push(host);
+    }
+    let mut nodes: Vec<Node> = switches.into_values().collect();
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok((nodes, groups))
+}
+
+fn link(peer: &str, desc: Option<String>) -> Link {
+    Link {
+        port: 0,
+        peer: peer.to_string(),
+        peer_port: 0,
+        peer_desc: desc,
+        ca_lid: Some(1),
+        width: None,
+        speed: None,
+        line: 0,
+    }
+}

@@ -1,0 +1,660 @@
+//! The fabric as the wires say it is, from a parsed capture: switches by level (a leaf has host
+//! ports; each level above is the switches one hop further), parallel links per switch pair,
+//! each host's ports and the leaf each lands on, the leaf groups (leaves that share hosts: a
+//! scalable unit) and their rails — on a rail-optimised fabric the same HCA of every host of a
+//! group lands on the same leaf — and what is wrong: a port on another rail's leaf, a leaf with
+//! fewer uplinks than its peers, a leaf–spine pair its peers have and it lacks, a link trained
+//! below its peers, host ports without a LID, two ports claiming one host and HCA. Pure.
+
+use super::ibnet::{lane_gbps, Kind, Node};
+use crate::model::natural_key;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What the wires say.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Discovered {
+    pub(crate) switches: Vec<Switch>,
+    pub(crate) hosts: Vec<Host>,
+    pub(crate) groups: Vec<Group>,
+    /// Rails per host when every group is rail-optimised with the same count; `null` when not.
+    pub(crate) rails: Option<u32>,
+    /// Ports no host name can be given to (an unset node description, a default host name).
+    pub(crate) unnamed_ports: Vec<UnnamedPort>,
+    /// SHARP aggregation nodes and other CAs that are no host.
+    pub(crate) aggregation_nodes: usize,
+    pub(crate) findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Switch {
+    pub(crate) name: String,
+    pub(crate) id: String,
+    /// 1: a leaf (host ports); 2: one hop above the leaves; …; `null`: joined to no leaf.
+    pub(crate) level: Option<u32>,
+    pub(crate) host_ports: u32,
+    /// Links to switches one level up.
+    pub(crate) uplinks: u32,
+    /// Peer switch → parallel links.
+    pub(crate) links: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Host {
+    pub(crate) name: String,
+    pub(crate) ports: Vec<HostPort>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct HostPort {
+    /// The HCA as its node description names it (`mlx5_5`, `HCA-1`).
+    pub(crate) port: String,
+    pub(crate) switch: String,
+    pub(crate) switch_port: u32,
+    /// Its rail in its group (0-based), `null` when the group is not rail-optimised.
+    pub(crate) rail: Option<u32>,
+    /// `4xNDR`.
+    pub(crate) speed: Option<String>,
+    pub(crate) lid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct UnnamedPort {
+    pub(crate) id: String,
+    pub(crate) desc: String,
+    pub(crate) switch: String,
+    pub(crate) switch_port: u32,
+}
+
+/// Leaves that share hosts (a scalable unit), with their rails.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Group {
+    pub(crate) name: String,
+    /// Leaves in rail order (rail-optimised) or name order.
+    pub(crate) leaves: Vec<String>,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) rails: Option<u32>,
+    /// The switches above the group's leaves.
+    pub(crate) spines: Vec<String>,
+    /// What the group's leaves carry up together, Gb/s (each link at its rate).
+    pub(crate) uplink_gbps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Severity {
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Finding {
+    pub(crate) severity: Severity,
+    pub(crate) code: &'static str,
+    pub(crate) what: String,
+    pub(crate) fix: String,
+}
+
+/// A node description's switch name: `MF0;A09-P1-IBLEAF-04-04:MQM9701/U1` → `A09-P1-IBLEAF-04-04`.
+fn switch_name(n: &Node) -> String {
+    let d = n.desc.trim();
+    let d = d.split_once(';').map_or(d, |(_, r)| r);
+    let d = d.split_once(':').map_or(d, |(l, _)| l).trim();
+    let plain = !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if plain {
+        d.to_string()
+    } else {
+        n.id.clone()
+    }
+}
+
+/// Host names ibnetdiscover shows for machines nobody named.
+const DEFAULT_HOSTS: [&str; 3] = ["localhost", "ubuntu", "(none)"];
+
+/// `a08-p1-dgx-04-c17 mlx5_5` → (host, HCA); an unset description (`MT4129 ConnectX7
+/// Mellanox Technologies`), a SHARP node or a default host name → `None`.
+fn host_and_hca(desc: &str) -> Option<(String, String)> {
+    let words: Vec<&str> = desc.split_whitespace().collect();
+    match words.as_slice() {
+        [host, hca] if !DEFAULT_HOSTS.contains(host) && !host.starts_with("MT") => {
+            Some((host.to_string(), hca.to_string()))
+        }
+        [host] if !DEFAULT_HOSTS.contains(host) && !host.starts_with("MT") => Some((host.to_string(), "port".into())),
+        _ => None,
+    }
+}
+
+fn aggregation(desc: &str) -> bool {
+    desc.contains("Aggregation Node")
+}
+
+/// Links' Gb/s: `4xNDR` → 400.
+fn gbps(width: Option<u32>, speed: Option<&str>) -> Option<f64> {
+    Some(f64::from(width?) * lane_gbps(speed?)?)
+}
+
+/// Derive the fabric from a capture; `names`: node GUID (16 hex digits, lower case) → host
+/// name, for CAs whose own description names none.
+pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discovered {
+    let switch_ids: HashMap<&str, String> = unique_names(nodes);
+    let mut sw: BTreeMap<String, Switch> = BTreeMap::new();
+    for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
+        let name = switch_ids[n.id.as_str()].clone();
+        sw.insert(
+            name.clone(),
+            Switch {
+                name,
+                id: n.id.clone(),
+                level: None,
+                host_ports: 0,
+                uplinks: 0,
+                links: BTreeMap::new(),
+            },
+        );
+    }
+    let mut hosts: BTreeMap<String, Vec<HostPort>> = BTreeMap::new();
+    let mut unnamed = Vec::new();
+    let mut aggregation_nodes = 0;
+    let mut findings = Vec::new();
+    let mut seen_ports: HashMap<(String, String), String> = HashMap::new();
+    let mut link_rates: Vec<(bool, Option<u32>, Option<String>, String)> = Vec::new();
+    for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
+        let me = &switch_ids[n.id.as_str()];
+        for l in &n.links {
+            link_rates.push((
+                l.peer.starts_with("S-"),
+                l.width,
+                l.speed.clone(),
+                format!("{me} port {}", l.port),
+            ));
+            if let Some(peer) = switch_ids.get(l.peer.as_str()) {
+                *sw.get_mut(me)
+                    .map(|s| s.links.entry(peer.clone()).or_insert(0))
+                    .unwrap_or(&mut 0) += 1;
+                continue;
+            }
+            let desc = l.peer_desc.clone().unwrap_or_default();
+            if aggregation(&desc) {
+                aggregation_nodes += 1;
+                continue;
+            }
+            if let Some(s) = sw.get_mut(me) {
+                s.host_ports += 1;
+            }
+            let guid = l.peer.trim_start_matches("H-").to_ascii_lowercase();
+            let named = host_and_hca(&desc).or_else(|| names.get(&guid).map(|h| (h.clone(), format!("H-{guid}"))));
+            let speed = match (l.width, &l.speed) {
+                (Some(w), Some(s)) => Some(format!("{w}x{s}")),
+                _ => None,
+            };
+            match named {
+                Some((host, hca)) => {
+                    if let Some(other) = seen_ports.insert((host.clone(), hca.clone()), l.peer.clone()) {
+                        if other != l.peer {
+                            findings.push(Finding {
+                                severity: Severity::Fail,
+                                code: "duplicate-host-port",
+                                what: format!("{host} {hca} is claimed by two ports ({other} and {}): two machines answer to one name", l.peer),
+                                fix: "give each machine its own host name (node_desc follows the hostname: /sys/class/infiniband/*/node_desc)".into(),
+                            });
+                        }
+                    }
+                    if l.ca_lid.is_none() {
+                        findings.push(Finding {
+                            severity: Severity::Fail,
+                            code: "no-lid",
+                            what: format!("{host} {hca} (on {me} port {}) has no LID", l.port),
+                            fix: "the subnet manager has not configured this port: check opensm/UFM's log and that the port is ACTIVE (ibstat)".into(),
+                        });
+                    }
+                    hosts.entry(host).or_default().push(HostPort {
+                        port: hca,
+                        switch: me.clone(),
+                        switch_port: l.port,
+                        rail: None,
+                        speed,
+                        lid: l.ca_lid,
+                    });
+                }
+                None => unnamed.push(UnnamedPort {
+                    id: l.peer.clone(),
+                    desc,
+                    switch: me.clone(),
+                    switch_port: l.port,
+                }),
+            }
+        }
+    }
+    for ports in hosts.values_mut() {
+        ports.sort_by_cached_key(|p| natural_key(&p.port));
+    }
+    levels(&mut sw);
+    let mut groups = groups(&sw, &mut hosts);
+    findings.extend(miscabled(&groups, &hosts));
+    findings.extend(uplink_findings(&sw, &groups));
+    findings.extend(slow_links(&link_rates));
+    if !unnamed.is_empty() {
+        findings.push(Finding {
+            severity: Severity::Warn,
+            code: "unnamed-ports",
+            what: format!(
+                "{} host port(s) name no host (an unset node description such as {:?}, or a default host name): left out of hosts and rails",
+                unnamed.len(),
+                unnamed[0].desc
+            ),
+            fix: "set each HCA's node description to `<hostname> <hca>` (rdma-core's rdma-ndd does it at boot), or pass --guid-map FILE (`<guid> <hostname>` lines)".into(),
+        });
+    }
+    for g in &mut groups {
+        g.uplink_gbps = group_uplink_gbps(g, nodes, &switch_ids, &sw);
+    }
+    let rails = common_rails(&groups);
+    findings.extend(short_groups(&groups, rails));
+    Discovered {
+        switches: sw.into_values().collect(),
+        hosts: hosts.into_iter().map(|(name, ports)| Host { name, ports }).collect(),
+        groups,
+        rails,
+        unnamed_ports: unnamed,
+        aggregation_nodes,
+        findings,
+    }
+}
+
+/// Each switch's name from its description, made unique (a second `ib5` is `ib5-<guid>`).
+fn unique_names(nodes: &[Node]) -> HashMap<&str, String> {
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut out = HashMap::new();
+    for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
+        let mut name = switch_name(n);
+        if !taken.insert(name.clone()) {
+            name = format!("{name}-{}", n.id.trim_start_matches("S-"));
+            taken.insert(name.clone());
+        }
+        out.insert(n.id.as_str(), name);
+    }
+    out
+}
+
+/// The leaves: switches with host ports, less those above other leaves — a switch with host
+/// ports cabled to other such switches is the upper one (a spine that also carries a few
+/// hosts), the one joined to the most of them first, until no two leaves are cabled together.
+fn leaves(sw: &BTreeMap<String, Switch>) -> BTreeSet<String> {
+    let mut leaves: BTreeSet<String> = sw
+        .values()
+        .filter(|s| s.host_ports > 0)
+        .map(|s| s.name.clone())
+        .collect();
+    loop {
+        let joined = |s: &Switch, leaves: &BTreeSet<String>| s.links.keys().filter(|p| leaves.contains(*p)).count();
+        let upper = leaves
+            .iter()
+            .map(|l| (joined(&sw[l], &leaves), sw[l].host_ports, l.clone()))
+            .filter(|(n, _, _)| *n > 0)
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        match upper {
+            Some((_, _, name)) => {
+                leaves.remove(&name);
+            }
+            None => return leaves,
+        }
+    }
+}
+
+/// Level 1: the leaves; level k+1: switches joined to level k not yet placed.
+fn levels(sw: &mut BTreeMap<String, Switch>) {
+    let mut frontier: Vec<String> = leaves(sw).into_iter().collect();
+    let mut level = 1;
+    while !frontier.is_empty() {
+        for f in &frontier {
+            if let Some(s) = sw.get_mut(f) {
+                s.level = Some(level);
+            }
+        }
+        let next: BTreeSet<String> = frontier
+            .iter()
+            .flat_map(|f| sw[f].links.keys().cloned().collect::<Vec<_>>())
+            .filter(|p| sw.get(p).is_some_and(|s| s.level.is_none()))
+            .collect();
+        frontier = next.into_iter().collect();
+        level += 1;
+    }
+    let up: Vec<(String, u32)> = sw
+        .values()
+        .map(|s| {
+            let n = s
+                .links
+                .iter()
+                .filter(|(p, _)| matches!((sw[*p].level, s.level), (Some(a), Some(b)) if a == b + 1))
+                .map(|(_, c)| *c)
+                .sum();
+            (s.name.clone(), n)
+        })
+        .collect();
+    for (name, n) in up {
+        if let Some(s) = sw.get_mut(&name) {
+            s.uplinks = n;
+        }
+    }
+}
+
+/// Switches with host ports joined by hosts that have ports on both: each set a group, its
+/// members in name order, the sets ordered by their first member.
+fn components<'a>(sw: &'a BTreeMap<String, Switch>, hosts: &BTreeMap<String, Vec<HostPort>>) -> Vec<Vec<&'a str>> {
+    // Every switch with host ports holds a group's hosts (a spine that carries a few hosts
+    // too: its hosts are its own group).
+    let leaves: Vec<&str> = sw
+        .values()
+        .filter(|s| s.host_ports > 0)
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut parent: HashMap<&str, &str> = leaves.iter().map(|l| (*l, *l)).collect();
+    fn root<'a>(p: &HashMap<&'a str, &'a str>, mut x: &'a str) -> &'a str {
+        while p[x] != x {
+            x = p[x];
+        }
+        x
+    }
+    for ports in hosts.values() {
+        let on: Vec<&str> = ports
+            .iter()
+            .filter_map(|p| parent.get_key_value(p.switch.as_str()).map(|(k, _)| *k))
+            .collect();
+        for w in on.windows(2) {
+            let (a, b) = (root(&parent, w[0]), root(&parent, w[1]));
+            if a != b {
+                parent.insert(a.max(b), a.min(b));
+            }
+        }
+    }
+    let mut members: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for l in &leaves {
+        members.entry(root(&parent, l)).or_default().push(l);
+    }
+    let mut ordered: Vec<Vec<&str>> = members.into_values().collect();
+    for m in &mut ordered {
+        m.sort_by_cached_key(|l| natural_key(l));
+    }
+    ordered.sort_by_cached_key(|m| natural_key(m[0]));
+    ordered
+}
+
+/// The leaf groups, each group's rails when it is rail-optimised (some host spreads its ports
+/// over the group's leaves), and each port's rail.
+fn groups(sw: &BTreeMap<String, Switch>, hosts: &mut BTreeMap<String, Vec<HostPort>>) -> Vec<Group> {
+    let ordered = components(sw, hosts);
+    let mut out = Vec::new();
+    for (i, m) in ordered.iter().enumerate() {
+        out.push(group(i, m, sw, hosts));
+    }
+    out
+}
+
+fn group(i: usize, m: &[&str], sw: &BTreeMap<String, Switch>, hosts: &mut BTreeMap<String, Vec<HostPort>>) -> Group {
+    let set: BTreeSet<&str> = m.iter().copied().collect();
+    let mut gh: Vec<String> = hosts
+        .iter()
+        .filter(|(_, ports)| ports.iter().any(|p| set.contains(p.switch.as_str())))
+        .map(|(h, _)| h.clone())
+        .collect();
+    gh.sort_by_cached_key(|h| natural_key(h));
+    let spread = gh.iter().any(|h| {
+        hosts[h]
+            .iter()
+            .map(|p| p.switch.as_str())
+            .collect::<BTreeSet<_>>()
+            .len()
+            > 1
+    });
+    let (leaves, rails) = if spread {
+        rail_order(m, &gh, hosts)
+    } else {
+        (m.iter().map(|s| s.to_string()).collect(), None)
+    };
+    if rails.is_some() {
+        let rail_of: HashMap<&str, u32> = leaves.iter().enumerate().map(|(k, l)| (l.as_str(), k as u32)).collect();
+        for h in &gh {
+            if let Some(ports) = hosts.get_mut(h) {
+                for p in ports.iter_mut() {
+                    p.rail = rail_of.get(p.switch.as_str()).copied();
+                }
+            }
+        }
+    }
+    let mut spines: Vec<String> = m
+        .iter()
+        .flat_map(|l| {
+            sw[*l]
+                .links
+                .keys()
+                .filter(|p| sw[*p].level == Some(2))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    spines.sort_by_cached_key(|s| natural_key(s));
+    Group {
+        name: if m.len() == 1 {
+            m[0].to_string()
+        } else {
+            format!("su-{}", i + 1)
+        },
+        leaves,
+        hosts: gh,
+        rails,
+        spines,
+        uplink_gbps: 0.0,
+    }
+}
+
+/// The group's leaves ordered by rail: each leaf's rail is the HCA most of its ports are, and
+/// rails go in the HCAs' natural order (`mlx5_0` < `mlx5_1` < `mlx5_4`; `HCA-1` < `HCA-2`).
+fn rail_order(leaves: &[&str], gh: &[String], hosts: &BTreeMap<String, Vec<HostPort>>) -> (Vec<String>, Option<u32>) {
+    let majority = majority_hca(leaves, gh, hosts);
+    let mut ordered: Vec<String> = leaves.iter().map(|l| l.to_string()).collect();
+    ordered.sort_by_cached_key(|l| (majority.get(l.as_str()).map(|h| natural_key(h)), natural_key(l)));
+    (ordered, Some(leaves.len() as u32))
+}
+
+/// Each leaf → the HCA name most of its host ports carry.
+fn majority_hca<'a>(
+    leaves: &[&'a str],
+    gh: &[String],
+    hosts: &'a BTreeMap<String, Vec<HostPort>>,
+) -> HashMap<&'a str, String> {
+    let mut count: HashMap<&str, BTreeMap<&str, usize>> = HashMap::new();
+    for h in gh {
+        for p in &hosts[h] {
+            *count
+                .entry(p.switch.as_str())
+                .or_default()
+                .entry(p.port.as_str())
+                .or_default() += 1;
+        }
+    }
+    leaves
+        .iter()
+        .filter_map(|l| {
+            let c = count.get(l)?;
+            let (hca, _) = c.iter().max_by_key(|(_, n)| **n)?;
+            Some((*l, hca.to_string()))
+        })
+        .collect()
+}
+
+/// A named port on a leaf whose ports are mostly another HCA, where the group has a leaf for
+/// this HCA: cabled to the wrong rail.
+fn miscabled(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for g in groups.iter().filter(|g| g.rails.is_some()) {
+        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
+        let majority = majority_hca(&leaves, &g.hosts, hosts);
+        let leaf_of: HashMap<&str, &str> = majority.iter().map(|(l, h)| (h.as_str(), *l)).collect();
+        for h in &g.hosts {
+            for p in &hosts[h] {
+                let here = majority.get(p.switch.as_str());
+                let Some(right) = leaf_of.get(p.port.as_str()) else {
+                    continue;
+                };
+                if here.is_some_and(|m| m != &p.port) && *right != p.switch {
+                    out.push(Finding {
+                        severity: Severity::Fail,
+                        code: "wrong-rail",
+                        what: format!(
+                            "{h} {} is cabled to {} port {} (the leaf of {}'s rail); the group's other {} ports land on {right}",
+                            p.port,
+                            p.switch,
+                            p.switch_port,
+                            here.map_or("?", |s| s.as_str()),
+                            p.port
+                        ),
+                        fix: format!("move the cable of {h} {} to {right}: on a rail-optimised fabric a port on another rail's leaf crosses the spine for traffic that should stay on its rail", p.port),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A leaf with fewer uplinks than the median of its level, and a spine its group's other
+/// leaves reach that it does not.
+fn uplink_findings(sw: &BTreeMap<String, Switch>, groups: &[Group]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut by_level: BTreeMap<u32, Vec<&Switch>> = BTreeMap::new();
+    for s in sw.values() {
+        if let Some(l) = s.level {
+            by_level.entry(l).or_default().push(s);
+        }
+    }
+    let top = by_level.keys().max().copied().unwrap_or(1);
+    for (level, members) in by_level.iter().filter(|(l, _)| **l < top) {
+        let mut counts: Vec<u32> = members.iter().map(|s| s.uplinks).collect();
+        counts.sort_unstable();
+        let median = counts[counts.len() / 2];
+        for s in members.iter().filter(|s| s.uplinks < median) {
+            out.push(Finding {
+                severity: Severity::Warn,
+                code: "fewer-uplinks",
+                what: format!(
+                    "{} (level {level}) has {} uplink(s) where its peers have {median}",
+                    s.name, s.uplinks
+                ),
+                fix: format!(
+                    "check the missing cables or ports of {} (ibportstate, the switch's port counters)",
+                    s.name
+                ),
+            });
+        }
+    }
+    for g in groups {
+        for spine in &g.spines {
+            let with: Vec<&String> = g.leaves.iter().filter(|l| sw[*l].links.contains_key(spine)).collect();
+            if with.len() * 2 <= g.leaves.len() {
+                continue;
+            }
+            for l in g.leaves.iter().filter(|l| !sw[*l].links.contains_key(spine)) {
+                out.push(Finding {
+                    severity: Severity::Warn,
+                    code: "missing-uplink",
+                    what: format!(
+                        "{l} has no link to {spine}, which {} of the {} leaves of {} reach",
+                        with.len(),
+                        g.leaves.len(),
+                        g.name
+                    ),
+                    fix: format!("cable {l} to {spine} (or find the link that is down: iblinkinfo)"),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A link slower than the usual link of its kind (host links, switch links): fewer lanes or
+/// an older speed.
+fn slow_links(links: &[(bool, Option<u32>, Option<String>, String)]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for inter in [false, true] {
+        let mut counts: BTreeMap<(u32, String), usize> = BTreeMap::new();
+        for (_, w, s, _) in links.iter().filter(|l| l.0 == inter) {
+            if let (Some(w), Some(s)) = (w, s) {
+                *counts.entry((*w, s.clone())).or_default() += 1;
+            }
+        }
+        let Some(((w, s), _)) = counts.iter().max_by_key(|(_, n)| **n) else {
+            continue;
+        };
+        let Some(usual) = gbps(Some(*w), Some(s)) else { continue };
+        for (_, lw, ls, at) in links.iter().filter(|l| l.0 == inter) {
+            if let Some(g) = gbps(*lw, ls.as_deref()) {
+                if g < usual {
+                    out.push(Finding {
+                        severity: Severity::Warn,
+                        code: "slow-link",
+                        what: format!(
+                            "{at}: {}x{} ({g} Gb/s) where the fabric's {} links run {w}x{s} ({usual} Gb/s)",
+                            lw.unwrap_or(0),
+                            ls.as_deref().unwrap_or("?"),
+                            if inter { "switch" } else { "host" }
+                        ),
+                        fix: "reseat or replace the cable or transceiver; check both ends' port settings (ibportstate)"
+                            .into(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What a group's leaves carry to the level above, each link at its rate.
+fn group_uplink_gbps(g: &Group, nodes: &[Node], ids: &HashMap<&str, String>, sw: &BTreeMap<String, Switch>) -> f64 {
+    let leaves: BTreeSet<&str> = g.leaves.iter().map(String::as_str).collect();
+    let level = |n: &str| sw.get(n).and_then(|s| s.level);
+    nodes
+        .iter()
+        .filter(|n| n.kind == Kind::Switch && leaves.contains(ids[n.id.as_str()].as_str()))
+        .flat_map(|n| {
+            let mine = level(&ids[n.id.as_str()]);
+            n.links.iter().filter(move |l| {
+                ids.get(l.peer.as_str())
+                    .is_some_and(|p| matches!((level(p), mine), (Some(a), Some(b)) if a == b + 1))
+            })
+        })
+        .filter_map(|l| gbps(l.width, l.speed.as_deref()))
+        .fold(0.0, |a, b| a + b)
+}
+
+/// The fabric's rails: every group with hosts rail-optimised, the most rails any has (a group
+/// short of a leaf is a finding, not another fabric).
+fn common_rails(groups: &[Group]) -> Option<u32> {
+    let with_hosts: Vec<&Group> = groups.iter().filter(|g| !g.hosts.is_empty()).collect();
+    if with_hosts.is_empty() || with_hosts.iter().any(|g| g.rails.is_none()) {
+        return None;
+    }
+    with_hosts.iter().filter_map(|g| g.rails).max()
+}
+
+/// Groups with fewer rail leaves than the fabric has rails: a leaf missing (or down), its
+/// rail's ports with nowhere to land.
+fn short_groups(groups: &[Group], rails: Option<u32>) -> Vec<Finding> {
+    let Some(r) = rails else { return Vec::new() };
+    groups
+        .iter()
+        .filter(|g| g.rails.is_some_and(|n| n < r) && !g.hosts.is_empty())
+        .map(|g| Finding {
+            severity: Severity::Warn,
+            code: "missing-leaf",
+            what: format!(
+                "{} has {} rail leaf/leaves where the fabric has {r} rails ({}): a leaf is missing or down, and its rail's ports have nowhere to land",
+                g.name,
+                g.rails.unwrap_or(0),
+                g.leaves.join(", ")
+            ),
+            fix: format!("find the missing leaf of {} (power, its uplinks, the subnet manager's view) and its hosts' unconnected ports", g.name),
+        })
+        .collect()
+}

@@ -1,0 +1,48 @@
+//! The fabric as the wires report it: `ibnetdiscover` captures (`ibnet`), AWS's instance
+//! topology (`aws`), what they say of levels, rails and faults (`derive`), and the
+//! cluster.yaml section that states it (`section`). Pure: text in, values and text out.
+
+pub(crate) mod aws;
+pub(crate) mod compare;
+pub(crate) mod derive;
+pub(crate) mod ibnet;
+pub(crate) mod section;
+
+/// A GUID map's lines (`0x<guid> "name"` as opensm's node-name map writes it, or `H-<guid>
+/// name`, or `<guid> name`): node GUID (16 hex digits, lower case) → host name. `#` starts a
+/// comment; a line that is none of these is refused with its number.
+pub(crate) fn guid_map(text: &str) -> Result<std::collections::HashMap<String, String>, ibnet::ParseError> {
+    let mut out = std::collections::HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.split('#').next().unwrap_or_default().trim();
+        if t.is_empty() {
+            continue;
+        }
+        let bad = |m: &str| ibnet::ParseError {
+            line: i + 1,
+            message: m.to_string(),
+        };
+        let (guid, name) = t
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| bad("a GUID and a host name"))?;
+        let guid = guid
+            .trim_start_matches("H-")
+            .trim_start_matches("0x")
+            .to_ascii_lowercase();
+        let guid = format!("{guid:0>16}");
+        if guid.len() != 16 || !guid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad("the GUID is not 16 hex digits"));
+        }
+        let name = name
+            .trim()
+            .trim_matches('"')
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(bad("the host name is not letters, digits, `-`, `_` and `.`"));
+        }
+        out.insert(guid, name.to_string());
+    }
+    Ok(out)
+}

@@ -1,0 +1,336 @@
+//! `topo-tune fabric` on real captures (tests/data/fabric/, sources in tests/data/SOURCES.md):
+//! what it derives, held against an independent reading (`check_fabric.py`), and the faults it
+//! must find, made by editing copies of them.
+
+use crate::common::{json, tt};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fabric")
+        .join(name)
+}
+
+const NDR: &str = "ndr-superpod-plane.ibnetdiscover";
+const FDR: &str = "fdr10-sx6036.ibnetdiscover";
+
+fn fabric(args: &[&str]) -> (Option<i32>, Value) {
+    let o = tt(["fabric"]).json().args(args).run();
+    let doc = json(&o);
+    (o.status.code(), doc)
+}
+
+fn capture(path: &Path) -> (Option<i32>, Value) {
+    fabric(&["--from-ibnetdiscover", path.to_str().unwrap()])
+}
+
+fn codes(doc: &Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn findings<'a>(doc: &'a Value, code: &str) -> Vec<&'a str> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .map(|f| f["what"].as_str().unwrap())
+        .collect()
+}
+
+fn level_count(doc: &Value, level: u64) -> usize {
+    doc["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["level"] == level)
+        .count()
+}
+
+/// A copy of a capture with `edit` applied, in `dir`.
+fn edited(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(data(name)).unwrap();
+    let out = dir.join(name);
+    let changed = edit(text.clone());
+    assert_ne!(changed, text, "the edit changed nothing");
+    std::fs::write(&out, changed).unwrap();
+    out
+}
+
+#[test]
+fn the_ndr_superpod_plane_is_read_and_held_against_an_independent_reading() {
+    let (code, doc) = capture(&data(NDR));
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(
+        code,
+        Some(topo_tune::exit::CHECKS_FAILED.code()),
+        "the real swap fails: {}",
+        doc["msg"]
+    );
+    assert_eq!(doc["switches"].as_array().unwrap().len(), 40);
+    assert_eq!((level_count(&doc, 1), level_count(&doc, 2)), (31, 9));
+    assert_eq!(doc["rails"], 4);
+    assert_eq!(doc["aggregation_nodes"], 40, "one SHARP node per switch");
+    // The independent reading: counts from the switch blocks, rails and units from leaf names.
+    let o = std::process::Command::new("python3")
+        .arg(data("check_fabric.py"))
+        .arg(data(NDR))
+        .output()
+        .unwrap();
+    let check: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let named: usize = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["ports"].as_array().unwrap().len())
+        .sum();
+    let unnamed = doc["unnamed_ports"].as_array().unwrap().len();
+    assert_eq!(named + unnamed, check["host_ports"].as_u64().unwrap() as usize);
+    assert_eq!(unnamed, check["unnamed_ports"].as_u64().unwrap() as usize);
+    assert_eq!(check["switches"], 40);
+    let by_name = check["leaves_by_name"].as_object().unwrap();
+    assert_eq!(by_name.len(), 31);
+    let groups: Vec<&Value> = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| !g["hosts"].as_array().unwrap().is_empty())
+        .collect();
+    assert_eq!(groups.len(), 8);
+    for g in &groups {
+        let leaves: Vec<&str> = g["leaves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        // One scalable unit per group, and its leaves in the rails' order, from the cabling.
+        let units: std::collections::BTreeSet<u64> =
+            leaves.iter().map(|l| by_name[*l]["su"].as_u64().unwrap()).collect();
+        assert_eq!(units.len(), 1, "{leaves:?}");
+        let rails: Vec<u64> = leaves.iter().map(|l| by_name[*l]["rail"].as_u64().unwrap()).collect();
+        let mut sorted = rails.clone();
+        sorted.sort_unstable();
+        assert_eq!(rails, sorted, "{} rail order {leaves:?}", g["name"]);
+    }
+    // The unit without IBLEAF-03-01 is short a leaf; one DGX's HCA-5 and HCA-6 are swapped.
+    let short = findings(&doc, "missing-leaf");
+    assert!(
+        short.len() == 1 && short[0].starts_with("su-1 has 3 rail leaf"),
+        "{short:?}"
+    );
+    let swapped = findings(&doc, "wrong-rail");
+    assert_eq!(swapped.len(), 2, "{swapped:?}");
+    assert!(
+        swapped.iter().all(|w| w.starts_with("b08-p1-dgx-08-c01 HCA-")),
+        "{swapped:?}"
+    );
+    assert!(codes(&doc).contains(&"unnamed-ports".to_string()));
+}
+
+#[test]
+fn the_fdr10_fabric_has_two_spines_one_of_which_carries_hosts() {
+    let (code, doc) = capture(&data(FDR));
+    assert_eq!(code, Some(0), "{doc:#}");
+    let level = |name: &str| {
+        doc["switches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["level"]
+            .clone()
+    };
+    for leaf in ["ib1", "ib2", "ib3", "ib4", "ib5", "ib6"] {
+        assert_eq!(level(leaf), 1, "{leaf}");
+    }
+    assert_eq!(
+        (level("ib7"), level("ib8")),
+        (Value::from(2), Value::from(2)),
+        "ib7 carries 3 hosts but is a spine"
+    );
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 144);
+    assert!(doc["rails"].is_null(), "one cabled port per host: not rail-optimised");
+    assert_eq!(
+        findings(&doc, "fewer-uplinks"),
+        ["ib1 (level 1) has 7 uplink(s) where its peers have 8"]
+    );
+}
+
+#[test]
+fn faults_made_in_copies_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two ports of one DGX swapped between rail leaves.
+    let swapped = edited(dir.path(), NDR, |t| {
+        t.replace("\"a07-p1-dgx-03-c05 HCA-1\"", "\"@@\"")
+            .replace("\"a07-p1-dgx-03-c05 HCA-2\"", "\"a07-p1-dgx-03-c05 HCA-1\"")
+            .replace("\"@@\"", "\"a07-p1-dgx-03-c05 HCA-2\"")
+    });
+    let (_, doc) = capture(&swapped);
+    let w: Vec<&str> = findings(&doc, "wrong-rail")
+        .into_iter()
+        .filter(|w| w.starts_with("a07-p1-dgx-03-c05"))
+        .collect();
+    assert_eq!(w.len(), 2, "{:?}", findings(&doc, "wrong-rail"));
+    // A downtrained host link and a narrow one; a port with no LID; two ports for one name.
+    let slow = edited(dir.path(), FDR, |t| {
+        t.replacen(
+            "\"stage114 mlx4_0\" lid 105 4xQDR",
+            "\"stage114 mlx4_0\" lid 105 4xDDR",
+            1,
+        )
+        .replacen(
+            "\"stage112 mlx4_0\" lid 113 4xQDR",
+            "\"stage112 mlx4_0\" lid 113 1xQDR",
+            1,
+        )
+        .replacen(
+            "\"stage116 mlx4_0\" lid 127 4xQDR",
+            "\"stage116 mlx4_0\" lid 65535 4xQDR",
+            1,
+        )
+        .replacen("\"stage110 mlx4_0\"", "\"stage118 mlx4_0\"", 1)
+    });
+    let (code, doc) = capture(&slow);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()));
+    let s = findings(&doc, "slow-link");
+    assert!(
+        s.iter()
+            .any(|w| w.contains("4xDDR (20 Gb/s) where the fabric's host links run 4xQDR (40 Gb/s)")),
+        "{s:?}"
+    );
+    assert!(s.iter().any(|w| w.contains("1xQDR (10 Gb/s)")), "{s:?}");
+    assert!(findings(&doc, "no-lid")[0].starts_with("stage116 mlx4_0"));
+    assert!(findings(&doc, "duplicate-host-port")[0].starts_with("stage118 mlx4_0 is claimed by two ports"));
+    // A leaf's links to one spine taken away.
+    let cut = edited(dir.path(), FDR, |t| {
+        let mut current = String::new();
+        let mut kept = Vec::new();
+        for l in t.lines() {
+            if l.starts_with("Switch") || l.starts_with("Ca") {
+                current = l.to_string();
+            }
+            let ib2_to_ib8 =
+                current.contains("\"MF0;ib2:SX6036/U1\"") && l.starts_with('[') && l.contains("\"MF0;ib8:SX6036/U1\"");
+            if !ib2_to_ib8 {
+                kept.push(l);
+            }
+        }
+        kept.join("\n") + "\n"
+    });
+    let (_, doc) = capture(&cut);
+    assert!(
+        findings(&doc, "fewer-uplinks")
+            .iter()
+            .any(|w| w.starts_with("ib2 (level 1) has 4 uplink(s)")),
+        "{:?}",
+        findings(&doc, "fewer-uplinks")
+    );
+}
+
+#[test]
+fn a_mangled_capture_is_refused_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = edited(dir.path(), FDR, |t| t.replacen("lid 105 4xQDR\n", "lid 105 4xQDR\r", 1));
+    let o = tt(["fabric", "--from-ibnetdiscover"]).json().arg(&cr).run();
+    assert_eq!(o.status.code(), Some(65));
+    let msg = json(&o)["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("line 11") && msg.contains("carriage return"), "{msg}");
+    let cut = edited(dir.path(), FDR, |t| {
+        t.replacen("[2]\t\"H-24be05ffff982d50\"[1]", "[2]\t\"H-24be05ffff98", 1)
+    });
+    let o = tt(["fabric", "--from-ibnetdiscover"]).json().arg(&cut).run();
+    assert_eq!(o.status.code(), Some(65));
+    assert!(json(&o)["error"]["message"].as_str().unwrap().contains("line 12"));
+    // Tabs turned into spaces (a terminal's copy) are still the same fabric.
+    let spaces = edited(dir.path(), FDR, |t| t.replace('\t', "  "));
+    let (_, a) = capture(&spaces);
+    let (_, b) = capture(&data(FDR));
+    assert_eq!(a["switches"], b["switches"]);
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "# nothing\n").unwrap();
+    let o = tt(["fabric", "--from-ibnetdiscover"]).json().arg(&empty).run();
+    assert_eq!(o.status.code(), Some(65), "never 0 switches with exit 0");
+}
+
+#[test]
+fn an_aws_instance_topology_is_three_levels_of_network_nodes() {
+    let (code, doc) = fabric(&[
+        "--from-aws-topology",
+        data("aws-p3dn-16-instance-topology.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(
+        (level_count(&doc, 1), level_count(&doc, 2), level_count(&doc, 3)),
+        (4, 2, 1)
+    );
+    let mut sizes: Vec<usize> = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["hosts"].as_array().unwrap().len())
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [2, 4, 5, 5]);
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 16);
+}
+
+#[test]
+fn the_written_section_plans_and_cluster_yaml_is_held_against_the_wires() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        data(FDR).to_str().unwrap(),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let written = dir.path().join("fabric.yaml");
+    assert_eq!(doc["written"], written.display().to_string());
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(text.contains("  racks:\n    rack-ib1: {leaf: ib1}\n"), "{text}");
+    // Pasted into a cluster.yaml of paper nodes: it plans.
+    let cfg = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cfg,
+        text.replace("}\n  - host", "}\n    simulate: aws-p4d\n  - host")
+            .replace(
+                "labels: {rack: rack-ib7}",
+                "labels: {rack: rack-ib7}\n    simulate: aws-p4d",
+            ),
+    )
+    .unwrap();
+    let plan = tt(["plan"]).json().config(&cfg).run();
+    let p = json(&plan);
+    assert_eq!(plan.status.code(), Some(0), "{p:#}");
+    assert_eq!(p["node_order"].as_array().unwrap().len(), 144);
+    assert!(p["crossings"]["solved"]["rack"].as_u64().unwrap() <= p["crossings"]["default"]["rack"].as_u64().unwrap());
+    // A cluster.yaml that racks two leaves' hosts together and lists a host the wires lack.
+    let typed = dir.path().join("typed.yaml");
+    std::fs::write(&typed, "nodes:\n  - host: \"stage[100-101,16]\"\n    labels: {rack: r1}\n    simulate: aws-p4d\n  - host: ghost1\n    simulate: aws-p4d\n").unwrap();
+    let (_, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        data(FDR).to_str().unwrap(),
+        "--cluster-config",
+        typed.to_str().unwrap(),
+    ]);
+    assert_eq!(doc["diff"]["not_seen"], serde_json::json!(["ghost1"]));
+    let regrouped: Vec<&str> = doc["diff"]["regrouped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(
+        regrouped.iter().any(|r| r.starts_with("rack r1: its hosts are on")),
+        "{regrouped:?} {:?}",
+        BTreeMap::<u8, u8>::new()
+    );
+}
