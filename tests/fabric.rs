@@ -334,3 +334,119 @@ fn the_written_section_plans_and_cluster_yaml_is_held_against_the_wires() {
         BTreeMap::<u8, u8>::new()
     );
 }
+
+#[test]
+fn plan_and_init_take_the_discovered_fabric_with_fabric() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _) = fabric(&[
+        "--from-ibnetdiscover",
+        data(FDR).to_str().unwrap(),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let found = dir.path().join("fabric.yaml");
+    let text = std::fs::read_to_string(&found).unwrap();
+    // The same hosts typed with no fabric, all in one rack, as paper nodes.
+    let patterns: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- host: \"")?.strip_suffix('"'))
+        .collect();
+    let mut typed = String::from("nodes:\n");
+    for p in &patterns {
+        typed.push_str(&format!(
+            "  - host: \"{p}\"\n    labels: {{rack: r1}}\n    simulate: aws-p4d\n"
+        ));
+    }
+    let cfg = dir.path().join("typed.yaml");
+    std::fs::write(&cfg, typed).unwrap();
+    // Pasted: the discovered section with the same paper sources.
+    let pasted = dir.path().join("pasted.yaml");
+    let with_sources: String = text
+        .lines()
+        .flat_map(|l| {
+            std::iter::once(l).chain(
+                l.trim_start()
+                    .starts_with("labels: {rack:")
+                    .then_some("    simulate: aws-p4d"),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&pasted, with_sources + "\n").unwrap();
+    let plan = |cfg: &Path, extra: &[&str]| json(&tt(["plan"]).json().config(cfg).args(extra).run());
+    let on_wires = plan(&cfg, &["--fabric", found.to_str().unwrap()]);
+    let by_paste = plan(&pasted, &[]);
+    let typed_only = plan(&cfg, &[]);
+    assert_eq!(
+        on_wires["node_order"], by_paste["node_order"],
+        "--fabric plans what the pasted section plans"
+    );
+    assert_eq!(on_wires["crossings"], by_paste["crossings"]);
+    assert_ne!(
+        on_wires["crossings"], typed_only["crossings"],
+        "the typed single rack is not the wires' six leaves"
+    );
+    // init takes it too: the files it writes are the plan's.
+    let out = dir.path().join("out");
+    let o = tt(["init", "--check", "--fabric", found.to_str().unwrap()])
+        .json()
+        .config(&cfg)
+        .out(&out)
+        .run();
+    assert_eq!(o.status.code(), Some(3), "{}", json(&o));
+}
+
+#[test]
+fn a_guid_map_names_ports_and_placement_groups_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, before) = capture(&data(NDR));
+    let unnamed = before["unnamed_ports"].as_array().unwrap();
+    let guid = |i: usize| unnamed[i]["id"].as_str().unwrap().trim_start_matches("H-").to_string();
+    let map = dir.path().join("guids");
+    std::fs::write(
+        &map,
+        format!(
+            "# opensm's node-name map\n0x{} \"mapped-a\"\nH-{} mapped-b\n",
+            guid(0),
+            guid(1)
+        ),
+    )
+    .unwrap();
+    let (_, after) = fabric(&[
+        "--from-ibnetdiscover",
+        data(NDR).to_str().unwrap(),
+        "--guid-map",
+        map.to_str().unwrap(),
+    ]);
+    assert_eq!(after["unnamed_ports"].as_array().unwrap().len(), unnamed.len() - 2);
+    let names: Vec<&str> = after["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mapped-a") && names.contains(&"mapped-b"));
+    std::fs::write(&map, "not-a-guid host\n").unwrap();
+    let o = tt(["fabric", "--from-ibnetdiscover"])
+        .json()
+        .arg(data(NDR))
+        .arg("--guid-map")
+        .arg(&map)
+        .run();
+    assert_eq!(o.status.code(), Some(65));
+    assert!(json(&o)["error"]["message"].as_str().unwrap().contains("line 1"));
+    // Two instances moved to another placement group are named.
+    let aws = edited(dir.path(), "aws-p3dn-16-instance-topology.json", |t| {
+        t.replacen(
+            "\"InstanceType\": \"p3dn.24xlarge\",",
+            "\"InstanceType\": \"p3dn.24xlarge\", \"GroupName\": \"pg-b\",",
+            2,
+        )
+    });
+    let (_, doc) = fabric(&["--from-aws-topology", aws.to_str().unwrap()]);
+    assert_eq!(
+        doc["placement_groups"]["pg-b"],
+        serde_json::json!(["i-0ad3df7a6c3e2c0cd", "i-09da5708a8a8e82da"])
+    );
+    assert_eq!(doc["placement_groups"]["-"].as_array().unwrap().len(), 14);
+}

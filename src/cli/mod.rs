@@ -675,6 +675,11 @@ pub(crate) struct GatherArgs {
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_CLUSTER_CONFIG")]
     pub(crate) cluster_config: PathBuf,
 
+    /// The fabric as `topo-tune fabric --output-dir` discovered it (DIR/fabric.yaml): its
+    /// `fabric:` section replaces cluster.yaml's, its hosts' racks the typed ones.
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FABRIC")]
+    pub(crate) fabric: Option<PathBuf>,
+
     #[command(flatten)]
     pub(crate) nodes: NodeSourceArgs,
 }

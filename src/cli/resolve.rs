@@ -34,15 +34,23 @@ impl ReachArgs {
 }
 
 impl GatherArgs {
-    /// cluster.yaml loaded (every error at its line), and how its nodes are reached.
+    /// cluster.yaml loaded (every error at its line), on `--fabric`'s discovered fabric when
+    /// given, and how its nodes are reached.
     pub(crate) fn resolve(&self) -> Result<GatherSettings, Error> {
-        self.nodes.resolve_with(Inventory::load(&self.cluster_config)?)
+        self.nodes.resolve_with(self.inventory()?)
     }
 
     /// The same, cut to the nodes `sel` selects.
     fn resolve_cut(&self, sel: Option<&str>) -> Result<GatherSettings, Error> {
-        self.nodes
-            .resolve_with(cut("--nodes", sel, Inventory::load(&self.cluster_config)?)?.0)
+        self.nodes.resolve_with(cut("--nodes", sel, self.inventory()?)?.0)
+    }
+
+    fn inventory(&self) -> Result<Inventory, Error> {
+        let inv = Inventory::load(&self.cluster_config)?;
+        Ok(match &self.fabric {
+            Some(f) => inv.on_fabric(Inventory::load(f)?),
+            None => inv,
+        })
     }
 }
 
@@ -373,11 +381,7 @@ impl TuneArgs {
     /// The set (`--canary`), its inventory cut to it, and the rule's rounds and thresholds
     /// from cluster.yaml's `benchmark:` unless a flag says otherwise.
     pub(crate) fn resolve(&self) -> Result<TuneSettings, Error> {
-        let (inv, hosts) = cut(
-            "--canary",
-            Some(&self.canary),
-            Inventory::load(&self.gather.cluster_config)?,
-        )?;
+        let (inv, hosts) = cut("--canary", Some(&self.canary), self.gather.inventory()?)?;
         let mut collectives = self.collectives.clone();
         collectives.sort();
         collectives.dedup();

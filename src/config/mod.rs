@@ -284,6 +284,32 @@ impl Inventory {
         Self::parse(path, &text)
     }
 
+    /// This cluster on a discovered fabric (`--fabric FILE`: what `topo-tune fabric
+    /// --output-dir` wrote, itself a cluster.yaml read with every rule above): its `fabric:`
+    /// section replaces this one's, and each node it lists takes its fabric labels (`rack`,
+    /// `leaf`, `spine`) over the typed ones. Nodes it does not list keep theirs; the hosts of
+    /// the file this one does not list are ignored.
+    pub(crate) fn on_fabric(mut self, discovered: Inventory) -> Inventory {
+        let by_host: std::collections::HashMap<&str, &NodeSpec> =
+            discovered.nodes.iter().map(|n| (n.host.as_str(), n)).collect();
+        for n in &mut self.nodes {
+            if let Some(d) = by_host.get(n.host.as_str()) {
+                for key in ["rack", "leaf", "spine"] {
+                    match d.labels.get(key) {
+                        Some(v) => {
+                            n.labels.insert(key.to_string(), v.clone());
+                        }
+                        None => {
+                            n.labels.remove(key);
+                        }
+                    }
+                }
+            }
+        }
+        self.fabric = discovered.fabric;
+        self
+    }
+
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
         let raw = parse_yaml(path, text)?;
         let cx = Loader {

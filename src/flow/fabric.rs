@@ -13,8 +13,8 @@ pub(crate) struct FabricOutcome {
     pub(crate) discovered: Discovered,
     pub(crate) diff: Option<Diff>,
     pub(crate) written: Option<String>,
-    /// Placement groups of a cloud topology (more than one: instances of another group).
-    pub(crate) placement_groups: Vec<String>,
+    /// A cloud topology's placement groups and their instances.
+    pub(crate) placement_groups: crate::wires::aws::Groups,
 }
 
 /// Why a capture, GUID map or topology answer cannot be used; it names the file and line.
@@ -65,7 +65,7 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
     let (nodes, placement_groups, source) = match &s.source {
         FabricSource::Ibnetdiscover(p) => {
             let nodes = crate::wires::ibnet::parse(&read(p, "ibnetdiscover capture")?).map_err(parse_err(p))?;
-            (nodes, Vec::new(), p)
+            (nodes, Default::default(), p)
         }
         FabricSource::AwsTopology(p) => {
             let (nodes, groups) = crate::wires::aws::parse(&read(p, "instance topology")?).map_err(parse_err(p))?;

@@ -17,8 +17,9 @@ pub(crate) struct FabricPayload {
     /// Where fabric.yaml was written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) written: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) placement_groups: Vec<String>,
+    /// A cloud topology's placement groups (`-`: none) and their instances.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) placement_groups: crate::wires::aws::Groups,
 }
 
 pub(crate) fn summary(d: &Discovered) -> String {
@@ -46,12 +47,9 @@ pub(crate) fn render(e: &Envelope<FabricPayload, NoDetail>) -> String {
         out.push_str(&diff_lines(diff));
     }
     if e.payload.placement_groups.len() > 1 {
-        let _ = writeln!(
-            out,
-            "instances of {} placement groups: {}",
-            e.payload.placement_groups.len(),
-            e.payload.placement_groups.join(", ")
-        );
+        for (group, instances) in &e.payload.placement_groups {
+            let _ = writeln!(out, "placement group {group}: {}", instances.join(" "));
+        }
     }
     if let Some(w) = &e.payload.written {
         let _ = writeln!(out, "wrote {w}");

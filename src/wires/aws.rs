@@ -31,10 +31,13 @@ fn plain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
+/// Placement group (`GroupName`; `-` for none) → its instances.
+pub(crate) type Groups = std::collections::BTreeMap<String, Vec<String>>;
+
 /// The instances as the nodes of a capture: a switch per network node (its id as its name),
-/// a CA per instance described `<instance-id> ena`; and the placement groups seen (an answer
-/// mixing them is told).
-pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Vec<String>), ParseError> {
+/// a CA per instance described `<instance-id> ena`; and each placement group's instances (an
+/// answer mixing groups is told, naming the instances).
+pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     let bad = |m: String| ParseError { line: 0, message: m };
     let a: Answer = serde_json::from_str(text).map_err(|e| ParseError {
         line: e.line(),
@@ -46,7 +49,7 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Vec<String>), ParseError> 
             a.instances.len()
         )));
     }
-    let mut groups: Vec<String> = Vec::new();
+    let mut groups = Groups::new();
     let mut switches: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
     let mut cas = Vec::new();
     let id_of = |k: usize| format!("S-{k:016x}");
@@ -57,9 +60,12 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Vec<String>), ParseError> 
                 "Instances[{i}]: an InstanceId and 1 to {MAX_LEVELS} NetworkNodes expected"
             )));
         }
-        if let Some(g) = inst.group_name.as_ref().filter(|g| !groups.contains(g)) {
-            groups.push(g.clone());
-        }
+        let group = inst
+            .group_name
+            .clone()
+            .filter(|g| plain(g))
+            .unwrap_or_else(|| "-".into());
+        groups.entry(group).or_default().push(inst.instance_id.clone());
         let _ = &inst.instance_type;
         for nn in &inst.network_nodes {
             if !plain(nn) {

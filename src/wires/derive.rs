@@ -12,6 +12,49 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What the wires say.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch(desc: &str) -> Node {
+        Node {
+            kind: Kind::Switch,
+            id: "S-0000000000000001".into(),
+            ports: 36,
+            desc: desc.into(),
+            lid: None,
+            line: 1,
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn switch_names_from_descriptions() {
+        assert_eq!(
+            switch_name(&switch("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1")),
+            "A09-P1-IBLEAF-04-04"
+        );
+        assert_eq!(switch_name(&switch("MF0;ib5:SX6036/U1")), "ib5");
+        assert_eq!(switch_name(&switch("MF0;ibcore1:CS7500/L05/U1")), "ibcore1-L05-U1");
+        assert_eq!(switch_name(&switch("MF0;ibcore1:CS7500/S02/U1")), "ibcore1-S02-U1");
+        assert_eq!(
+            switch_name(&switch("")),
+            "S-0000000000000001",
+            "no description: the GUID"
+        );
+        assert_eq!(
+            switch_name(&switch("Quantum Mellanox Technologies")),
+            "S-0000000000000001"
+        );
+        assert_eq!(
+            host_and_hca("a08-p1-dgx-04-c17 mlx5_5"),
+            Some(("a08-p1-dgx-04-c17".into(), "mlx5_5".into()))
+        );
+        assert_eq!(host_and_hca("MT4129 ConnectX7   Mellanox Technologies"), None);
+        assert_eq!(host_and_hca("localhost HCA-1"), None);
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Discovered {
     pub(crate) switches: Vec<Switch>,
@@ -95,14 +138,21 @@ pub(crate) struct Finding {
     pub(crate) fix: String,
 }
 
-/// A node description's switch name: `MF0;A09-P1-IBLEAF-04-04:MQM9701/U1` → `A09-P1-IBLEAF-04-04`.
+/// A node description's switch name: `MF0;A09-P1-IBLEAF-04-04:MQM9701/U1` →
+/// `A09-P1-IBLEAF-04-04`; an ASIC of a director chassis, `MF0;ibcore1:CS7500/L05/U1` (a line
+/// card) or `…/S02/U1` (a spine card), keeps its card and ASIC: `ibcore1-L05-U1`.
 fn switch_name(n: &Node) -> String {
     let d = n.desc.trim();
     let d = d.split_once(';').map_or(d, |(_, r)| r);
-    let d = d.split_once(':').map_or(d, |(l, _)| l).trim();
-    let plain = !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let (box_name, model) = d.split_once(':').map_or((d, ""), |(l, m)| (l.trim(), m.trim()));
+    let parts: Vec<&str> = model.split('/').collect();
+    let name = match parts.as_slice() {
+        [_, card, asic] => format!("{box_name}-{card}-{asic}"),
+        _ => box_name.to_string(),
+    };
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if plain {
-        d.to_string()
+        name
     } else {
         n.id.clone()
     }
