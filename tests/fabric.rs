@@ -386,6 +386,20 @@ fn plan_and_init_take_the_discovered_fabric_with_fabric() {
         on_wires["crossings"], typed_only["crossings"],
         "the typed single rack is not the wires' six leaves"
     );
+    // The emitters take it as a typed fabric: Slurm's tree and Kubernetes' leaf labels.
+    let files = dir.path().join("plan");
+    let o = tt(["plan", "--fabric", found.to_str().unwrap()])
+        .config(&cfg)
+        .out(&files)
+        .run();
+    assert_eq!(o.status.code(), Some(0));
+    let topology = std::fs::read_to_string(files.join("topology.conf")).unwrap();
+    assert!(
+        topology.contains("SwitchName=ib1 Switches=rack-ib1") || topology.contains("SwitchName=ib1"),
+        "{topology}"
+    );
+    let labels = std::fs::read_to_string(files.join("k8s-node-labels.yaml")).unwrap();
+    assert!(labels.contains("ib1") && labels.contains("spines-1"), "{labels}");
     // init takes it too: the files it writes are the plan's.
     let out = dir.path().join("out");
     let o = tt(["init", "--check", "--fabric", found.to_str().unwrap()])

@@ -187,94 +187,40 @@ fn gbps(width: Option<u32>, speed: Option<&str>) -> Option<f64> {
 /// name, for CAs whose own description names none.
 pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discovered {
     let switch_ids: HashMap<&str, String> = unique_names(nodes);
-    let mut sw: BTreeMap<String, Switch> = BTreeMap::new();
-    for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
-        let name = switch_ids[n.id.as_str()].clone();
-        sw.insert(
-            name.clone(),
-            Switch {
-                name,
-                id: n.id.clone(),
-                level: None,
-                host_ports: 0,
-                uplinks: 0,
-                links: BTreeMap::new(),
-            },
-        );
-    }
-    let mut hosts: BTreeMap<String, Vec<HostPort>> = BTreeMap::new();
-    let mut unnamed = Vec::new();
-    let mut aggregation_nodes = 0;
-    let mut findings = Vec::new();
-    let mut seen_ports: HashMap<(String, String), String> = HashMap::new();
-    let mut link_rates: Vec<(bool, Option<u32>, Option<String>, String)> = Vec::new();
+    let mut r = Reading {
+        sw: nodes
+            .iter()
+            .filter(|n| n.kind == Kind::Switch)
+            .map(|n| {
+                let name = switch_ids[n.id.as_str()].clone();
+                let s = Switch {
+                    name: name.clone(),
+                    id: n.id.clone(),
+                    level: None,
+                    host_ports: 0,
+                    uplinks: 0,
+                    links: BTreeMap::new(),
+                };
+                (name, s)
+            })
+            .collect(),
+        ..Reading::default()
+    };
     for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
         let me = &switch_ids[n.id.as_str()];
         for l in &n.links {
-            link_rates.push((
-                l.peer.starts_with("S-"),
-                l.width,
-                l.speed.clone(),
-                format!("{me} port {}", l.port),
-            ));
-            if let Some(peer) = switch_ids.get(l.peer.as_str()) {
-                *sw.get_mut(me)
-                    .map(|s| s.links.entry(peer.clone()).or_insert(0))
-                    .unwrap_or(&mut 0) += 1;
-                continue;
-            }
-            let desc = l.peer_desc.clone().unwrap_or_default();
-            if aggregation(&desc) {
-                aggregation_nodes += 1;
-                continue;
-            }
-            if let Some(s) = sw.get_mut(me) {
-                s.host_ports += 1;
-            }
-            let guid = l.peer.trim_start_matches("H-").to_ascii_lowercase();
-            let named = host_and_hca(&desc).or_else(|| names.get(&guid).map(|h| (h.clone(), format!("H-{guid}"))));
-            let speed = match (l.width, &l.speed) {
-                (Some(w), Some(s)) => Some(format!("{w}x{s}")),
-                _ => None,
-            };
-            match named {
-                Some((host, hca)) => {
-                    if let Some(other) = seen_ports.insert((host.clone(), hca.clone()), l.peer.clone()) {
-                        if other != l.peer {
-                            findings.push(Finding {
-                                severity: Severity::Fail,
-                                code: "duplicate-host-port",
-                                what: format!("{host} {hca} is claimed by two ports ({other} and {}): two machines answer to one name", l.peer),
-                                fix: "give each machine its own host name (node_desc follows the hostname: /sys/class/infiniband/*/node_desc)".into(),
-                            });
-                        }
-                    }
-                    if l.ca_lid.is_none() {
-                        findings.push(Finding {
-                            severity: Severity::Fail,
-                            code: "no-lid",
-                            what: format!("{host} {hca} (on {me} port {}) has no LID", l.port),
-                            fix: "the subnet manager has not configured this port: check opensm/UFM's log and that the port is ACTIVE (ibstat)".into(),
-                        });
-                    }
-                    hosts.entry(host).or_default().push(HostPort {
-                        port: hca,
-                        switch: me.clone(),
-                        switch_port: l.port,
-                        rail: None,
-                        speed,
-                        lid: l.ca_lid,
-                    });
-                }
-                None => unnamed.push(UnnamedPort {
-                    id: l.peer.clone(),
-                    desc,
-                    switch: me.clone(),
-                    switch_port: l.port,
-                }),
-            }
+            r.port(me, l, &switch_ids, names);
         }
     }
+    let Reading {
+        mut sw,
+        mut hosts,
+        unnamed,
+        aggregation_nodes,
+        mut findings,
+        link_rates,
+        ..
+    } = r;
     for ports in hosts.values_mut() {
         ports.sort_by_cached_key(|p| natural_key(&p.port));
     }
@@ -283,18 +229,7 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
     findings.extend(miscabled(&groups, &hosts));
     findings.extend(uplink_findings(&sw, &groups));
     findings.extend(slow_links(&link_rates));
-    if !unnamed.is_empty() {
-        findings.push(Finding {
-            severity: Severity::Warn,
-            code: "unnamed-ports",
-            what: format!(
-                "{} host port(s) name no host (an unset node description such as {:?}, or a default host name): left out of hosts and rails",
-                unnamed.len(),
-                unnamed[0].desc
-            ),
-            fix: "set each HCA's node description to `<hostname> <hca>` (rdma-core's rdma-ndd does it at boot), or pass --guid-map FILE (`<guid> <hostname>` lines)".into(),
-        });
-    }
+    findings.extend(unnamed_finding(&unnamed));
     for g in &mut groups {
         g.uplink_gbps = group_uplink_gbps(g, nodes, &switch_ids, &sw);
     }
@@ -309,6 +244,110 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
         aggregation_nodes,
         findings,
     }
+}
+
+/// What the switch blocks' port lines give, gathered port by port.
+#[derive(Default)]
+struct Reading {
+    sw: BTreeMap<String, Switch>,
+    hosts: BTreeMap<String, Vec<HostPort>>,
+    unnamed: Vec<UnnamedPort>,
+    aggregation_nodes: usize,
+    findings: Vec<Finding>,
+    /// (host, HCA) → the port that claimed it first.
+    seen_ports: HashMap<(String, String), String>,
+    /// (between switches, lanes, speed, where) of every link end.
+    link_rates: Vec<(bool, Option<u32>, Option<String>, String)>,
+}
+
+impl Reading {
+    /// One port line of switch `me`: a link to a switch, a SHARP node, a named host port, or
+    /// an unnamed one.
+    fn port(&mut self, me: &str, l: &super::ibnet::Link, ids: &HashMap<&str, String>, names: &HashMap<String, String>) {
+        self.link_rates.push((
+            l.peer.starts_with("S-"),
+            l.width,
+            l.speed.clone(),
+            format!("{me} port {}", l.port),
+        ));
+        if let Some(peer) = ids.get(l.peer.as_str()) {
+            if let Some(s) = self.sw.get_mut(me) {
+                *s.links.entry(peer.clone()).or_insert(0) += 1;
+            }
+            return;
+        }
+        let desc = l.peer_desc.clone().unwrap_or_default();
+        if aggregation(&desc) {
+            self.aggregation_nodes += 1;
+            return;
+        }
+        if let Some(s) = self.sw.get_mut(me) {
+            s.host_ports += 1;
+        }
+        let guid = l.peer.trim_start_matches("H-").to_ascii_lowercase();
+        let named = host_and_hca(&desc).or_else(|| names.get(&guid).map(|h| (h.clone(), format!("H-{guid}"))));
+        let Some((host, hca)) = named else {
+            self.unnamed.push(UnnamedPort {
+                id: l.peer.clone(),
+                desc,
+                switch: me.to_string(),
+                switch_port: l.port,
+            });
+            return;
+        };
+        self.check_port(me, l, &host, &hca);
+        let speed = match (l.width, &l.speed) {
+            (Some(w), Some(s)) => Some(format!("{w}x{s}")),
+            _ => None,
+        };
+        self.hosts.entry(host).or_default().push(HostPort {
+            port: hca,
+            switch: me.to_string(),
+            switch_port: l.port,
+            rail: None,
+            speed,
+            lid: l.ca_lid,
+        });
+    }
+
+    /// A host port claimed twice, or without a LID.
+    fn check_port(&mut self, me: &str, l: &super::ibnet::Link, host: &str, hca: &str) {
+        if let Some(other) = self
+            .seen_ports
+            .insert((host.to_string(), hca.to_string()), l.peer.clone())
+        {
+            if other != l.peer {
+                self.findings.push(Finding {
+                    severity: Severity::Fail,
+                    code: "duplicate-host-port",
+                    what: format!("{host} {hca} is claimed by two ports ({other} and {}): two machines answer to one name", l.peer),
+                    fix: "give each machine its own host name (node_desc follows the hostname: /sys/class/infiniband/*/node_desc)".into(),
+                });
+            }
+        }
+        if l.ca_lid.is_none() {
+            self.findings.push(Finding {
+                severity: Severity::Fail,
+                code: "no-lid",
+                what: format!("{host} {hca} (on {me} port {}) has no LID", l.port),
+                fix: "the subnet manager has not configured this port: check opensm/UFM's log and that the port is ACTIVE (ibstat)".into(),
+            });
+        }
+    }
+}
+
+fn unnamed_finding(unnamed: &[UnnamedPort]) -> Option<Finding> {
+    let first = unnamed.first()?;
+    Some(Finding {
+        severity: Severity::Warn,
+        code: "unnamed-ports",
+        what: format!(
+            "{} host port(s) name no host (an unset node description such as {:?}, or a default host name): left out of hosts and rails",
+            unnamed.len(),
+            first.desc
+        ),
+        fix: "set each HCA's node description to `<hostname> <hca>` (rdma-core's rdma-ndd does it at boot), or pass --guid-map FILE (`<guid> <hostname>` lines)".into(),
+    })
 }
 
 /// Each switch's name from its description, made unique (a second `ib5` is `ib5-<guid>`).
