@@ -82,12 +82,7 @@ pub(crate) fn output_dir(dir: &Path) -> Result<(), Refusal> {
 }
 
 fn hosts(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
-    let known: HashSet<&str> = inv
-        .nodes
-        .iter()
-        .chain(&inv.set_aside)
-        .map(|n| n.host.as_str())
-        .collect();
+    let known: HashSet<&str> = inv.every_node().map(|n| n.host.as_str()).collect();
     let stranger = r
         .host_bundle
         .keys()

@@ -113,7 +113,7 @@ fn list(s: &InitSettings, printer: &Printer) -> Result<Done, Error> {
     let msg = format!(
         "{} nodes would be probed ({} declared in {}); nothing was contacted",
         rows.len(),
-        s.gather.inv.nodes.len() + s.gather.inv.set_aside.len(),
+        s.gather.inv.every_node().count(),
         s.gather.inv.path.display()
     );
     let envelope = Envelope {

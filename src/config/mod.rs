@@ -284,6 +284,11 @@ impl Inventory {
         Self::parse(path, &text)
     }
 
+    /// Every node of the file: those worked on and those a `--nodes` selection set aside.
+    pub(crate) fn every_node(&self) -> impl Iterator<Item = &NodeSpec> {
+        self.nodes.iter().chain(&self.set_aside)
+    }
+
     /// This cluster on a discovered fabric (`--fabric FILE`: what `topo-tune fabric
     /// --output-dir` wrote, itself a cluster.yaml read with every rule above): its `fabric:`
     /// section replaces this one's, and each node it lists takes its fabric labels (`rack`,

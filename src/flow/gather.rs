@@ -130,9 +130,7 @@ pub(crate) struct Names<'a>(std::collections::HashSet<&'a str>);
 impl<'a> Names<'a> {
     pub(crate) fn of(inv: &'a Inventory) -> Names<'a> {
         Names(
-            inv.nodes
-                .iter()
-                .chain(&inv.set_aside)
+            inv.every_node()
                 .flat_map(|n| [n.host.as_str(), n.slurm_name.as_str()])
                 .collect(),
         )

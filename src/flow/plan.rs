@@ -315,12 +315,7 @@ pub(crate) fn plan_from_text(text: &str, inv: &Inventory) -> Result<Plan, Refusa
     }
     let plan: Plan = serde_json::from_str(text).map_err(|e| Refusal(format!("not a topo-tune plan: {e}")))?;
     // A plan for the whole cluster, applied to the nodes `--nodes` selects, names the others.
-    let known: HashSet<&str> = inv
-        .nodes
-        .iter()
-        .chain(&inv.set_aside)
-        .map(|n| n.host.as_str())
-        .collect();
+    let known: HashSet<&str> = inv.every_node().map(|n| n.host.as_str()).collect();
     let strangers: Vec<&str> = plan
         .nccl
         .classes
