@@ -1212,6 +1212,11 @@ fn a_crafted_doctor_answer_is_refused_at_the_boundary() {
         ),
         ("no checks", serde_json::json!([]), "no checks"),
         (
+            "the controller's verdict answered by a node",
+            serde_json::json!([check("limits", "ok"), check("cluster-consistency", "all agree")]),
+            "checks[1].check: `cluster-consistency` is the controller's to judge",
+        ),
+        (
             "a 10 MB detail",
             serde_json::json!([check("limits", &"x".repeat(10 << 20))]),
             "checks[0].detail: 10485760 bytes",

@@ -11,6 +11,9 @@ use crate::probe::fsroot::FsRoot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The check's id (the registry's, and what the controller adds to each node's answer).
+pub(crate) const CHECK: &str = "cluster-consistency";
+
 /// The most NIC boards a node may report, and the longest text of any field.
 pub(crate) const MAX_BOARDS: usize = 64;
 pub(crate) const MAX_FIELD: usize = 256;

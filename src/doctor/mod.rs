@@ -206,7 +206,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         tuner::nccl_tuner,
     ),
     def(
-        "cluster-consistency",
+        consistency::CHECK,
         20,
         "the same NCCL, driver, CUDA, kernel and NIC firmware as its class",
         "another NCCL, driver, CUDA, kernel or NIC firmware than its class",

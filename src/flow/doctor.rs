@@ -84,7 +84,7 @@ fn add_consistency(outcomes: &mut [NodeOutcome<DoctorReport>]) {
         if let Some(Ok(report)) = outcomes.iter_mut().find(|o| o.host == host).map(|o| o.result.as_mut()) {
             report
                 .checks
-                .push(crate::doctor::Check::of("cluster-consistency", finding));
+                .push(crate::doctor::Check::of(crate::doctor::consistency::CHECK, finding));
         }
     }
 }

@@ -264,6 +264,14 @@ impl Call for Doctor {
     fn check_answer(report: &DoctorReport) -> Result<(), BadAnswer> {
         doctor::answer::check_report(&report.hostname, &report.checks, &doctor::check_ids())
             .map_err(|e| BadAnswer(e.to_string()))?;
+        // The controller judges consistency from every node's versions; a node that answers
+        // the verdict itself is not believed.
+        if let Some(i) = report.checks.iter().position(|c| c.check == doctor::consistency::CHECK) {
+            return Err(BadAnswer(format!(
+                "checks[{i}].check: `{}` is the controller's to judge, not a node's",
+                doctor::consistency::CHECK
+            )));
+        }
         match &report.versions {
             Some(v) => v.check().map_err(|e| BadAnswer(e.to_string())),
             None => Ok(()),

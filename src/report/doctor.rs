@@ -77,12 +77,17 @@ fn headline(detail: &str) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct DoctorDetail {
     pub(crate) checks: Vec<Check>,
+    /// What the node runs (NCCL, driver, CUDA, kernel, NIC firmware), as cluster-consistency
+    /// compares it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) versions: Option<crate::doctor::consistency::Versions>,
 }
 
 impl From<&DoctorReport> for DoctorDetail {
     fn from(r: &DoctorReport) -> Self {
         DoctorDetail {
             checks: r.checks.clone(),
+            versions: r.versions.clone(),
         }
     }
 }
