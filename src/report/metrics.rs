@@ -119,6 +119,7 @@ mod tests {
                 false,
                 Some(DoctorDetail {
                     checks: vec![check("pcie-link", Status::Fail), check("acs", Status::Skip)],
+                    versions: None,
                 }),
             ),
             NodeRow::failed("gpu2", Failure::new(FailureKind::ConnectRefused, "refused"), None),
