@@ -20,8 +20,6 @@ struct Answer {
 #[serde(rename_all = "PascalCase")]
 struct Instance {
     instance_id: String,
-    #[serde(default)]
-    instance_type: Option<String>,
     network_nodes: Vec<String>,
     #[serde(default)]
     group_name: Option<String>,
@@ -51,7 +49,6 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     }
     let mut groups = Groups::new();
     let mut switches: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
-    let mut cas = Vec::new();
     let id_of = |k: usize| format!("S-{k:016x}");
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (i, inst) in a.instances.iter().enumerate() {
@@ -66,7 +63,6 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
             .filter(|g| plain(g))
             .unwrap_or_else(|| "-".into());
         groups.entry(group).or_default().push(inst.instance_id.clone());
-        let _ = &inst.instance_type;
         for nn in &inst.network_nodes {
             if !plain(nn) {
                 return Err(bad(format!(
@@ -105,7 +101,6 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
         if let Some(s) = switches.get_mut(bottom) {
             s.links.push(link(&host, Some(format!("{} ena", inst.instance_id))));
         }
-        cas.push(host);
     }
     let mut nodes: Vec<Node> = switches.into_values().collect();
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
