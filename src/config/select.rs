@@ -143,7 +143,7 @@ pub(crate) fn cut(flag: &str, sel: Option<&str>, inv: Inventory) -> Result<(Inve
 }
 
 /// `a,b[1-3,5],c` → `a`, `b[1-3,5]`, `c` (commas inside brackets belong to the range).
-fn split_top_level(s: &str) -> Vec<&str> {
+pub(crate) fn split_top_level(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (i, c) in s.char_indices() {

@@ -74,33 +74,12 @@ fn resume(store: &Store, id: &str, inv: &Inventory, given: &Given) -> Result<Rol
 /// run — the record is the state directory's, cluster.yaml is what the operator reviewed.
 fn same_benchmark(r: &Rollout, inv: &Inventory, store: &Store) -> Result<(), Error> {
     let (was, now) = (&r.options.benchmark, &inv.benchmark);
-    // Compared as values; only what is shown is cut (a command may be long).
-    let shown = |v: &dyn std::fmt::Debug| format!("{v:?}").chars().take(200).collect::<String>();
-    let differs = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| (shown(a), shown(b));
-    let fields: [(&str, bool, (String, String)); 4] = [
-        (
-            "command",
-            was.command != now.command,
-            differs(&was.command, &now.command),
-        ),
-        (
-            "runs_on",
-            was.runs_on != now.runs_on,
-            differs(&was.runs_on, &now.runs_on),
-        ),
-        (
-            "timeout_s",
-            was.timeout_s != now.timeout_s,
-            differs(&was.timeout_s, &now.timeout_s),
-        ),
-        (
-            "gpus_per_node",
-            was.gpus_per_node != now.gpus_per_node,
-            differs(&was.gpus_per_node, &now.gpus_per_node),
-        ),
-    ];
-    match fields.iter().find(|(_, differ, _)| *differ) {
-        Some((field, _, (a, b))) => Err(StateError::Invalid {
+    let found = differs("command", &was.command, &now.command)
+        .or_else(|| differs("runs_on", &was.runs_on, &now.runs_on))
+        .or_else(|| differs("timeout_s", &was.timeout_s, &now.timeout_s))
+        .or_else(|| differs("gpus_per_node", &was.gpus_per_node, &now.gpus_per_node));
+    match found {
+        Some((field, a, b)) => Err(StateError::Invalid {
             path: store.show(&r.id),
             message: format!(
                 "options.benchmark.{field} is {a}, but {} says {b}: a resume runs only what cluster.yaml says (restore it, or start a new rollout); nothing was run or changed",
@@ -110,6 +89,17 @@ fn same_benchmark(r: &Rollout, inv: &Inventory, store: &Store) -> Result<(), Err
         .into()),
         None => Ok(()),
     }
+}
+
+/// `field` and both values as shown (cut at 200 characters: a command may be long), when they
+/// differ; compared as values, never as what is shown.
+fn differs<T: PartialEq + std::fmt::Debug>(
+    field: &'static str,
+    was: &T,
+    now: &T,
+) -> Option<(&'static str, String, String)> {
+    let shown = |v: &T| format!("{v:?}").chars().take(200).collect::<String>();
+    (was != now).then(|| (field, shown(was), shown(now)))
 }
 
 /// A flag `--resume` would not use is refused, not dropped: the record decides how the

@@ -64,14 +64,15 @@ pub(crate) fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn 
     }
     let mut changed = false;
     let mut notes = plan.notes.clone();
+    let ib = irqbalance::status(fs);
     if !req.dry_run {
         // What is about to change is written down first: `--restore` puts it back.
-        super::restore::remember(fs, &plan, about_to_ban(fs, req).as_deref())?;
+        super::restore::remember(fs, &plan, about_to_ban(&ib, req))?;
         apply(fs, &mut plan);
         changed |= plan.pins.iter().any(|p| p.action == PinAction::Set);
         remember(fs, &plan, req.include_control)?;
     }
-    changed |= keep_irqbalance_off(fs, req, sys, &mut notes)?;
+    changed |= keep_irqbalance_off(fs, &ib, req, sys, &mut notes)?;
     if req.install && !req.dry_run {
         changed |= install(fs, req, sys, &mut notes)?;
     }
@@ -104,20 +105,20 @@ fn remember(fs: &FsRoot, plan: &IrqPlan, include_control: bool) -> Result<(), Ir
 }
 
 /// The irqbalance config `keep_irqbalance_off` is about to change, if it is.
-fn about_to_ban(fs: &FsRoot, req: &PinRequest) -> Option<String> {
-    let ib = irqbalance::status(fs);
-    (req.irqbalance == IrqbalancePolicy::Ban && !req.dry_run && ib.running && !ib.bans_mlx5).then_some(ib.config)
+fn about_to_ban<'a>(ib: &'a irqbalance::Status, req: &PinRequest) -> Option<&'a str> {
+    (req.irqbalance == IrqbalancePolicy::Ban && !req.dry_run && ib.running && !ib.bans_mlx5)
+        .then_some(ib.config.as_str())
 }
 
 /// irqbalance would move the pins again: ban mlx5 in its config (with `--irqbalance ban`) or
 /// say so.
 fn keep_irqbalance_off(
     fs: &FsRoot,
+    ib: &irqbalance::Status,
     req: &PinRequest,
     sys: &dyn System,
     notes: &mut Vec<String>,
 ) -> Result<bool, IrqError> {
-    let ib = irqbalance::status(fs);
     if !ib.running || ib.bans_mlx5 {
         return Ok(false);
     }
@@ -143,11 +144,7 @@ fn keep_irqbalance_off(
         tree.write(&backup, before.as_bytes(), 0o644)?;
     }
     let changed = tree.write(&ib.config, after.as_bytes(), 0o644)?;
-    let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
-        Some(true) => "restart done".to_string(),
-        Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`".to_string(),
-        None => "not restarted (a --fsroot tree)".to_string(),
-    };
+    let restart = super::system::restart_irqbalance(sys);
     notes.push(format!(
         "irqbalance: {} now bans mlx5 ({}); {restart}",
         ib.config,
@@ -299,9 +296,23 @@ mod tests {
             ..FakeSystem::default()
         };
         let mut notes = Vec::new();
-        assert!(!keep_irqbalance_off(&fs, &request(IrqbalancePolicy::Warn), &sys, &mut notes).unwrap());
+        assert!(!keep_irqbalance_off(
+            &fs,
+            &irqbalance::status(&fs),
+            &request(IrqbalancePolicy::Warn),
+            &sys,
+            &mut notes
+        )
+        .unwrap());
         assert!(sys.calls.lock().unwrap().is_empty(), "warn changes nothing");
-        assert!(keep_irqbalance_off(&fs, &request(IrqbalancePolicy::Ban), &sys, &mut notes).unwrap());
+        assert!(keep_irqbalance_off(
+            &fs,
+            &irqbalance::status(&fs),
+            &request(IrqbalancePolicy::Ban),
+            &sys,
+            &mut notes
+        )
+        .unwrap());
         assert_eq!(*sys.calls.lock().unwrap(), ["systemctl try-restart irqbalance"]);
         assert!(
             notes[1].ends_with("restart FAILED: run `systemctl try-restart irqbalance`"),

@@ -303,11 +303,7 @@ fn restore_irqbalance(
         None => tree.remove(&ib.config)?,
     };
     tree.remove(&format!("{}.topo-tune.bak", ib.config))?;
-    let restart = match sys.systemctl(&["try-restart", "irqbalance"]) {
-        Some(true) => "restart done",
-        Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`",
-        None => "not restarted (a --fsroot tree)",
-    };
+    let restart = super::system::restart_irqbalance(sys);
     notes.push(format!(
         "irqbalance: {} put back as it was before irq-pin banned mlx5; {restart}",
         ib.config

@@ -23,6 +23,16 @@ pub(crate) fn for_root(fsroot: Option<&std::path::Path>) -> &'static dyn System 
     }
 }
 
+/// `systemctl try-restart irqbalance` (it restarts only a running one, never starts or stops
+/// it), said as the note after an edit of its config says it.
+pub(crate) fn restart_irqbalance(sys: &dyn System) -> &'static str {
+    match sys.systemctl(&["try-restart", "irqbalance"]) {
+        Some(true) => "restart done",
+        Some(false) => "restart FAILED: run `systemctl try-restart irqbalance`",
+        None => "not restarted (a --fsroot tree)",
+    }
+}
+
 /// Whether `fsroot` names a described tree rather than this machine.
 pub(crate) fn is_tree(fsroot: Option<&std::path::Path>) -> bool {
     fsroot.is_some_and(|root| !std::fs::canonicalize(root).is_ok_and(|p| p == std::path::Path::new("/")))

@@ -70,27 +70,9 @@ pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
     for g in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
         let (rack, _) = rack_and_leaf(g);
         // One entry per range: a node entry's `host` is one pattern, not a comma list.
-        for pattern in split_ranges(&crate::emit::slurm::compress(&g.hosts)) {
+        for pattern in crate::config::select::split_top_level(&crate::emit::slurm::compress(&g.hosts)) {
             let _ = writeln!(out, "  - host: \"{pattern}\"\n    labels: {{rack: {rack}}}");
         }
     }
     out
-}
-
-/// `a[01-04,07],b` → `a[01-04,07]`, `b` (commas inside brackets belong to the range).
-fn split_ranges(list: &str) -> Vec<&str> {
-    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
-    for (i, c) in list.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&list[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&list[start..]);
-    out.into_iter().filter(|p| !p.is_empty()).collect()
 }
