@@ -196,6 +196,25 @@ pub fn ibnetdiscover(data: &[u8]) -> String {
     outcome(r)
 }
 
+/// An `aws ec2 describe-instance-topology` answer, read and derived as `fabric` does.
+pub fn aws_topology(data: &[u8]) -> String {
+    let r = crate::wires::aws::parse(&text(data)).map(|(nodes, _)| {
+        let d = crate::wires::derive::derive(&nodes, &Default::default());
+        assert!(d.hosts.iter().all(|h| h.ports.len() == 1), "an instance is one port");
+    });
+    outcome(r)
+}
+
+/// A GUID map (`fabric --guid-map`): every name it accepts is a plain host name.
+pub fn guid_map(data: &[u8]) -> String {
+    let r = crate::wires::guid_map(&text(data)).map(|names| {
+        assert!(names
+            .iter()
+            .all(|(g, n)| g.len() == 16 && !n.is_empty() && !n.contains(char::is_whitespace)));
+    });
+    outcome(r)
+}
+
 /// A snapshot JSON (a node's answer, a `--from-probes` file).
 pub fn snapshot_json(data: &[u8]) -> String {
     outcome(NodeSnapshot::from_json(&text(data)).map(|s| consume(&s)))

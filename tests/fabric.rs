@@ -464,3 +464,30 @@ fn a_guid_map_names_ports_and_placement_groups_are_told_apart() {
     );
     assert_eq!(doc["placement_groups"]["-"].as_array().unwrap().len(), 14);
 }
+
+#[test]
+fn an_aws_answer_that_lists_an_instance_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let twice = edited(dir.path(), "aws-p3dn-16-instance-topology.json", |t| {
+        t.replacen("i-09da5708a8a8e82da", "i-0ad3df7a6c3e2c0cd", 1)
+    });
+    let o = tt(["fabric", "--from-aws-topology"]).json().arg(&twice).run();
+    assert_eq!(o.status.code(), Some(65));
+    assert!(
+        json(&o)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is Instances[0] again"),
+        "{}",
+        json(&o)
+    );
+    let looped = edited(dir.path(), "aws-p3dn-16-instance-topology.json", |t| {
+        t.replacen("\"nn-d80ea1bcf0db73f68\"", "\"nn-10cc26ca933c5f39d\"", 1)
+    });
+    let o = tt(["fabric", "--from-aws-topology"]).json().arg(&looped).run();
+    assert_eq!(o.status.code(), Some(65));
+    assert!(json(&o)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("a network node twice"));
+}

@@ -374,6 +374,16 @@ fn nccl_config_lines() {
 }
 
 #[test]
+fn aws_topology() {
+    fuzz("aws_topology", topo_tune::fuzz::aws_topology);
+}
+
+#[test]
+fn guid_map() {
+    fuzz("guid_map", topo_tune::fuzz::guid_map);
+}
+
+#[test]
 fn ibnetdiscover() {
     fuzz("ibnetdiscover", topo_tune::fuzz::ibnetdiscover);
 }

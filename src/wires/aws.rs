@@ -51,12 +51,9 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     let mut switches: std::collections::BTreeMap<String, Node> = std::collections::BTreeMap::new();
     let id_of = |k: usize| format!("S-{k:016x}");
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, inst) in a.instances.iter().enumerate() {
-        if !plain(&inst.instance_id) || inst.network_nodes.is_empty() || inst.network_nodes.len() > MAX_LEVELS {
-            return Err(bad(format!(
-                "Instances[{i}]: an InstanceId and 1 to {MAX_LEVELS} NetworkNodes expected"
-            )));
-        }
+        check_instance(i, inst, &mut seen)?;
         let group = inst
             .group_name
             .clone()
@@ -64,11 +61,6 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
             .unwrap_or_else(|| "-".into());
         groups.entry(group).or_default().push(inst.instance_id.clone());
         for nn in &inst.network_nodes {
-            if !plain(nn) {
-                return Err(bad(format!(
-                    "Instances[{i}].NetworkNodes: {nn:?} is not a network node id"
-                )));
-            }
             let next = index.len();
             let k = *index.entry(nn.clone()).or_insert(next);
             switches.entry(nn.clone()).or_insert_with(|| Node {
@@ -105,6 +97,39 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     let mut nodes: Vec<Node> = switches.into_values().collect();
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
     Ok((nodes, groups))
+}
+
+/// One instance as an answer must hold it: a plain id not seen before, 1 to `MAX_LEVELS`
+/// network nodes, none twice, each a plain id.
+fn check_instance<'a>(
+    i: usize,
+    inst: &'a Instance,
+    seen: &mut std::collections::HashMap<&'a str, usize>,
+) -> Result<(), ParseError> {
+    let bad = |m: String| ParseError { line: 0, message: m };
+    if !plain(&inst.instance_id) || inst.network_nodes.is_empty() || inst.network_nodes.len() > MAX_LEVELS {
+        return Err(bad(format!(
+            "Instances[{i}]: an InstanceId and 1 to {MAX_LEVELS} NetworkNodes expected"
+        )));
+    }
+    if let Some(first) = seen.insert(inst.instance_id.as_str(), i) {
+        return Err(bad(format!(
+            "Instances[{i}]: {} is Instances[{first}] again: one answer lists each instance once",
+            inst.instance_id
+        )));
+    }
+    let distinct: std::collections::HashSet<&String> = inst.network_nodes.iter().collect();
+    if distinct.len() != inst.network_nodes.len() {
+        return Err(bad(format!(
+            "Instances[{i}].NetworkNodes: a network node twice in one path"
+        )));
+    }
+    if let Some(nn) = inst.network_nodes.iter().find(|n| !plain(n)) {
+        return Err(bad(format!(
+            "Instances[{i}].NetworkNodes: {nn:?} is not a network node id"
+        )));
+    }
+    Ok(())
 }
 
 fn link(peer: &str, desc: Option<String>) -> Link {

@@ -94,6 +94,8 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Node>, ParseError> {
         return Err(bad(0, format!("{} bytes, more than {MAX_BYTES}: refused", text.len())));
     }
     let mut nodes: Vec<Node> = Vec::new();
+    // ibnetdiscover lists each node once: a node twice is two captures pasted together.
+    let mut first_line: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     // A terminal log may end lines with CR LF; a lone CR is not a line end ibnetdiscover writes.
     for (i, raw) in text.split('\n').enumerate() {
         let n = i + 1;
@@ -114,6 +116,15 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Node>, ParseError> {
         if let Some(node) = node_line(t, n)? {
             if nodes.len() >= MAX_NODES {
                 return Err(bad(n, format!("more than {MAX_NODES} nodes: refused")));
+            }
+            if let Some(first) = first_line.insert(node.id.clone(), n) {
+                return Err(bad(
+                    n,
+                    format!(
+                        "{} is listed again (first at line {first}): two captures in one file?",
+                        node.id
+                    ),
+                ));
             }
             nodes.push(node);
             continue;
@@ -360,6 +371,9 @@ mod tests {
         assert_eq!(parse("[1]\t\"H-e09d7303007a4bd8\"[1]\n").unwrap_err().line, 1);
         let cut = BLOCKS.replace("[35]\t\"S-2c5eab0300c26280\"[32]", "[35]\t\"S-2c5eab03\"[32]");
         assert_eq!(parse(&cut).unwrap_err().line, 11);
+        let twice = format!("{BLOCKS}{}", &BLOCKS[BLOCKS.find("vendid").unwrap()..]);
+        let e = parse(&twice).unwrap_err();
+        assert!(e.message.contains("listed again (first at line 9)"), "{e}");
         let cr = BLOCKS.replace("lid 647 4xNDR\n[35]", "lid 647 4xNDR\r[35]");
         assert!(parse(&cr).unwrap_err().message.contains("carriage return"));
         assert_eq!(lid_after("lid 65535 4xNDR"), None);
