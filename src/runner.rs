@@ -11,6 +11,7 @@
 //! 16 MiB (no log file to fill a disk, no gigabyte read whole); its `-J` file through the
 //! same regular-file, non-blocking, bounded reader as every other input.
 
+use crate::apply::tune_stage::{staged_files, StagedRef};
 use crate::bench::parse::{parse_json, parse_text, BenchError, BenchRun, OUTPUT_LIMIT};
 use crate::model::files::{NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV};
 use crate::model::BadAnswer;
@@ -52,45 +53,26 @@ pub(crate) struct BenchRequest {
     /// again (a resumed rollout ends a run its killed predecessor left, [`end_marked`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) marker: String,
-    /// `tune`'s candidate: NCCL variables this run adds to the variant's config file. They
-    /// reach the ranks only through that file (`{nccl_conf}`, `NCCL_CONF_FILE`), never through
-    /// topo-tune's own environment: a setting that reached some ranks and not others (a
-    /// forced algorithm on half the job) would hang it.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub(crate) settings: std::collections::BTreeMap<String, String>,
+    /// `tune`'s candidate: the run files `tune` staged on every node of the run (its config
+    /// file with the plugin and rules file, `apply::tune_stage`). They reach the ranks only
+    /// through that config file (`{nccl_conf}`, `NCCL_CONF_FILE`), the same path on every
+    /// node, never through topo-tune's own environment: a choice that reached some ranks and
+    /// not others would hang the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) staged: Option<StagedRef>,
 }
 
-/// Most candidate settings one run may add, and how long a value may be.
-const MAX_SETTINGS: usize = 16;
-const MAX_VALUE: usize = 256;
-
 impl BenchRequest {
-    /// What a node checks before it runs a request: candidate settings that are NCCL
-    /// variables with plain values (they go into a config file, one line each).
+    /// What a node checks before it runs a request: a staged reference names a run directory.
     pub(crate) fn check(&self) -> Result<(), BadAnswer> {
-        if self.settings.len() > MAX_SETTINGS {
-            return Err(BadAnswer(format!("more than {MAX_SETTINGS} candidate settings")));
+        match &self.staged {
+            Some(r) if staged_files(Path::new("/"), r).is_none() => Err(BadAnswer(format!(
+                "staged run files {:?}/{:?} name no run directory",
+                r.run.escape_default().to_string(),
+                r.id.escape_default().to_string()
+            ))),
+            _ => Ok(()),
         }
-        for (name, value) in &self.settings {
-            let name_ok = name.starts_with("NCCL_")
-                && name.len() <= 64
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-            let value_ok = !value.is_empty()
-                && value.len() <= MAX_VALUE
-                && value
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && b != b'#' && b != b'\\' && b != b'"' && b != b'\'');
-            if !name_ok || !value_ok {
-                return Err(BadAnswer(format!(
-                    "candidate setting {:?}={:?} is not an NCCL variable with a plain value",
-                    name.escape_default().to_string(),
-                    value.escape_default().to_string()
-                )));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -183,28 +165,23 @@ fn variant_files(variant: Variant, root: &Path) -> (PathBuf, PathBuf) {
     (under(root, conf), under(root, env))
 }
 
-/// The files a run reads its NCCL settings from: the variant's, or — with candidate settings —
-/// copies in `dir`: the candidate's lines first (NCCL takes a name's first line in a config
-/// file and never overrides a variable already set: src/misc/param.cc `setEnvFile`), then the
-/// variant's other lines.
-fn settings_files(req: &BenchRequest, root: &Path, dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-    let (conf, env) = variant_files(req.variant, root);
-    if req.settings.is_empty() {
-        return Ok((conf, env));
-    }
-    let live = crate::input::read_text(&conf, crate::input::CONFIG_LIMIT, "NCCL config").unwrap_or_default();
-    let mut text: String = req.settings.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    for line in live.lines() {
-        let name = line.split('=').next().unwrap_or("");
-        if !req.settings.contains_key(name) {
-            text.push_str(line);
-            text.push('\n');
+/// The files a run reads its NCCL settings from: the variant's, or — for `tune`'s candidate —
+/// its staged config and env file.
+fn settings_files(req: &BenchRequest, root: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    match &req.staged {
+        None => Ok(variant_files(req.variant, root)),
+        Some(r) => {
+            let (conf, env) = staged_files(root, r)
+                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "staged run files name no run"))?;
+            if !conf.is_file() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{} was not staged on this node", conf.display()),
+                ));
+            }
+            Ok((conf, env))
         }
     }
-    let (c, e) = (dir.join("nccl.conf"), dir.join("nccl.env"));
-    std::fs::write(&c, &text)?;
-    std::fs::write(&e, &text)?;
-    Ok((c, e))
 }
 
 /// The template with every placeholder filled for this run; `files`: its config and env
@@ -266,7 +243,7 @@ pub(crate) fn run(req: &BenchRequest, root: &Path, cancel: &Cancel) -> std::io::
         .map(|h| format!("{h} slots={}\n", req.gpus_per_node))
         .collect();
     std::fs::write(&hostfile, lines)?;
-    let (conf, env) = settings_files(req, root, dir.path())?;
+    let (conf, env) = settings_files(req, root)?;
     let command = expand(req, (&conf, &env), &json, &hostfile);
     let (out_read, out_write) = std::io::pipe()?;
     let (guard_read, guard_write) = std::io::pipe()?;
@@ -490,7 +467,7 @@ mod tests {
             timeout_s: 5,
             rail: None,
             marker: String::new(),
-            settings: Default::default(),
+            staged: None,
         };
         let (conf, env) = variant_files(req.variant, Path::new("/"));
         let cmd = expand(&req, (&conf, &env), Path::new("/tmp/x.json"), Path::new("/tmp/h"));
@@ -510,7 +487,7 @@ mod tests {
             timeout_s: 1,
             rail: None,
             marker: String::new(),
-            settings: Default::default(),
+            staged: None,
         };
         let started = Instant::now();
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
@@ -558,7 +535,7 @@ mod tests {
             timeout_s: 60,
             rail: None,
             marker: String::new(),
-            settings: Default::default(),
+            staged: None,
         };
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(a.output.len(), OUTPUT_LIMIT);
@@ -575,7 +552,7 @@ mod tests {
             timeout_s: 10,
             rail: None,
             marker: String::new(),
-            settings: Default::default(),
+            staged: None,
         };
         let a = run(&req, Path::new("/"), &Cancel::default()).unwrap();
         assert_eq!(judge(&a, 10).unwrap_err().0, "exited with 3: boom: no GPU");

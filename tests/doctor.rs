@@ -718,6 +718,18 @@ fn a_tuner_plugin_nccl_cannot_use_is_a_failure() {
     let (s, d) = row(&n.doctor(&[]).1, "nccl-tuner");
     assert_eq!(s, "fail", "{d}");
     assert!(d.contains("line 1: unknown algorithm"), "{d}");
+    // One line the plugin drops among good ones: it applies the rest, not the file as written.
+    n.m.write(
+        "/etc/nccl/nccl-tuner.csv",
+        "allreduce,0,65536,ring,simple,-1,-1,-1\nallreduce,65537,99,ring,simple,-1,-1,-1\n",
+    );
+    let (s, d) = row(&n.doctor(&[]).1, "nccl-tuner");
+    assert_eq!(s, "warn", "{d}");
+    assert!(
+        d.contains("refuses 1 line(s) and applies the other 1 rule(s): line 2:"),
+        "{d}"
+    );
+    n.m.write("/etc/nccl/nccl-tuner.csv", "allreduce,0,65536,warp,simple,-1,-1,-1\n");
     // An NCCL older than the plugin's newest symbol it knows: NCCL 2.24 looks for v4 first.
     let (_, d) = row(&n.doctor(&["--nccl-version", "2.24.3"]).1, "nccl-tuner");
     assert!(d.contains("warp") || d.contains("unknown algorithm"), "{d}");

@@ -1,11 +1,13 @@
-//! `topo-tune tune` against the nccl-tests double, whose cost model answers `NCCL_ALGO`,
-//! `NCCL_PROTO`, channel counts and variables per message size (`FAKE_NCCL_TUNE`): a cluster
+//! `topo-tune tune` against the nccl-tests double, whose cost model answers the choice
+//! topo-tune's tuner plugin makes from a run's rules file (first matching line, passed over
+//! where NCCL will not run the pair), channel counts and variables per message size
+//! (`FAKE_NCCL_TUNE`): a cluster
 //! where NCCL's own choice is beaten at some sizes (a rule for those sizes only), one where
 //! nothing beats it (no rule), a noisy one (no rule), one where a candidate computes wrong
 //! values (disqualified, named), and a budget that leaves candidates untried.
 
 use crate::canary::data;
-use crate::common::{assert_schema, tt};
+use crate::common::{assert_schema, tt, tuner_plugin};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +25,7 @@ fn cluster(knobs: &str) -> Cluster {
         &cfg,
         format!(
             "nccl_version: \"2.30.7\"\n\
-             benchmark:\n  command: \"FAKE_NCCL_STATE={state} FAKE_NCCL_RANKS={{ranks}} {knobs} python3 {double} -b 8 -e 256M -f 4 -g 1 -I 1 -J {{json}}\"\n  timeout: 60\n\
+             benchmark:\n  command: \"FAKE_NCCL_STATE={state} FAKE_NCCL_RANKS={{ranks}} FAKE_NCCL_HOSTS={{hosts}} {knobs} python3 {double} -b 8 -e 256M -f 4 -g 1 -I 1 -J {{json}}\"\n  timeout: 60\n\
              nodes:\n  - host: \"p5en-[01-02]\"\n    labels: {{rack: rack-1}}\n    simulate: aws-p5en\n\
              \x20 - host: \"p5en-[03-04]\"\n    labels: {{rack: rack-2}}\n    simulate: aws-p5en\n",
             state = state.display(),
@@ -35,16 +37,32 @@ fn cluster(knobs: &str) -> Cluster {
 }
 
 impl Cluster {
-    fn tune(&self, extra: &[&str]) -> (Option<i32>, Value) {
-        let out = self.dir.path().join("out");
-        let o = tt(["tune", "--canary", "rack-1"])
-            .json()
+    /// `tune --canary rack-1` with the nodes' files (and each run's) under `nodes/`.
+    fn cmd(&self) -> crate::common::Run {
+        tt(["tune", "--canary", "rack-1"])
             .config(&self.cfg)
-            .out(&out)
-            .args(extra)
-            .run();
+            .out(self.dir.path().join("out"))
+            .arg("--node-files")
+            .arg(self.dir.path().join("nodes"))
+            .arg("--state-dir")
+            .arg(self.dir.path().join("state"))
+            .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
+    }
+
+    fn tune(&self, extra: &[&str]) -> (Option<i32>, Value) {
+        let o = self.cmd().json().args(extra).run();
         let doc = o.doc();
         (o.code(), doc)
+    }
+
+    /// What is left of the run files on the nodes (nothing, once tune has ended).
+    fn staged(&self) -> Vec<PathBuf> {
+        ["p5en-01", "p5en-02"]
+            .iter()
+            .map(|h| self.dir.path().join("nodes").join(h).join("var/lib/topo-tune/tune"))
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flat_map(|d| d.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+            .collect()
     }
 
     fn csv(&self) -> String {
@@ -118,12 +136,8 @@ fn nothing_beats_nccls_own_choice_and_noise_is_no_rule() {
 #[test]
 fn a_candidate_with_wrong_results_is_disqualified_and_named() {
     // Ring/LL128 would win, but its runs count wrong values: never a rule.
-    let c = cluster("FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_FAIL=NCCL_PROTO=LL128:wrong");
-    let out = c.dir.path().join("out");
-    let o = tt(["tune", "--canary", "rack-1", "--collectives", "all_reduce"])
-        .config(&c.cfg)
-        .out(&out)
-        .run();
+    let c = cluster("FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_FAIL=TUNER=*/ll128:wrong");
+    let o = c.cmd().args(["--collectives", "all_reduce"]).run();
     assert_eq!(o.code(), Some(0), "{}", o.stderr_text());
     assert!(c.rules().is_empty(), "{}", c.csv());
     let text = o.stdout_text();
@@ -166,10 +180,7 @@ fn a_global_that_wins_is_kept_with_its_evidence_and_the_budget_is_said() {
 #[test]
 fn bad_flags_are_usage_errors() {
     let c = cluster("");
-    let o = tt(["tune", "--canary", "rack-1", "--collectives", "broadcastish"])
-        .config(&c.cfg)
-        .out(c.dir.path())
-        .run();
+    let o = c.cmd().args(["--collectives", "broadcastish"]).run();
     assert_eq!(o.code(), Some(2));
     assert!(o.stderr_text().contains("not a collective"), "{}", o.stderr_text());
     let o = tt(["tune", "--canary", "rack-9"])
@@ -177,4 +188,86 @@ fn bad_flags_are_usage_errors() {
         .out(c.dir.path())
         .run();
     assert_eq!(o.code(), Some(2), "{}", o.stderr_text());
+    // Paper nodes without --node-files: nowhere to stage a run's files.
+    let o = tt(["tune", "--canary", "rack-1"])
+        .config(&c.cfg)
+        .out(c.dir.path())
+        .run();
+    assert_eq!(o.code(), Some(2), "{}", o.stderr_text());
+    assert!(o.stderr_text().contains("--node-files"), "{}", o.stderr_text());
+    // No plugin: nothing is measured (exit 69, EX_UNAVAILABLE).
+    let o = c
+        .cmd()
+        .env("TOPO_TUNE_TUNER_PLUGIN", c.dir.path().join("none.so"))
+        .run();
+    assert_eq!(o.code(), Some(69), "{}", o.stderr_text());
+    assert!(o.stderr_text().contains("tuner plugin"), "{}", o.stderr_text());
+    assert!(!c.dir.path().join("nodes").exists(), "nothing staged");
+}
+
+/// The default run on two nodes measures every collective at two shapes: each collective's
+/// rules are made once (the second pass wrote them again, and the tuning was refused as
+/// overlapping after every run, exit 69), and the run's files are gone at the end.
+#[test]
+fn two_collectives_at_two_shapes_give_one_rule_each() {
+    let c = cluster("FAKE_NCCL_TUNE='all_reduce:ring/ll128@8-65536*0.7;all_gather:ring/ll@8-4096*0.7' FAKE_NCCL_NOISE=0.005 FAKE_NCCL_SEED=5");
+    let (code, doc) = c.tune(&["--collectives", "all_reduce,all_gather"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let rules = c.rules();
+    assert!(
+        rules.contains(&"allreduce,8,32768,ring,ll128,-1,-1,-1".to_string()),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&"allgather,8,2048,ring,ll,-1,-1,-1".to_string()),
+        "{rules:?}"
+    );
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert!(c.staged().is_empty(), "run files left: {:?}", c.staged());
+}
+
+/// A pair NCCL keeps disabled is measured as what the plugin will get: NCCL's own choice
+/// (the plugin passes a -1 pair over). Forced with NCCL_PROTO it would have "won" and been
+/// written as a rule that does nothing.
+#[test]
+fn a_pair_nccl_will_not_run_is_measured_as_nccls_own_and_kept_out() {
+    let c = cluster("FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_DISABLED=ring/ll128");
+    let (code, doc) = c.tune(&["--collectives", "all_reduce"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert!(c.rules().is_empty(), "{}", c.csv());
+    let trial = doc["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["candidate"] == "ring/ll128")
+        .unwrap();
+    let small = &trial["sizes"][0];
+    assert_eq!(
+        small["nccl_us"], small["candidate_us"],
+        "NCCL's own, as measured: {small}"
+    );
+}
+
+/// A benchmark command that does not run the shape asked (a fixed rank count) measures
+/// another job: refused, not judged.
+#[test]
+fn a_run_of_another_rank_count_is_refused() {
+    let c = cluster("");
+    let cfg = std::fs::read_to_string(&c.cfg)
+        .unwrap()
+        .replace("FAKE_NCCL_RANKS={ranks}", "FAKE_NCCL_RANKS=8");
+    std::fs::write(&c.cfg, cfg).unwrap();
+    let o = c.cmd().args(["--collectives", "all_reduce"]).run();
+    assert_ne!(o.code(), Some(0));
+    assert!(
+        o.stderr_text()
+            .contains("ran 8 rank(s) for a job of 2 node(s), 16 rank(s)"),
+        "{}",
+        o.stderr_text()
+    );
+    assert!(
+        c.staged().is_empty(),
+        "run files left after a failure: {:?}",
+        c.staged()
+    );
 }

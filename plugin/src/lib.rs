@@ -17,9 +17,13 @@
 //! - `init` runs for every communicator, one-rank ones too; `getCollInfo` on the hot path of
 //!   every collective: it allocates nothing, takes no lock and walks only this shape's rules.
 //!
-//! Exported: `ncclTunerPlugin_v5` (NCCL 2.28 and later; NCCL 2.30 looks for v6 first, then
-//! v5) and `ncclTunerPlugin_v4` (2.24–2.27). v6 adds only `getChunkSize`, and chunk sizes are
-//! what this plugin never sets (wrong results were seen with large chunks, NVIDIA/nccl#2408).
+//! Exported: `ncclTunerPlugin_v6` (NCCL 2.30.3 and later look for it first; its
+//! `getChunkSize` is NULL, which NCCL allows: chunk sizes are what this plugin never sets —
+//! wrong results were seen with large chunks, NVIDIA/nccl#2408), `ncclTunerPlugin_v5` (2.28
+//! and later) and `ncclTunerPlugin_v4` (2.24–2.27). NCCL 2.32's v7 keeps `init`,
+//! `getCollInfo`, `finalize` and `getChunkSize` and changes only the constants struct (double,
+//! a fifth compute-capability row); NCCL 2.32 still looks for v6 after v7, so this plugin
+//! loads there through v6, and the constants it never touches do not matter.
 
 pub mod rules;
 
@@ -80,6 +84,27 @@ pub struct TunerV5 {
     pub finalize: unsafe extern "C" fn(*mut c_void) -> c_int,
 }
 
+/// `getChunkSize(ctx, collType, nBytes, algorithm, protocol, nChannels, size_t* chunkSize)`.
+pub type GetChunkSize = unsafe extern "C" fn(*mut c_void, c_int, usize, c_int, c_int, c_int, *mut usize) -> c_int;
+
+/// `ncclTuner_v6_t`: v5 and an optional `getChunkSize` (NULL: NCCL's own chunk size).
+#[repr(C)]
+pub struct TunerV6 {
+    pub name: *const c_char,
+    pub init: unsafe extern "C" fn(
+        *mut *mut c_void,
+        u64,
+        usize,
+        usize,
+        Option<Logger>,
+        *mut NvlDomainInfoV5,
+        *mut TunerConstantsV5,
+    ) -> c_int,
+    pub get_coll_info: GetCollInfo,
+    pub finalize: unsafe extern "C" fn(*mut c_void) -> c_int,
+    pub get_chunk_size: Option<GetChunkSize>,
+}
+
 /// `ncclTuner_v4_t`.
 #[repr(C)]
 pub struct TunerV4 {
@@ -91,10 +116,21 @@ pub struct TunerV4 {
 
 // SAFETY: the structs hold a pointer to a static C string and function pointers, all
 // immutable for the life of the process.
+unsafe impl Sync for TunerV6 {}
 unsafe impl Sync for TunerV5 {}
 unsafe impl Sync for TunerV4 {}
 
 const NAME: &CStr = c"topo-tune";
+
+#[allow(non_upper_case_globals)]
+#[no_mangle]
+pub static ncclTunerPlugin_v6: TunerV6 = TunerV6 {
+    name: NAME.as_ptr(),
+    init: init_v5,
+    get_coll_info,
+    finalize,
+    get_chunk_size: None,
+};
 
 #[allow(non_upper_case_globals)]
 #[no_mangle]
@@ -129,36 +165,52 @@ fn log(logger: Option<Logger>, level: c_int, message: &str) {
     unsafe { logger(level, TUNING, c"topo-tune".as_ptr(), 0, c"%s".as_ptr(), text.as_ptr()) };
 }
 
-fn log_once(logger: Option<Logger>, level: c_int, message: &str) {
-    if !TOLD.swap(true, Ordering::SeqCst) {
-        log(logger, level, message);
-    }
-}
+/// `O_NONBLOCK` on Linux (x86-64 and AArch64 alike): opening a FIFO swapped in for the file
+/// returns at once instead of blocking NCCL's init until a writer comes.
+const O_NONBLOCK: i32 = 0o4000;
 
-/// The file's bytes, if it is a regular file of bounded size; else why not. A FIFO or a device
-/// is never opened, so it cannot block NCCL's init.
+/// The file's bytes, if it is a regular file of bounded size outside /proc and /sys; else why
+/// not. Opened once, without blocking, and the opened file is what is judged (no check of one
+/// file and read of another).
 fn read_bounded(path: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{path}: {e}"))?;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{path}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("{path}: not a regular file"));
+    }
+    let kernel = ["/proc", "/sys"]
+        .iter()
+        .any(|d| std::fs::metadata(d).is_ok_and(|m| m.dev() == meta.dev()));
+    if kernel {
+        return Err(format!("{path}: a /proc or /sys file, not a rules file"));
     }
     if meta.len() > rules::MAX_BYTES {
         return Err(format!("{path}: larger than {} bytes", rules::MAX_BYTES));
     }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(rules::MAX_BYTES + 1).read_to_end(&mut bytes))
+    file.take(rules::MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(|e| format!("{path}: {e}"))?;
     Ok(bytes)
 }
 
-/// The rules for a communicator of this shape; every problem logged (once) and answered with
-/// no rules, so that NCCL keeps its own choices.
+/// The rules for a communicator of this shape; every problem logged (once per process) and
+/// answered with fewer rules or none, so that NCCL keeps its own choices where no rule is.
 fn load(n_nodes: usize, n_ranks: usize, logger: Option<Logger>) -> Vec<Rule> {
+    let first = !TOLD.swap(true, Ordering::SeqCst);
+    let say = |level: c_int, message: &str| {
+        if first {
+            log(logger, level, message);
+        }
+    };
     let Some(path) = std::env::var_os("NCCL_TUNER_CONFIG_FILE") else {
-        log_once(
-            logger,
+        say(
             LOG_INFO,
             "NCCL_TUNER_CONFIG_FILE is not set: no rules, NCCL's own choices",
         );
@@ -168,21 +220,23 @@ fn load(n_nodes: usize, n_ranks: usize, logger: Option<Logger>) -> Vec<Rule> {
     let parsed = read_bounded(&path).and_then(|b| rules::parse(&b).map_err(|e| format!("{path}: {e}")));
     match parsed {
         Ok(all) => {
-            let mine: Vec<Rule> = all.iter().copied().filter(|r| r.fits(n_nodes, n_ranks)).collect();
-            log_once(
-                logger,
+            for r in &all.refused {
+                say(LOG_WARN, &format!("{path}: {r}: line refused, the others are kept"));
+            }
+            let mine: Vec<Rule> = all.rules.iter().copied().filter(|r| r.fits(n_nodes, n_ranks)).collect();
+            say(
                 LOG_INFO,
                 &format!(
-                    "{} rule(s) from {path}; {} for {n_nodes} node(s), {n_ranks} rank(s)",
-                    all.len(),
+                    "{} rule(s) from {path} ({} line(s) refused); {} for {n_nodes} node(s), {n_ranks} rank(s)",
+                    all.rules.len(),
+                    all.refused.len(),
                     mine.len()
                 ),
             );
             mine
         }
         Err(why) => {
-            log_once(
-                logger,
+            say(
                 LOG_WARN,
                 &format!("{why}: refused, no rules; NCCL's own choices are kept"),
             );

@@ -5,14 +5,17 @@
 //! collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,regBuff]]
 //! ```
 //!
-//! `#` in the first column starts a comment, blank lines are skipped, fields are trimmed of
-//! spaces and tabs, bounds are decimal and inclusive, `-1` means "any" (nNodes, nRanks,
-//! numPipeOps, regBuff) or "NCCL's own" (channels), and the first matching line wins — as
-//! the example reads it. Unlike the example, which reads an unknown collective as `allreduce`,
-//! an unknown algorithm as `ring` and a number it cannot parse as 0, this reader is strict:
-//! one line it cannot read exactly refuses the whole file, so no rule is ever applied that
-//! was not written. Bounded: at most `MAX_BYTES` and `MAX_RULES`, lines of at most
-//! `MAX_LINE` bytes (the example reads 256-byte lines and would split a longer one).
+//! As the example reads it: `#` after optional spaces starts a comment, blank lines (spaces
+//! only too) are skipped, a line may end in CR LF and in one trailing comma, fields are
+//! trimmed of spaces and tabs, bounds are decimal and inclusive, `-1` means "any" (nNodes,
+//! nRanks, numPipeOps, regBuff) or "NCCL's own" (channels, where the example's `0` means the
+//! same), and the first matching line wins. Unlike the example, which reads an unknown
+//! collective as `allreduce`, an unknown algorithm as `ring` and a number it cannot parse as
+//! 0, a line it cannot read exactly is refused — that line, not the file (`parse`: the plugin
+//! logs each refused line once and keeps the rest); topo-tune's own checks of a file it
+//! writes refuse the whole file for one such line (`parse_strict`). Bounded: at most
+//! `MAX_BYTES` and `MAX_RULES`, lines of at most `MAX_LINE` bytes (the example reads 256-byte
+//! lines and would split a longer one).
 
 /// Larger files are refused unread.
 pub const MAX_BYTES: u64 = 1 << 20;
@@ -52,7 +55,7 @@ pub struct Rule {
     pub max_bytes: u64,
     pub algorithm: i32,
     pub protocol: i32,
-    /// `-1`: NCCL's own channel count.
+    /// `-1` or `0` (the example's spelling): NCCL's own channel count.
     pub channels: i32,
     pub n_nodes: i32,
     pub n_ranks: i32,
@@ -133,7 +136,7 @@ fn rule(line: &str) -> Result<Rule, String> {
         max_bytes: bytes(f[2], "max_bytes")?,
         algorithm: name_of(&ALGORITHMS, f[3], "algorithm")?,
         protocol: name_of(&PROTOCOLS, f[4], "protocol")?,
-        channels: any_or(f[5], "channels", 1..=MAX_CHANNELS)?,
+        channels: any_or(f[5], "channels", 0..=MAX_CHANNELS)?,
         n_nodes: any_or(f[6], "nNodes", 1..=i32::MAX)?,
         n_ranks: any_or(f[7], "nRanks", 1..=i32::MAX)?,
         pipe_ops: f.get(8).map_or(Ok(-1), |v| any_or(v, "numPipeOps", 1..=i32::MAX))?,
@@ -145,31 +148,66 @@ fn rule(line: &str) -> Result<Rule, String> {
     Ok(r)
 }
 
-/// Every rule of the file's text, or why the file is refused.
-pub fn parse(text: &[u8]) -> Result<Vec<Rule>, Refused> {
+/// A file read line by line: the rules it holds, and the lines refused (each with why).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parsed {
+    pub rules: Vec<Rule>,
+    pub refused: Vec<Refused>,
+}
+
+/// One line as the example plugin reads it: `None` for a blank line or a comment, else the
+/// rule or why the line is refused.
+fn line(raw: &str) -> Option<Result<Rule, String>> {
+    if raw.len() > MAX_LINE {
+        return Some(Err(format!("longer than {MAX_LINE} bytes")));
+    }
+    let raw = raw.strip_suffix('\r').unwrap_or(raw);
+    let text = raw.trim_matches([' ', '\t']);
+    if text.is_empty() || text.starts_with('#') {
+        return None;
+    }
+    if text.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+        return Some(Err(
+            "a control character (a CR inside the line, a NUL, an escape)".into()
+        ));
+    }
+    // One trailing comma, as a spreadsheet writes it: the example's strtok never sees an
+    // empty last field.
+    let text = text.strip_suffix(',').unwrap_or(text);
+    Some(rule(text))
+}
+
+/// The file's text read as the plugin reads it at `init`: every line it can read exactly, in
+/// order, and each line it refuses. Only a file too large or not UTF-8 is refused whole.
+pub fn parse(text: &[u8]) -> Result<Parsed, Refused> {
     let whole = |why: String| Refused { line: 0, why };
     if text.len() as u64 > MAX_BYTES {
         return Err(whole(format!("larger than {MAX_BYTES} bytes")));
     }
     let text = std::str::from_utf8(text).map_err(|_| whole("not UTF-8 text".into()))?;
-    let mut rules = Vec::new();
+    let mut out = Parsed::default();
     for (i, raw) in text.split('\n').enumerate() {
-        let at = |why: String| Refused { line: i + 1, why };
-        if raw.len() > MAX_LINE {
-            return Err(at(format!("longer than {MAX_LINE} bytes")));
-        }
-        if raw.is_empty() || raw.starts_with('#') {
-            continue;
-        }
-        if raw.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-            return Err(at("a control character (a CR, a NUL, an escape)".into()));
-        }
-        rules.push(rule(raw).map_err(at)?);
-        if rules.len() > MAX_RULES {
-            return Err(at(format!("more than {MAX_RULES} rules")));
+        match line(raw) {
+            None => {}
+            Some(Ok(r)) if out.rules.len() < MAX_RULES => out.rules.push(r),
+            Some(Ok(_)) => out.refused.push(Refused {
+                line: i + 1,
+                why: format!("more than {MAX_RULES} rules"),
+            }),
+            Some(Err(why)) => out.refused.push(Refused { line: i + 1, why }),
         }
     }
-    Ok(rules)
+    Ok(out)
+}
+
+/// Every rule of the file's text, or the first line refused: how topo-tune checks a file it
+/// writes or stages (a file with one line the plugin would drop is never written).
+pub fn parse_strict(text: &[u8]) -> Result<Vec<Rule>, Refused> {
+    let parsed = parse(text)?;
+    match parsed.refused.into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(parsed.rules),
+    }
 }
 
 #[cfg(test)]
@@ -180,7 +218,7 @@ mod tests {
     fn the_example_plugins_sample_lines_read_as_it_reads_them() {
         // plugins/tuner/example/nccl_tuner.conf in NVIDIA/nccl (v2.27.5 and later).
         let text = b"# comment\nallreduce,0,65536,tree,simple,2,1,-1,-1,1\n\nallreduce,65537,1048576,ring,simple,4,4,32,1,0\nallreduce,1048577,4294967295,ring,ll128,-1,-1,-1,4,-1\n";
-        let r = parse(text).unwrap();
+        let r = parse_strict(text).unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(
             (r[0].algorithm, r[0].protocol, r[0].channels, r[0].reg_buff),
@@ -193,7 +231,7 @@ mod tests {
         assert_eq!((r[2].protocol, r[2].channels, r[2].pipe_ops), (1, -1, 4));
         assert!(r[0].matches(4, 65536, 1, 1) && !r[0].matches(4, 65537, 1, 1));
         assert!(r[1].fits(4, 32) && !r[1].fits(4, 16) && r[2].fits(99, 7));
-        let eight = parse(b" allgather , 0 , 10 , ring , ll , -1 , -1 , -1 ").unwrap();
+        let eight = parse_strict(b" allgather , 0 , 10 , ring , ll , -1 , -1 , -1 ").unwrap();
         assert_eq!((eight[0].collective, eight[0].pipe_ops, eight[0].reg_buff), (2, -1, -1));
     }
 
@@ -207,32 +245,58 @@ mod tests {
             ("allreduce,0x10,1,ring,ll,-1,-1,-1", 1, "decimal"),
             ("allreduce,-5,1,ring,ll,-1,-1,-1", 1, "decimal"),
             ("allreduce,9,1,ring,ll,-1,-1,-1", 1, "above"),
-            ("allreduce,0,1,ring,ll,0,-1,-1", 1, "channels"),
             ("allreduce,0,1,ring,ll,65,-1,-1", 1, "channels"),
             ("allreduce,0,1,ring,ll,-1,0,-1", 1, "nNodes"),
             ("allreduce,0,1,ring,ll,-1,-1,-1,-1,2", 1, "regBuff"),
             ("allreduce,0,1,ring,ll,-1,-1", 1, "7 fields"),
             ("allreduce,0,1,ring,ll,-1,-1,-1,-1,-1,9", 1, "11 fields"),
-            ("allreduce,0,1,ring,ll,-1,-1,-1\r", 1, "control"),
+            ("allreduce,0,1,ring,ll,-1,-1,-1\r\r", 1, "control"),
+            ("allreduce,0,1,ring,ll,-1,-1,-1,,", 1, "numPipeOps"),
             ("allreduce,0,99999999999999999999,ring,ll,-1,-1,-1", 1, "too large"),
         ] {
-            let e = parse(text.as_bytes()).unwrap_err();
+            let e = parse_strict(text.as_bytes()).unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");
             assert!(e.why.contains(needle), "{text:?}: {e}");
         }
         let long = format!("allreduce,0,1,ring,ll,-1,-1,-1{}", " ".repeat(300));
-        assert!(parse(long.as_bytes()).unwrap_err().why.contains("longer"));
+        assert!(parse_strict(long.as_bytes()).unwrap_err().why.contains("longer"));
         assert!(parse(&[0xff, b'\n']).unwrap_err().why.contains("UTF-8"));
+    }
+
+    /// What the example accepts reads the same here (CR LF, a trailing comma, an indented
+    /// comment, a line of spaces, channels 0); a line that cannot be read is refused alone,
+    /// with its number, and the lines around it are kept.
+    #[test]
+    fn the_examples_formatting_reads_and_a_bad_line_is_refused_alone() {
+        let text = b"  # indented comment\r\n   \r\nallreduce,0,65536,tree,simple,0,-1,-1,\r\nallreduce,1,2,warp,ll,-1,-1,-1\nallgather,0,9,ring,ll,-1,-1,-1\n";
+        let p = parse(text).unwrap();
+        assert_eq!(p.rules.len(), 2, "{p:?}");
+        assert_eq!(
+            (p.rules[0].collective, p.rules[0].channels, p.rules[0].max_bytes),
+            (4, 0, 65536)
+        );
+        assert_eq!(p.rules[1].collective, 2);
+        assert_eq!(p.refused.len(), 1);
+        assert_eq!(p.refused[0].line, 4);
+        assert!(p.refused[0].why.contains("unknown algorithm"), "{:?}", p.refused);
+        assert_eq!(
+            parse_strict(text).unwrap_err().line,
+            4,
+            "topo-tune's own check refuses the file"
+        );
     }
 
     #[test]
     fn size_and_count_are_bounded() {
         let line = "allreduce,0,1,ring,ll,-1,-1,-1\n";
         let many = line.repeat(MAX_RULES + 1);
-        assert!(parse(many.as_bytes()).unwrap_err().why.contains("more than"));
+        assert!(parse_strict(many.as_bytes()).unwrap_err().why.contains("more than"));
         let huge = vec![b'#'; MAX_BYTES as usize + 1];
         assert_eq!(parse(&huge).unwrap_err().line, 0);
-        assert_eq!(parse(line.repeat(MAX_RULES).as_bytes()).unwrap().len(), MAX_RULES);
+        assert_eq!(
+            parse_strict(line.repeat(MAX_RULES).as_bytes()).unwrap().len(),
+            MAX_RULES
+        );
     }
 
     /// Every well-formed line reads back as the values written (a small exhaustive sweep over
@@ -247,7 +311,7 @@ mod tests {
                         for ch in [-1, 1, 64] {
                             for (nodes, ranks) in [(-1, -1), (1, 8), (2048, 16384)] {
                                 let line = format!("{c},{lo},{hi},{a},{p},{ch},{nodes},{ranks}");
-                                let r = parse(line.as_bytes()).unwrap()[0];
+                                let r = parse_strict(line.as_bytes()).unwrap()[0];
                                 assert_eq!(
                                     (r.collective, r.min_bytes, r.max_bytes, r.algorithm, r.protocol),
                                     (cv, lo, hi, av, pv)

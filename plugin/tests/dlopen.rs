@@ -7,7 +7,7 @@
 //! Each case loads its own copy of the library (a fresh path is a fresh `dlopen`), so that
 //! what the plugin says once per process is counted per case.
 
-use nccl_tuner_topo_tune::{TunerV4, TunerV5};
+use nccl_tuner_topo_tune::{TunerV4, TunerV5, TunerV6};
 use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -111,6 +111,11 @@ impl Plugin {
         unsafe { &**self.lib.get::<*const TunerV5>(b"ncclTunerPlugin_v5").unwrap() }
     }
 
+    fn v6(&self) -> &TunerV6 {
+        // SAFETY: the symbol is a `TunerV6` static.
+        unsafe { &**self.lib.get::<*const TunerV6>(b"ncclTunerPlugin_v6").unwrap() }
+    }
+
     fn v4(&self) -> &TunerV4 {
         // SAFETY: the symbol is a `TunerV4` static.
         unsafe { &**self.lib.get::<*const TunerV4>(b"ncclTunerPlugin_v4").unwrap() }
@@ -189,13 +194,17 @@ fn logged(needle: &str) -> Vec<(c_int, String)> {
 }
 
 #[test]
-fn both_symbols_are_exported_with_the_name() {
+fn every_symbol_is_exported_with_the_name() {
     let p = Plugin::load("symbols");
     // SAFETY: static C strings.
     unsafe {
+        assert_eq!(CStr::from_ptr(p.v6().name).to_str().unwrap(), "topo-tune");
         assert_eq!(CStr::from_ptr(p.v5().name).to_str().unwrap(), "topo-tune");
         assert_eq!(CStr::from_ptr(p.v4().name).to_str().unwrap(), "topo-tune");
     }
+    // v6: v5's functions and no getChunkSize (NULL: NCCL's own chunk size).
+    assert!(p.v6().get_chunk_size.is_none());
+    assert_eq!(p.v6().get_coll_info as usize, p.v5().get_coll_info as usize);
     // v4 works the same way through its own init.
     with_file(Some(b"allreduce,0,4096,ring,simple,-1,-1,-1\n"), || {
         let mut ctx: *mut c_void = std::ptr::null_mut();
@@ -260,11 +269,6 @@ fn a_bad_or_missing_file_keeps_nccls_choice_and_says_so_once() {
     let big = "allreduce,0,1,ring,ll,-1,-1,-1\n".repeat(1_000_000);
     let cases: Vec<(&str, Option<Vec<u8>>, &str)> = vec![
         (
-            "unknown",
-            Some(b"allreduce,0,65536,ring,simple,-1,-1,-1\nalltoall,0,1,ring,ll,-1,-1,-1\n".to_vec()),
-            "line 2: unknown collective",
-        ),
-        (
             "bounds",
             Some(b"allreduce,99,1,ring,ll,-1,-1,-1\n".to_vec()),
             "above max_bytes",
@@ -286,6 +290,41 @@ fn a_bad_or_missing_file_keeps_nccls_choice_and_says_so_once() {
         assert_eq!(said.len(), 1, "{tag}: one line, not one per communicator: {said:?}");
         assert_eq!(said[0].0, 2, "{tag}: a warning");
     }
+}
+
+/// A line the plugin cannot read is refused alone (said once, with its number); the lines
+/// around it still apply — and the example's own formatting (CR LF, a trailing comma, an
+/// indented comment, channels 0 for NCCL's own) reads as the example reads it.
+#[test]
+fn a_bad_line_is_refused_alone_and_the_examples_formatting_reads() {
+    let p = Plugin::load("lines");
+    let csv = b"  # written by hand\r\nallreduce,0,4096,ring,simple,0,-1,-1,\r\nalltoall,0,1,ring,ll,-1,-1,-1\r\n   \r\nallreduce,4097,65536,tree,ll,8,-1,-1\r\n";
+    with_file(Some(csv), || {
+        for _ in 0..2 {
+            let ctx = p.init(1, 2);
+            let (t, ch) = call(&p, ctx, ALLREDUCE, 1024, table());
+            assert_eq!((t[RING][SIMPLE], ch), (0.0, 0), "channels 0: NCCL's own count");
+            let (t, ch) = call(&p, ctx, ALLREDUCE, 8192, table());
+            assert_eq!((t[TREE][LL], ch), (0.0, 8), "the line after the refused one applies");
+            // SAFETY: the context init made.
+            unsafe { (p.v5().finalize)(ctx) };
+        }
+    });
+    let said = logged("line 3: unknown collective");
+    assert_eq!(said.len(), 1, "once per process: {said:?}");
+    assert_eq!(said[0].0, 2);
+    assert_eq!(logged("2 rule(s) from").len(), 1);
+}
+
+#[test]
+fn a_proc_file_is_refused() {
+    let p = Plugin::load("proc");
+    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    std::env::set_var("NCCL_TUNER_CONFIG_FILE", "/proc/self/status");
+    let ctx = p.init(1, 2);
+    assert_eq!(call(&p, ctx, ALLREDUCE, 4096, table()), (table(), 0));
+    std::env::remove_var("NCCL_TUNER_CONFIG_FILE");
+    assert_eq!(logged("/proc/self/status: a /proc or /sys file").len(), 1);
 }
 
 #[test]

@@ -192,6 +192,38 @@ fn binomial_cdf_half(n: usize, k: usize) -> f64 {
     sum
 }
 
+/// The exact one-sided sign-test p-value that the values' median is above zero: P(X ≥ k)
+/// for X ~ Binomial(n, 1/2), k the positive values among the n non-zero ones (ties drop out,
+/// as the sign test drops them). 1 when there is nothing to count.
+pub(crate) fn sign_test_p(xs: &[f64]) -> f64 {
+    let n = xs.iter().filter(|x| x.is_finite() && **x != 0.0).count();
+    let k = xs.iter().filter(|x| x.is_finite() && **x > 0.0).count();
+    if n == 0 {
+        return 1.0;
+    }
+    if k == 0 {
+        return 1.0;
+    }
+    (1.0 - binomial_cdf_half(n, k - 1)).max(0.5f64.powi(n as i32))
+}
+
+/// Holm's step-down over a family of p-values at level `alpha`: which hypotheses are rejected
+/// (the family-wise error rate held at `alpha` whatever the dependence between them).
+pub(crate) fn holm(ps: &[f64], alpha: f64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..ps.len()).collect();
+    order.sort_by(|a, b| ps[*a].total_cmp(&ps[*b]));
+    let mut out = vec![false; ps.len()];
+    let m = ps.len();
+    for (rank, i) in order.into_iter().enumerate() {
+        if ps[i] <= alpha / (m - rank) as f64 {
+            out[i] = true;
+        } else {
+            break;
+        }
+    }
+    out
+}
+
 /// The median with its distribution-free interval: [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] for the largest k whose
 /// two tails hold at most 5% (the sign test's interval); with fewer than 6 values the widest
 /// interval [min, max] is given with its lower coverage.
@@ -428,6 +460,25 @@ pub(crate) fn half_peak<T>(rows: &[T], size: fn(&T) -> u64, bw: fn(&T) -> f64) -
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_sign_test_counts_signs_exactly_and_holm_steps_down() {
+        assert_eq!(sign_test_p(&[0.1; 6]), 1.0 / 64.0);
+        // 5 of 6 positive: P(X ≥ 5) = 7/64.
+        assert!((sign_test_p(&[0.1, 0.2, 0.1, 0.3, 0.1, -0.1]) - 7.0 / 64.0).abs() < 1e-12);
+        assert_eq!(sign_test_p(&[-0.1; 6]), 1.0);
+        assert_eq!(sign_test_p(&[0.0, 0.1, 0.2]), 0.25, "a tie drops out");
+        assert_eq!(sign_test_p(&[]), 1.0);
+        // Holm at 5 %: 0.01 ≤ 0.05/3, 0.02 ≤ 0.05/2, 0.04 ≤ 0.05 — all three; then one fails
+        // its step and so do the larger ones.
+        assert_eq!(holm(&[0.04, 0.01, 0.02], 0.05), vec![true, true, true]);
+        assert_eq!(holm(&[0.04, 0.01, 0.03], 0.05), vec![false, true, false]);
+        assert_eq!(
+            holm(&[1.0 / 64.0; 4], 0.05),
+            vec![false; 4],
+            "6 rounds carry 3 hypotheses, not 4"
+        );
+    }
     use super::*;
 
     /// A run over 8 B..1 GiB (×4) with bandwidth `bw(size)` and P99 `p99(size)`.

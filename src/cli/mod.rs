@@ -558,9 +558,19 @@ pub(crate) struct TuneArgs {
     pub(crate) output_dir: PathBuf,
 
     /// Paper nodes: their NCCL files under `DIR/<host>/` (as `init --output-dir DIR` wrote
-    /// them), the live config NCCL's own choice runs with.
+    /// them), the live config NCCL's own choice runs with, and where each run's files are
+    /// staged.
     #[arg(long, value_name = "DIR")]
     pub(crate) node_files: Option<PathBuf>,
+
+    /// topo-tune's NCCL tuner plugin, copied to every node of the set: every candidate is
+    /// measured through it (default: libnccl_tuner_topo_tune.so beside this binary).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_TUNER_PLUGIN")]
+    pub(crate) tuner_plugin: Option<PathBuf>,
+
+    /// Where rollout records and locks live (as for `apply`: tune holds the cluster's lock).
+    #[arg(long, value_name = "DIR", env = "TOPO_TUNE_STATE_DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 fn collective(value: &str) -> Result<crate::tune::Collective, ValueError> {

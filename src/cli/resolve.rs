@@ -381,22 +381,58 @@ impl TuneArgs {
     /// The set (`--canary`), its inventory cut to it, and the rule's rounds and thresholds
     /// from cluster.yaml's `benchmark:` unless a flag says otherwise.
     pub(crate) fn resolve(&self) -> Result<TuneSettings, Error> {
-        let (inv, hosts) = cut("--canary", Some(&self.canary), self.gather.inventory()?)?;
-        let mut collectives = self.collectives.clone();
+        let TuneArgs {
+            gather,
+            canary,
+            collectives,
+            budget,
+            rounds,
+            output_dir,
+            node_files,
+            tuner_plugin,
+            state_dir: state,
+        } = self;
+        let (inv, hosts) = cut("--canary", Some(canary), gather.inventory()?)?;
+        let mut collectives = collectives.clone();
         collectives.sort();
         collectives.dedup();
+        let paper: Vec<&str> = inv
+            .nodes
+            .iter()
+            .filter(|n| n.transport == crate::config::TransportKind::Simulated)
+            .map(|n| n.host.as_str())
+            .collect();
+        if node_files.is_none() && !paper.is_empty() {
+            return Err(Error::Usage(format!(
+                "tune --canary {canary}: {} exist(s) only on paper: give --node-files DIR (their files under DIR/<host>/, where each run's files are staged too)",
+                paper.join(", ")
+            )));
+        }
         Ok(TuneSettings {
-            rounds: self.rounds.unwrap_or(inv.benchmark.rounds),
+            rounds: rounds.unwrap_or(inv.benchmark.rounds),
             gate: inv.benchmark.gate,
-            gather: self.gather.nodes.resolve_with(inv)?,
-            set: self.canary.clone(),
+            cluster_config: inv.path.clone(),
+            gather: gather.nodes.resolve_with(inv)?,
+            set: canary.clone(),
             hosts,
             collectives,
-            budget: self.budget.map(Duration::from_secs),
-            output_dir: self.node_files.clone(),
-            tuning_dir: self.output_dir.clone(),
+            budget: budget.map(Duration::from_secs),
+            output_dir: node_files.clone(),
+            tuning_dir: output_dir.clone(),
+            plugin: tuner_plugin.clone().unwrap_or_else(beside_this_binary),
+            state_dir: state_dir(state.as_deref()),
         })
     }
+}
+
+/// `libnccl_tuner_topo_tune.so` in the directory of the running binary (where `cargo build
+/// --release` and the release tarball put it).
+fn beside_this_binary() -> PathBuf {
+    let name = crate::model::files::TUNE_PLUGIN;
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 impl FabricArgs {

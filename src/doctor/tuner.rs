@@ -102,7 +102,7 @@ pub(super) fn nccl_tuner(f: &Facts) -> Option<Finding> {
                 f.nccl.map_or("(version unknown)".into(), |v| v.to_string()),
                 wanted.join(", ")
             ),
-            "use a plugin built for this NCCL (topo-tune's exports v5 and v4)",
+            "use a plugin built for this NCCL (topo-tune's exports v6, v5 and v4)",
         ));
     };
     Some(rules(f, &format!("{} ({used})", plugin.value)))
@@ -121,7 +121,38 @@ fn rules(f: &Facts, plugin: &str) -> Finding {
             .map_err(|e| e.to_string())
             .and_then(|b| nccl_tuner_topo_tune::rules::parse(&b).map_err(|e| e.to_string()));
     match read {
-        Ok(r) => Finding::pass(format!("{plugin} with {} rule(s) from {}", r.len(), file.value)),
+        Ok(r) if r.refused.is_empty() => {
+            Finding::pass(format!("{plugin} with {} rule(s) from {}", r.rules.len(), file.value))
+        }
+        Ok(r) if r.rules.is_empty() => Finding::fail(
+            format!(
+                "{} ({}:{}): {}: the plugin refuses every line and NCCL tunes alone",
+                file.value,
+                file.file,
+                file.line,
+                r.refused.first().map(|x| x.to_string()).unwrap_or_default()
+            ),
+            "write it again with topo-tune tune (never by hand)",
+        ),
+        // The plugin drops each line it cannot read and keeps the rest: the file applies, but
+        // not as written (a dropped line can let a later one match first).
+        Ok(r) => Finding::warn(
+            format!(
+                "{} ({}:{}): the plugin refuses {} line(s) and applies the other {} rule(s): {}",
+                file.value,
+                file.file,
+                file.line,
+                r.refused.len(),
+                r.rules.len(),
+                r.refused
+                    .iter()
+                    .take(3)
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            "write it again with topo-tune tune (never by hand)",
+        ),
         Err(why) => Finding::fail(
             format!(
                 "{} ({}:{}): {why}: the plugin refuses it and NCCL tunes alone",

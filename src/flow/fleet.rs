@@ -134,7 +134,7 @@ impl Fleet for NodeFleet<'_> {
                     timeout_s: b.timeout_s,
                     rail: None,
                     marker: marker.to_string(),
-                    settings: Default::default(),
+                    staged: None,
                 },
             },
         };

@@ -60,6 +60,39 @@ pub(crate) fn benchmark_runnable(inv: &Inventory) -> Result<(), MissingProgram> 
     })
 }
 
+/// topo-tune's tuner plugin is not where `tune` looks for it.
+#[derive(Debug, thiserror::Error)]
+#[error("the tuner plugin {path}: {why}: build it (`cargo build --release --workspace` puts libnccl_tuner_topo_tune.so beside topo-tune; the release tarball carries it) or give --tuner-plugin FILE; nothing was staged or run")]
+pub(crate) struct MissingPlugin {
+    path: String,
+    why: String,
+}
+
+impl crate::exit::Classify for MissingPlugin {
+    fn classify(&self) -> Class {
+        Class::new(exit::UNAVAILABLE, "tune")
+    }
+}
+
+impl From<MissingPlugin> for crate::error::Error {
+    fn from(e: MissingPlugin) -> Self {
+        crate::error::Error::Flow(Box::new(e))
+    }
+}
+
+/// The plugin's bytes: a regular file of at most 64 MiB that is an ELF shared object.
+pub(crate) fn tuner_plugin(path: &Path) -> Result<Vec<u8>, MissingPlugin> {
+    let no = |why: String| MissingPlugin {
+        path: path.display().to_string(),
+        why,
+    };
+    let bytes = crate::input::read_bytes(path, 64 << 20, "tuner plugin").map_err(|e| no(e.to_string()))?;
+    if !bytes.starts_with(b"\x7fELF") {
+        return Err(no("not an ELF shared object".into()));
+    }
+    Ok(bytes)
+}
+
 fn found(program: &str, path: &std::ffi::OsStr) -> bool {
     if program.contains('/') {
         return executable(Path::new(program));

@@ -254,6 +254,11 @@ pub(crate) struct TuneSettings {
     pub(crate) output_dir: Option<PathBuf>,
     /// Where `tuning.json` and `nccl-tuner.csv` go.
     pub(crate) tuning_dir: PathBuf,
+    /// topo-tune's tuner plugin on this machine (copied to every node of the set).
+    pub(crate) plugin: PathBuf,
+    /// The cluster.yaml whose rollout lock `tune` holds, and where the locks live.
+    pub(crate) cluster_config: PathBuf,
+    pub(crate) state_dir: PathBuf,
 }
 
 /// Where `fabric` reads the wires.

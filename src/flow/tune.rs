@@ -1,12 +1,20 @@
 //! `topo-tune tune`: on one set of nodes, measure NCCL's own choice against every candidate
 //! (`tune::space`) per collective, per message size and per job shape (one node, then the
-//! whole set), keep what wins and holds in fresh rounds (`tune::judge`), and write
-//! `tuning.json` and `nccl-tuner.csv`. Runs go through diagnose's engine (`Bench` over a
-//! `Bencher`: rounds on the nodes through the benchmark runner, one `--budget` for all).
+//! whole set), select what wins, confirm it in fresh rounds as one family of hypotheses
+//! (`tune::judge`), make the rules (`tune::rules`), measure the written file once more as it
+//! will run, and write `tuning.json` and `nccl-tuner.csv`. Runs go through diagnose's engine
+//! (`Bench` over a `Bencher`: rounds on the nodes through the benchmark runner, one
+//! `--budget` for all).
 //!
-//! A round runs NCCL's own choice once, then each candidate, in an order rotated from round
-//! to round (so a candidate is not always the one furthest from its baseline); each
-//! candidate is paired with its round's baseline.
+//! Every candidate is measured through the mechanism that will apply it: topo-tune's tuner
+//! plugin and a rules file made for the candidate (a choice), or a config file with the
+//! variable (a global), staged under one directory per run on every node of the set
+//! (`apply::tune_stage`) and removed at the end — never `NCCL_ALGO`/`NCCL_PROTO` or the
+//! channel variables, which NCCL applies otherwise than it applies a plugin's choice.
+//!
+//! A round runs the baseline once (NCCL's own choice; for channel counts, their pair), then
+//! each candidate, in an order rotated from round to round (so a candidate is not always the
+//! one furthest from its baseline); each candidate is paired with its round's baseline.
 
 use super::diagnose::bench::{Bench, Bencher, Run};
 use super::diagnose::runs::NodeBencher;
@@ -14,17 +22,20 @@ use super::gather::Ask;
 use super::plan::gather_and_plan;
 use super::settings::TuneSettings;
 use crate::apply::tree::Tree;
+use crate::apply::tune_stage::{PluginCopy, RunFiles, StagedRef};
 use crate::apply::writer::WriteError;
 use crate::bench::parse::BenchRun;
-use crate::bench::stats::Gate;
+use crate::bench::stats::{Change, Gate};
 use crate::error::Error;
 use crate::model::plan::{Plan, PortTransport};
 use crate::model::{Failure, FailureKind};
+use crate::node::calls::TuneStage;
 use crate::report::Printer;
 use crate::runner::FailedRun;
-use crate::tune::judge::{self, AtSize, Judged, Pair, Range};
+use crate::tune::judge::{self, AtSize, Judged, Pair, Range, Replication};
+use crate::tune::rules::{self, AtShape, ConfirmedRange, Family, GlobalEvidence};
 use crate::tune::space::{self, Candidate, Facts};
-use crate::tune::tuning::{self, Disqualified, Global, Kept, Rule, Trial, TrialSize, Tuning, TUNING_SCHEMA};
+use crate::tune::tuning::{self, Disqualified, Kept, Trial, TrialSize, Tuning, TUNING_SCHEMA};
 use crate::tune::{Collective, Shape};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,9 +57,32 @@ struct Place {
     gpus: u32,
 }
 
+/// One thing a round measures against its baseline: a name and the files its runs read.
+#[derive(Clone)]
+struct Arm {
+    label: String,
+    files: RunFiles,
+}
+
+impl Arm {
+    fn of(c: Collective, k: &Candidate) -> Arm {
+        let (vars, rules) = k.files(c);
+        Arm {
+            label: k.label(),
+            files: RunFiles::new(vars, rules),
+        }
+    }
+}
+
 /// Everything measured so far, shared by the phases.
 struct Search<B: Bencher> {
     bench: Bench<B>,
+    /// This run's id: the directory of its files on every node.
+    run: String,
+    /// Every host of the set: where the run's files are staged.
+    hosts: Vec<String>,
+    /// The plugin, until it has been staged once.
+    plugin: Option<PluginCopy>,
     gate: Gate,
     rounds: usize,
     trials: Vec<Trial>,
@@ -58,6 +92,10 @@ struct Search<B: Bencher> {
 
 pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, Error> {
     super::preflight::benchmark_runnable(&s.gather.inv)?;
+    let plugin = super::preflight::tuner_plugin(&s.plugin)?;
+    // One tune or rollout of a cluster at a time: the run files of another would be removed.
+    let store = crate::canary::state::Store::open(&s.state_dir)?;
+    let _lock = store.lock(&s.cluster_config)?;
     let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
     let gpus = super::diagnose::gpus_per_node(&s.gather.inv, &planned.plan.node_classes);
     let order = if planned.plan.node_order.is_empty() {
@@ -75,48 +113,23 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     );
     let mut search = Search {
         bench: Bench::new(bencher),
+        run: crate::apply::writer::run_id(),
+        hosts: order.clone(),
+        plugin: Some(PluginCopy::of(&plugin)),
         gate: s.gate,
         rounds: s.rounds as usize,
         trials: Vec::new(),
         disqualified: Vec::new(),
         not_tried: Vec::new(),
     };
-    let places = places(&order, gpus);
-    let mut per_shape = Vec::new();
-    let mut global_sizes: BTreeMap<String, Vec<Vec<AtSize>>> = BTreeMap::new();
-    let mut kept = Vec::new();
-    for place in &places {
-        for &c in &s.collectives {
-            let f = Facts {
-                nodes: place.shape.nodes,
-                ..facts.clone()
-            };
-            let found = search.collective(c, place, &f)?;
-            for (label, sizes) in found.globals {
-                global_sizes.entry(label).or_default().push(sizes);
-            }
-            kept.push(Kept {
-                collective: c,
-                shape: place.shape,
-                sizes: found.kept,
-            });
-            per_shape.push((c, place.shape, found.ranges));
-        }
+    let made = search.everything(s, &order, gpus, &facts);
+    // The run's files go whatever happened (a failed removal is said, never hides the result).
+    if let Err(e) = search.bench.bencher.unstage(&order, &search.run) {
+        tracing::warn!("tune: removing the run's files: {e}");
     }
-    let rules = rules_across_shapes(&per_shape, &places, &s.set);
-    let globals = kept_globals(&global_sizes, &facts, &s.set);
-    let tuning = Tuning {
-        schema: TUNING_SCHEMA,
-        set: s.set.clone(),
-        hosts: order.clone(),
-        shapes: places.iter().map(|p| p.shape).collect(),
-        collectives: s.collectives.clone(),
-        rules,
-        globals,
-        kept,
-        disqualified: search.disqualified,
-        not_tried: search.not_tried,
-    };
+    let mut tuning = made?;
+    tuning.disqualified = std::mem::take(&mut search.disqualified);
+    tuning.not_tried = std::mem::take(&mut search.not_tried);
     let (files, changed) = write(&tuning, &s.tuning_dir)?;
     let (_, seconds) = search.bench.bencher.budget();
     Ok(TuneOutcome {
@@ -175,64 +188,130 @@ fn facts_of(plan: &Plan, gpus: u32, nodes: u32) -> Facts {
     }
 }
 
-/// What one collective at one shape gave: its confirmed ranges (with their candidates), the
-/// globals' judged sizes, and the sizes NCCL keeps.
-struct Found {
-    ranges: Vec<(Candidate, Range)>,
-    globals: Vec<(String, Vec<AtSize>)>,
-    kept: Vec<u64>,
+/// What selection found for one collective at one shape.
+struct Selected {
+    collective: Collective,
+    place: usize,
+    sweep: Vec<u64>,
+    ranges: Vec<Range>,
+    /// Every global's judged sizes (the never-slower evidence), and those that won somewhere
+    /// and were never slower, with the sizes they won.
+    globals: Vec<Judged>,
+    global_wins: Vec<(Candidate, Vec<u64>)>,
+}
+
+/// One hypothesis of the confirmation family: a candidate over the sizes it was selected at.
+struct Hypothesis {
+    selected: usize,
+    candidate: Candidate,
+    sizes: Vec<u64>,
 }
 
 impl<B: Bencher> Search<B> {
-    fn collective(&mut self, c: Collective, place: &Place, f: &Facts) -> Result<Found, Error> {
-        let choices = space::choices(c, f);
-        let globals = space::globals(f);
-        let mut first: Vec<Candidate> = choices.clone();
-        first.extend(globals.iter().cloned());
-        let mut judged = self.measure(c, place, &first, "search")?;
-        let global_judged: Vec<Judged> = judged.iter().filter(|j| is_global(&j.candidate)).cloned().collect();
-        judged.retain(|j| !is_global(&j.candidate));
-        let won_pairs = pairs_that_won(&judged);
-        let channel_candidates: Vec<Candidate> = won_pairs
-            .iter()
-            .flat_map(|(a, p)| space::channel_choices(*a, *p))
-            .collect();
-        if !channel_candidates.is_empty() {
-            judged.extend(self.measure(c, place, &channel_candidates, "channels")?);
+    /// Select at every collective and shape, confirm every selection as one family, make
+    /// the tuning and measure it as written.
+    fn everything(&mut self, s: &TuneSettings, order: &[String], gpus: u32, facts: &Facts) -> Result<Tuning, Error> {
+        let places = places(order, gpus);
+        let mut selected = Vec::new();
+        for (i, place) in places.iter().enumerate() {
+            for &c in &s.collectives {
+                let f = Facts {
+                    nodes: place.shape.nodes,
+                    ..facts.clone()
+                };
+                selected.push(self.select(c, i, place, &f)?);
+            }
         }
-        let ranges = judge::ranges(&judge::winners(&judged));
-        let confirmed = self.confirm(c, place, &judged, &ranges)?;
-        let globals = self.confirm_globals(c, place, &global_judged)?;
-        let won: Vec<u64> = confirmed
+        let (at, evidence, family) = self.confirm(&places, &selected)?;
+        let shapes: Vec<Shape> = places.iter().map(|p| p.shape).collect();
+        let mut tuning = Tuning {
+            schema: TUNING_SCHEMA,
+            set: s.set.clone(),
+            hosts: order.to_vec(),
+            shapes: shapes.clone(),
+            collectives: s.collectives.clone(),
+            rules: rules::rules(&at, &shapes, family, &s.set),
+            globals: rules::globals(&evidence, &s.set),
+            kept: at
+                .iter()
+                .map(|a| Kept {
+                    collective: a.collective,
+                    shape: a.shape,
+                    sizes: a.kept(),
+                })
+                .collect(),
+            disqualified: Vec::new(),
+            not_tried: Vec::new(),
+            dropped: Vec::new(),
+        };
+        self.verify(&mut tuning, &places, &at)?;
+        Ok(tuning)
+    }
+
+    /// Every pair and global against NCCL's own; then each winning pair's channel counts
+    /// against that pair; ranges of one winner; globals that won and were never slower.
+    fn select(&mut self, c: Collective, place_index: usize, place: &Place, f: &Facts) -> Result<Selected, Error> {
+        let mut first: Vec<Candidate> = space::choices(c, f);
+        first.extend(space::globals(f));
+        let judged = self.measure(c, place, &first, "search", None)?;
+        let (globals, pairs): (Vec<Judged>, Vec<Judged>) = judged.into_iter().partition(|j| is_global(&j.candidate));
+        let mut per_size = judge::winners(&pairs);
+        let mut won: Vec<Candidate> = Vec::new();
+        for w in per_size.iter().filter_map(|(_, w)| w.as_ref()) {
+            if !won.contains(&w.candidate) {
+                won.push(w.candidate.clone());
+            }
+        }
+        for pair in won {
+            let Candidate::Choice { algo, proto, .. } = pair else {
+                continue;
+            };
+            let counts = space::channel_choices(algo, proto);
+            let against = self.measure(c, place, &counts, "channels", Some(&pair))?;
+            judge::refine(&mut per_size, &against);
+        }
+        let global_wins = globals
             .iter()
-            .flat_map(|(_, r)| r.sizes.iter().map(|s| s.size))
+            .filter(|j| judge::global_holds(std::slice::from_ref(&j.sizes)))
+            .map(|j| {
+                let sizes = j.sizes.iter().filter(|a| a.wins).map(|a| a.size).collect();
+                (j.candidate.clone(), sizes)
+            })
             .collect();
-        let kept = judged
+        let sweep = pairs
             .first()
-            .map(|j| j.sizes.iter().map(|s| s.size).filter(|s| !won.contains(s)).collect())
+            .or(globals.first())
+            .map(|j| j.sizes.iter().map(|a| a.size).collect())
             .unwrap_or_default();
-        Ok(Found {
-            ranges: confirmed,
+        Ok(Selected {
+            collective: c,
+            place: place_index,
+            sweep,
+            ranges: judge::ranges(&per_size),
             globals,
-            kept,
+            global_wins,
         })
     }
 
-    /// Every candidate over `rounds` rounds, each one's sizes judged and recorded.
+    /// Every candidate over the configured rounds against `baseline` (NCCL's own when
+    /// `None`), each one's sizes judged and recorded.
     fn measure(
         &mut self,
         c: Collective,
         place: &Place,
         cands: &[Candidate],
         phase: &'static str,
+        baseline: Option<&Candidate>,
     ) -> Result<Vec<Judged>, Error> {
-        let pairs = self.pairs(c, place, cands, phase)?;
+        let arms: Vec<Arm> = cands.iter().map(|k| Arm::of(c, k)).collect();
+        let base = baseline.map(|b| Arm::of(c, b));
+        let pairs = self.pairs(c, place, &arms, phase, self.rounds, base.as_ref())?;
         let mut judged = Vec::new();
         for (cand, pairs) in cands.iter().zip(pairs) {
             let Some(pairs) = pairs else { continue };
             let sizes = judge::at_sizes(&pairs, &self.gate);
             self.trials
-                .push(trial(c, place.shape, cand, phase, pairs.len(), &sizes));
+                .push(trial(c, place.shape, &cand.label(), phase, pairs.len(), &sizes));
             judged.push(Judged {
                 candidate: cand.clone(),
                 sizes,
@@ -241,57 +320,51 @@ impl<B: Bencher> Search<B> {
         Ok(judged)
     }
 
-    /// Every candidate over `rounds` rounds: its pairs, or `None` — a candidate whose run
-    /// fails is disqualified (and not run again), one the budget leaves short is not tried.
+    /// Every arm over `rounds` rounds: its pairs, or `None` — an arm whose run fails is
+    /// disqualified (and not run again), one the budget leaves short is not tried.
     fn pairs(
         &mut self,
         c: Collective,
         place: &Place,
-        cands: &[Candidate],
+        arms: &[Arm],
         phase: &'static str,
+        rounds: usize,
+        baseline: Option<&Arm>,
     ) -> Result<Vec<Option<Vec<Pair>>>, Error> {
-        let command = self.bench.command();
-        let template = match crate::config::benchmark::perf_command(&command, c.perf()) {
-            Some(t) => t,
-            // A command that runs one fixed binary measures all-reduce or nothing else.
-            None if c == Collective::AllReduce => command,
-            None => {
-                return Err(Error::Usage(format!(
-                    "tune --collectives {}: benchmark.command names neither {{collective}} nor all_reduce_perf, so it cannot run {}_perf",
-                    c.perf(),
-                    c.perf()
-                )))
-            }
-        };
-        let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); cands.len()];
-        let mut out = vec![false; cands.len()];
-        'rounds: for round in 0..self.rounds {
+        let template = self.template(c)?;
+        let mut files: Vec<RunFiles> = arms.iter().map(|a| a.files.clone()).collect();
+        files.extend(baseline.map(|b| b.files.clone()));
+        let mut staged = self.stage(&files)?;
+        let base_ref = baseline.and_then(|_| staged.pop());
+        let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); arms.len()];
+        let mut out = vec![false; arms.len()];
+        'rounds: for round in 0..rounds {
             let step = format!(
-                "tune {} on {}: {phase} round {}/{}",
+                "tune {} on {}: {phase} round {}/{rounds}",
                 c.perf(),
                 place.shape,
-                round + 1,
-                self.rounds
+                round + 1
             );
-            let Some(baseline) = self.one(&template, place, &BTreeMap::new(), &step)? else {
+            let Some(base) = self.one(&template, place, base_ref.as_ref(), &step)? else {
                 break 'rounds;
             };
-            let baseline = baseline.map_err(|e| failed(format!("NCCL's own choice ({}) failed: {}", c.perf(), e.0)))?;
-            for k in 0..cands.len() {
-                let i = (k + round) % cands.len();
+            let base = base.map_err(|e| failed(format!("the baseline of {} ({}) failed: {}", phase, c.perf(), e.0)))?;
+            per_iteration(&base, &step)?;
+            for k in 0..arms.len() {
+                let i = (k + round) % arms.len();
                 if out[i] {
                     continue;
                 }
-                let step = format!("{step}: {}", cands[i].label());
-                match self.one(&template, place, &cands[i].settings(), &step)? {
+                let step = format!("{step}: {}", arms[i].label);
+                match self.one(&template, place, Some(&staged[i]), &step)? {
                     None => break 'rounds,
                     Some(Ok(run)) => pairs[i].push(Pair {
-                        baseline: baseline.clone(),
+                        baseline: base.clone(),
                         candidate: run,
                     }),
                     Some(Err(e)) => {
                         out[i] = true;
-                        self.disqualify(&cands[i], c, place.shape, &e);
+                        self.disqualify(&arms[i].label, c, place.shape, &e);
                     }
                 }
             }
@@ -300,13 +373,9 @@ impl<B: Bencher> Search<B> {
         for (i, p) in pairs.into_iter().enumerate() {
             if out[i] {
                 done.push(None);
-            } else if p.len() < self.rounds {
-                self.not_tried.push(format!(
-                    "{} {} at {} ({phase})",
-                    c.perf(),
-                    cands[i].label(),
-                    place.shape
-                ));
+            } else if p.len() < rounds {
+                self.not_tried
+                    .push(format!("{} {} at {} ({phase})", c.perf(), arms[i].label, place.shape));
                 done.push(None);
             } else {
                 done.push(Some(p));
@@ -315,12 +384,47 @@ impl<B: Bencher> Search<B> {
         Ok(done)
     }
 
-    /// One run: its figures, its failure, or `None` when the budget is spent.
+    /// The benchmark command for collective `c`.
+    fn template(&self, c: Collective) -> Result<String, Error> {
+        let command = self.bench.command();
+        match crate::config::benchmark::perf_command(&command, c.perf()) {
+            Some(t) => Ok(t),
+            // A command that runs one fixed binary measures all-reduce or nothing else.
+            None if c == Collective::AllReduce => Ok(command),
+            None => Err(Error::Usage(format!(
+                "tune --collectives {}: benchmark.command names neither {{collective}} nor all_reduce_perf, so it cannot run {}_perf",
+                c.perf(),
+                c.perf()
+            ))),
+        }
+    }
+
+    /// Run files staged on every node of the set, in the order given.
+    fn stage(&mut self, files: &[RunFiles]) -> Result<Vec<StagedRef>, Error> {
+        let call = TuneStage {
+            run: self.run.clone(),
+            plugin: self.plugin.clone(),
+            files: files.to_vec(),
+        };
+        self.bench.bencher.stage(&self.hosts, &call)?;
+        // Staged once it reached every node: later stages carry no copy.
+        self.plugin = None;
+        Ok(files
+            .iter()
+            .map(|f| StagedRef {
+                run: self.run.clone(),
+                id: f.id.clone(),
+            })
+            .collect())
+    }
+
+    /// One run: its figures, its failure, or `None` when the budget is spent. A run whose
+    /// benchmark reports another rank count than its shape measured another job: an error.
     fn one(
         &mut self,
         template: &str,
         place: &Place,
-        settings: &BTreeMap<String, String>,
+        staged: Option<&StagedRef>,
         step: &str,
     ) -> Result<Option<Result<BenchRun, FailedRun>>, Error> {
         let run = Run {
@@ -328,17 +432,26 @@ impl<B: Bencher> Search<B> {
             hosts: &place.hosts,
             gpus: place.gpus,
             rail: None,
-            settings,
+            staged,
         };
-        Ok(self.bench.runs(step, &[run])?.and_then(|mut v| v.pop()))
+        let out = self.bench.runs(step, &[run])?.and_then(|mut v| v.pop());
+        if let Some(Ok(r)) = &out {
+            if r.ranks != place.shape.ranks {
+                return Err(failed(format!(
+                    "{step}: the benchmark ran {} rank(s) for a job of {}: its command does not run the shape asked ({{ranks}}, {{hosts}}, {{gpus_per_node}} in benchmark.command)",
+                    r.ranks, place.shape
+                )));
+            }
+        }
+        Ok(out)
     }
 
-    fn disqualify(&mut self, cand: &Candidate, c: Collective, shape: Shape, e: &FailedRun) {
+    fn disqualify(&mut self, label: &str, c: Collective, shape: Shape, e: &FailedRun) {
         let wrong = e.wrong_values();
         tracing::warn!(
             "tune: {} {} at {shape} {}: {}",
             c.perf(),
-            cand.label(),
+            label.to_string(),
             if wrong {
                 "DISQUALIFIED, wrong results"
             } else {
@@ -347,7 +460,7 @@ impl<B: Bencher> Search<B> {
             e.0
         );
         self.disqualified.push(Disqualified {
-            candidate: cand.label(),
+            candidate: label.to_string(),
             collective: c,
             shape,
             kind: if wrong { "wrong_values" } else { "failed" }.into(),
@@ -355,94 +468,255 @@ impl<B: Bencher> Search<B> {
         });
     }
 
-    /// The winners measured again in fresh rounds; each range kept where it wins again.
+    /// Every selection tested again in fresh rounds as one family: enough rounds that a
+    /// unanimous replication passes Holm's first step, each hypothesis's p-value and gain
+    /// from its own range, Holm over them all.
     fn confirm(
         &mut self,
-        c: Collective,
-        place: &Place,
-        judged: &[Judged],
-        ranges: &[Range],
-    ) -> Result<Vec<(Candidate, Range)>, Error> {
-        let mut cands: Vec<Candidate> = ranges.iter().map(|r| judged[r.candidate].candidate.clone()).collect();
-        cands.sort();
-        cands.dedup();
-        if cands.is_empty() {
-            return Ok(Vec::new());
-        }
-        let fresh = self.pairs(c, place, &cands, "confirm")?;
-        let mut out = Vec::new();
-        for r in ranges {
-            let cand = &judged[r.candidate].candidate;
-            let Some(pairs) = cands.iter().position(|x| x == cand).and_then(|i| fresh[i].as_ref()) else {
-                continue;
-            };
-            let again = judge::at_sizes(pairs, &self.gate);
-            self.trials
-                .push(trial(c, place.shape, cand, "confirm", pairs.len(), &again));
-            out.extend(
-                judge::confirm(r, pairs, &self.gate)
-                    .into_iter()
-                    .map(|r| (cand.clone(), r)),
-            );
-        }
-        Ok(out)
-    }
-
-    /// The globals that won somewhere and were never slower, measured again.
-    fn confirm_globals(
-        &mut self,
-        c: Collective,
-        place: &Place,
-        judged: &[Judged],
-    ) -> Result<Vec<(String, Vec<AtSize>)>, Error> {
-        let cands: Vec<Candidate> = judged
-            .iter()
-            .filter(|j| judge::global_holds(std::slice::from_ref(&j.sizes)))
-            .map(|j| j.candidate.clone())
-            .collect();
-        if cands.is_empty() {
-            return Ok(judged.iter().map(|j| (j.candidate.label(), j.sizes.clone())).collect());
-        }
-        let fresh = self.pairs(c, place, &cands, "confirm")?;
-        let mut out: Vec<(String, Vec<AtSize>)> = judged
-            .iter()
-            .filter(|j| !cands.contains(&j.candidate))
-            .map(|j| (j.candidate.label(), j.sizes.clone()))
-            .collect();
-        for (cand, pairs) in cands.iter().zip(fresh) {
-            if let Some(p) = pairs {
-                let again = judge::at_sizes(&p, &self.gate);
-                self.trials
-                    .push(trial(c, place.shape, cand, "confirm", p.len(), &again));
-                out.push((cand.label(), again));
+        places: &[Place],
+        selected: &[Selected],
+    ) -> Result<(Vec<AtShape>, Vec<GlobalEvidence>, Family), Error> {
+        let hyps = hypotheses(selected);
+        let rounds = judge::confirm_rounds(self.rounds, hyps.len());
+        let mut reps: Vec<(Replication, Vec<AtSize>)> = Vec::new();
+        for (i, sel) in selected.iter().enumerate() {
+            let mine: Vec<&Hypothesis> = hyps.iter().filter(|h| h.selected == i).collect();
+            if !mine.is_empty() {
+                reps.extend(self.replicate(sel, &places[sel.place], &mine, rounds)?);
             }
         }
-        Ok(out)
+        let held = judge::confirmed(&reps.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>(), &self.gate);
+        let (at, evidence) = assemble(places, selected, &hyps, reps, held);
+        Ok((at, evidence, Family(hyps.len())))
     }
+
+    /// One selection's hypotheses in fresh rounds against NCCL's own: each one's replication
+    /// and the fresh figures at every size (a candidate the rounds could not finish: none).
+    fn replicate(
+        &mut self,
+        sel: &Selected,
+        place: &Place,
+        mine: &[&Hypothesis],
+        rounds: usize,
+    ) -> Result<Vec<(Replication, Vec<AtSize>)>, Error> {
+        let mut cands: Vec<Candidate> = Vec::new();
+        for h in mine {
+            if !cands.contains(&h.candidate) {
+                cands.push(h.candidate.clone());
+            }
+        }
+        let arms: Vec<Arm> = cands.iter().map(|k| Arm::of(sel.collective, k)).collect();
+        let fresh = self.pairs(sel.collective, place, &arms, "confirm", rounds, None)?;
+        for (k, pairs) in cands.iter().zip(&fresh) {
+            if let Some(p) = pairs {
+                let at = judge::at_sizes(p, &self.gate);
+                self.trials
+                    .push(trial(sel.collective, place.shape, &k.label(), "confirm", p.len(), &at));
+            }
+        }
+        Ok(mine
+            .iter()
+            .map(|h| {
+                let at_k = cands
+                    .iter()
+                    .position(|k| *k == h.candidate)
+                    .and_then(|j| fresh[j].as_ref());
+                match at_k {
+                    Some(p) => (judge::replicate(p, &h.sizes), judge::at_sizes(p, &self.gate)),
+                    None => (judge::replicate(&[], &h.sizes), Vec::new()),
+                }
+            })
+            .collect())
+    }
+
+    /// The tuning measured once more as it is written — NCCL's own against the written rules
+    /// file through the plugin, with the kept globals — at every shape and collective it
+    /// touches; a rule that is not faster there over its sizes is dropped (and said), and the
+    /// file is measured again until what is written is what was measured.
+    fn verify(&mut self, t: &mut Tuning, places: &[Place], at: &[AtShape]) -> Result<(), Error> {
+        for _ in 0..3 {
+            if t.rules.is_empty() && t.globals.is_empty() {
+                return Ok(());
+            }
+            let verified = self.measure_written(t, places, at)?;
+            let before = t.rules.len();
+            let mut kept = Vec::new();
+            for (mut r, v) in std::mem::take(&mut t.rules).into_iter().zip(verified) {
+                match v {
+                    Some(g) if g.median > 0.0 && g.high >= 0.0 => {
+                        r.verified = Some(g);
+                        kept.push(r);
+                    }
+                    other => t.dropped.push(format!(
+                        "{} {}–{} {}/{}: measured as written, {}",
+                        r.collective.perf(),
+                        tuning::bytes(r.min_bytes),
+                        tuning::bytes(r.max_bytes),
+                        r.algorithm.csv(),
+                        r.protocol.csv(),
+                        other.map_or("not measured".into(), |g| format!(
+                            "{}: not faster",
+                            tuning::interval(&g)
+                        ))
+                    )),
+                }
+            }
+            t.rules = kept;
+            if t.rules.len() == before {
+                return Ok(());
+            }
+        }
+        Err(failed(
+            "the tuning as written kept losing rules when measured again: nothing is written".into(),
+        ))
+    }
+
+    /// Each rule's gain over its sizes with the tuning as written (the weakest shape it
+    /// applies to); `None` for a rule no measurement reached.
+    fn measure_written(&mut self, t: &Tuning, places: &[Place], at: &[AtShape]) -> Result<Vec<Option<Change>>, Error> {
+        let vars: BTreeMap<String, String> = t.globals.iter().map(|g| (g.name.clone(), g.value.clone())).collect();
+        let csv = (!t.rules.is_empty()).then(|| tuning::csv(t));
+        let arm = Arm {
+            label: "the tuning as written".into(),
+            files: RunFiles::new(vars, csv),
+        };
+        let mut verified: Vec<Option<Change>> = vec![None; t.rules.len()];
+        for a in at {
+            let applies: Vec<usize> = (0..t.rules.len())
+                .filter(|i| t.rules[*i].collective == a.collective && t.rules[*i].shape.is_none_or(|s| s == a.shape))
+                .collect();
+            let Some(place) = places.iter().find(|p| p.shape == a.shape) else {
+                continue;
+            };
+            if applies.is_empty() && t.globals.is_empty() {
+                continue;
+            }
+            let fresh = self.pairs(
+                a.collective,
+                place,
+                std::slice::from_ref(&arm),
+                "verify",
+                self.rounds,
+                None,
+            )?;
+            let Some(Some(pairs)) = fresh.into_iter().next() else {
+                return Err(failed(
+                    "the tuning as written could not be measured: nothing is written".into(),
+                ));
+            };
+            let figures = judge::at_sizes(&pairs, &self.gate);
+            self.trials.push(trial(
+                a.collective,
+                a.shape,
+                &arm.label,
+                "verify",
+                pairs.len(),
+                &figures,
+            ));
+            for i in applies {
+                let r = &t.rules[i];
+                let sizes: Vec<u64> = a
+                    .sweep
+                    .iter()
+                    .copied()
+                    .filter(|s| (r.min_bytes..=r.max_bytes).contains(s))
+                    .collect();
+                verified[i] = Some(rules::weaker(verified[i], judge::replicate(&pairs, &sizes).gain));
+            }
+        }
+        Ok(verified)
+    }
+}
+
+/// Every selected range and global, each one hypothesis over the sizes it was selected at.
+fn hypotheses(selected: &[Selected]) -> Vec<Hypothesis> {
+    let mut hyps = Vec::new();
+    for (i, sel) in selected.iter().enumerate() {
+        for r in &sel.ranges {
+            hyps.push(Hypothesis {
+                selected: i,
+                candidate: r.candidate.clone(),
+                sizes: r.size_list(),
+            });
+        }
+        for (g, sizes) in &sel.global_wins {
+            hyps.push(Hypothesis {
+                selected: i,
+                candidate: g.clone(),
+                sizes: sizes.clone(),
+            });
+        }
+    }
+    hyps
+}
+
+/// The confirmed ranges per collective and shape (a range whose tail is not shown no worse
+/// at each of its sizes in the fresh rounds too is not kept), and every global's evidence.
+fn assemble(
+    places: &[Place],
+    selected: &[Selected],
+    hyps: &[Hypothesis],
+    reps: Vec<(Replication, Vec<AtSize>)>,
+    held: Vec<bool>,
+) -> (Vec<AtShape>, Vec<GlobalEvidence>) {
+    let mut at: Vec<AtShape> = selected
+        .iter()
+        .map(|sel| AtShape {
+            collective: sel.collective,
+            shape: places[sel.place].shape,
+            sweep: sel.sweep.clone(),
+            ranges: Vec::new(),
+        })
+        .collect();
+    let mut evidence: Vec<GlobalEvidence> = Vec::new();
+    for g in selected.iter().flat_map(|sel| &sel.globals) {
+        match evidence.iter_mut().find(|e| e.candidate == g.candidate) {
+            Some(e) => e.search.push(g.sizes.clone()),
+            None => evidence.push(GlobalEvidence {
+                candidate: g.candidate.clone(),
+                search: vec![g.sizes.clone()],
+                confirmations: Vec::new(),
+            }),
+        }
+    }
+    for ((h, (rep, fresh)), ok) in hyps.iter().zip(reps).zip(held) {
+        if is_global(&h.candidate) {
+            if let Some(e) = evidence.iter_mut().find(|e| e.candidate == h.candidate) {
+                e.confirmations.push((ok, rep, fresh));
+            }
+            continue;
+        }
+        let in_range: Vec<AtSize> = fresh.into_iter().filter(|a| h.sizes.contains(&a.size)).collect();
+        if ok && in_range.len() == h.sizes.len() && in_range.iter().all(|a| !a.p99_worse) {
+            at[h.selected].ranges.push(ConfirmedRange {
+                candidate: h.candidate.clone(),
+                sizes: in_range,
+                rep,
+            });
+        }
+    }
+    (at, evidence)
+}
+
+/// A round without per-iteration P99 figures cannot show a candidate's tail is no worse.
+fn per_iteration(run: &BenchRun, step: &str) -> Result<(), Error> {
+    if run.rows.iter().any(|r| r.p99_us.is_none()) {
+        return Err(Error::Usage(format!(
+            "{step}: the benchmark reported no per-iteration P99 (nccl-tests `-I 1`): tune keeps a candidate only where its P99 is shown no worse; add `-I 1` to benchmark.command"
+        )));
+    }
+    Ok(())
 }
 
 fn is_global(c: &Candidate) -> bool {
     matches!(c, Candidate::Global { .. })
 }
 
-/// The pairs that won some size (their channel counts are tried next).
-fn pairs_that_won(judged: &[Judged]) -> Vec<(crate::tune::Algo, crate::tune::Proto)> {
-    let mut out = Vec::new();
-    for r in judge::ranges(&judge::winners(judged)) {
-        if let Candidate::Choice { algo, proto, .. } = judged[r.candidate].candidate {
-            if !out.contains(&(algo, proto)) {
-                out.push((algo, proto));
-            }
-        }
-    }
-    out
-}
-
-fn trial(c: Collective, shape: Shape, cand: &Candidate, phase: &'static str, rounds: usize, sizes: &[AtSize]) -> Trial {
+fn trial(c: Collective, shape: Shape, label: &str, phase: &'static str, rounds: usize, sizes: &[AtSize]) -> Trial {
     Trial {
         collective: c,
         shape,
-        candidate: cand.label(),
+        candidate: label.to_string(),
         phase,
         rounds,
         sizes: sizes
@@ -461,150 +735,6 @@ fn trial(c: Collective, shape: Shape, cand: &Candidate, phase: &'static str, rou
 
 fn failed(why: String) -> Error {
     Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why))
-}
-
-/// One collective at one shape: its confirmed ranges, each with its candidate.
-type ShapeRanges = (Collective, Shape, Vec<(Candidate, Range)>);
-
-/// The sizes where one candidate won at one shape, by collective.
-type Wins<'a> = BTreeMap<u64, (&'a Candidate, &'a AtSize)>;
-
-/// Rules from the confirmed ranges of every shape: where the same candidate won the same
-/// size at every shape measured, one rule for any shape (said so); elsewhere a rule for the
-/// shape it was measured at only.
-fn rules_across_shapes(per_shape: &[ShapeRanges], places: &[Place], set: &str) -> Vec<Rule> {
-    let shapes: Vec<Shape> = places.iter().map(|p| p.shape).collect();
-    let mut rules = Vec::new();
-    let mut collectives: Vec<Collective> = per_shape.iter().map(|(c, _, _)| *c).collect();
-    collectives.dedup();
-    for c in collectives {
-        let wins: Vec<(Shape, Wins)> = per_shape
-            .iter()
-            .filter(|(x, _, _)| *x == c)
-            .map(|(_, shape, ranges)| {
-                let w: Wins = ranges
-                    .iter()
-                    .flat_map(|(cand, r)| r.sizes.iter().map(move |a| (a.size, (cand, a))))
-                    .collect();
-                (*shape, w)
-            })
-            .collect();
-        let everywhere = |size: u64, cand: &Candidate| {
-            shapes.len() > 1 && wins.iter().all(|(_, w)| w.get(&size).is_some_and(|(x, _)| *x == cand))
-        };
-        // Any shape: sizes of the first shape whose winner held at every shape.
-        if let Some((_, first)) = wins.first() {
-            let common: Vec<(u64, &Candidate, AtSize)> = first
-                .iter()
-                .filter(|(size, (cand, _))| everywhere(**size, cand))
-                .filter_map(|(size, (cand, _))| Some((*size, *cand, weakest_at(&wins, *size)?)))
-                .collect();
-            let what = format!(
-                "the same winner at every shape measured ({}); applied to any shape",
-                list(&shapes)
-            );
-            rules.extend(to_rules(c, None, &common, set, &what));
-        }
-        for (shape, w) in &wins {
-            let own: Vec<(u64, &Candidate, AtSize)> = w
-                .iter()
-                .filter(|(size, (cand, _))| !everywhere(**size, cand))
-                .map(|(size, (cand, a))| (*size, *cand, (*a).clone()))
-                .collect();
-            rules.extend(to_rules(c, Some(*shape), &own, set, &format!("at {shape} only")));
-        }
-    }
-    rules
-}
-
-fn list(shapes: &[Shape]) -> String {
-    shapes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-}
-
-/// A size's figures at the shape where its gain is weakest.
-fn weakest_at(wins: &[(Shape, Wins)], size: u64) -> Option<AtSize> {
-    wins.iter()
-        .filter_map(|(_, w)| w.get(&size).map(|(_, a)| (*a).clone()))
-        .min_by(|a, b| a.gain.low.total_cmp(&b.gain.low))
-}
-
-/// Adjacent sizes with one candidate, as rules.
-fn to_rules(
-    c: Collective,
-    shape: Option<Shape>,
-    sizes: &[(u64, &Candidate, AtSize)],
-    set: &str,
-    what: &str,
-) -> Vec<Rule> {
-    let mut groups: Vec<(&Candidate, Vec<&AtSize>)> = Vec::new();
-    for (_, cand, at) in sizes {
-        match groups.last_mut() {
-            Some((last, v)) if *last == *cand => v.push(at),
-            _ => groups.push((cand, vec![at])),
-        }
-    }
-    groups
-        .into_iter()
-        .filter_map(|(cand, v)| {
-            let Candidate::Choice { algo, proto, channels } = cand else {
-                return None;
-            };
-            let weakest = v.iter().min_by(|a, b| a.gain.low.total_cmp(&b.gain.low))?;
-            let (lo, hi) = (v.first()?.size, v.last()?.size);
-            Some(Rule {
-                collective: c,
-                min_bytes: lo,
-                max_bytes: hi,
-                algorithm: *algo,
-                protocol: *proto,
-                channels: *channels,
-                shape,
-                gain: weakest.gain,
-                nccl_us: weakest.baseline_us,
-                tuned_us: weakest.candidate_us,
-                why: format!(
-                    "measured on {set}: {} at {} (its weakest size, {}–{}), {what}",
-                    tuning::interval(&weakest.gain),
-                    tuning::bytes(weakest.size),
-                    tuning::bytes(lo),
-                    tuning::bytes(hi)
-                ),
-            })
-        })
-        .collect()
-}
-
-/// The globals kept: never significantly slower at any size of any collective and shape in
-/// their confirming rounds, and a win somewhere; each with its best range as evidence.
-fn kept_globals(judged: &BTreeMap<String, Vec<Vec<AtSize>>>, facts: &Facts, set: &str) -> Vec<Global> {
-    let mut out = Vec::new();
-    for cand in space::globals(facts) {
-        let Candidate::Global { name, value } = &cand else {
-            continue;
-        };
-        let Some(all) = judged.get(&cand.label()) else { continue };
-        if !judge::global_holds(all) {
-            continue;
-        }
-        let best = all
-            .iter()
-            .flatten()
-            .filter(|a| a.wins)
-            .max_by(|a, b| a.gain.low.total_cmp(&b.gain.low));
-        if let Some(b) = best {
-            out.push(Global {
-                name: (*name).into(),
-                value: value.clone(),
-                gain: b.gain,
-                why: format!(
-                    "measured on {set}: {} at {}; never slower at any size measured",
-                    tuning::interval(&b.gain),
-                    tuning::bytes(b.size)
-                ),
-            });
-        }
-    }
-    out
 }
 
 /// `tuning.json` and `nccl-tuner.csv` under `dir` (the safe writer: temp, fsync, rename, only

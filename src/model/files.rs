@@ -26,6 +26,11 @@ pub(crate) const STAGE_ENV: &str = "/etc/nccl/topo-tune/candidate/nccl.env";
 pub(crate) const STAGE_BASELINE_ENV: &str = "/etc/nccl/topo-tune/candidate/baseline.env";
 /// Which rollout staged the candidate, and each staged file's sha256.
 pub(crate) const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json";
+/// `tune`'s run files on a node: one directory per tune run, removed when it ends (or by the
+/// next run), each candidate's config and rules file in a directory named by their digest.
+pub(crate) const TUNE_DIR: &str = "/var/lib/topo-tune/tune";
+/// topo-tune's tuner plugin, as a tune run stages it in its directory.
+pub(crate) const TUNE_PLUGIN: &str = "libnccl_tuner_topo_tune.so";
 /// Backups of replaced files, per run, relative to [`STATE_DIR`].
 pub(crate) const BACKUPS: &str = "backups";
 /// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).

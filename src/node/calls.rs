@@ -5,6 +5,7 @@
 use super::Call;
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::tree::TreeError;
+use crate::apply::tune_stage::{PluginCopy, RunFiles};
 use crate::apply::writer::{self, Bundle, Settled, WriteError, WriteReport};
 use crate::config::NodeSpec;
 use crate::doctor::{self, Check, DoctorRequest};
@@ -336,6 +337,51 @@ impl Call for State {
 
     fn check_answer(state: &NodeState) -> Result<(), BadAnswer> {
         state.check()
+    }
+}
+
+/// Stage `tune`'s run files: the plugin (when given) and each candidate's config and rules
+/// file, under the run's directory (`apply::tune_stage`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TuneStage {
+    pub(crate) run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plugin: Option<PluginCopy>,
+    pub(crate) files: Vec<RunFiles>,
+}
+
+impl Call for TuneStage {
+    /// The ids written.
+    type Answer = Vec<String>;
+    const KIND: &'static str = "tune-stage";
+
+    fn here(&self, env: &NodeEnv) -> Result<Vec<String>, Failure> {
+        crate::apply::tune_stage::stage(&env.write_root, &self.run, self.plugin.as_ref(), &self.files)
+            .map_err(write_failure)
+    }
+
+    fn check_answer(ids: &Vec<String>) -> Result<(), BadAnswer> {
+        if ids.len() > 256 || ids.iter().any(|i| i.len() != 16) {
+            return Err(BadAnswer("tune-stage answered ids that are not run file ids".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Remove a tune run's files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TuneUnstage {
+    pub(crate) run: String,
+}
+
+impl Call for TuneUnstage {
+    type Answer = ();
+    const KIND: &'static str = "tune-unstage";
+
+    fn here(&self, env: &NodeEnv) -> Result<(), Failure> {
+        crate::apply::tune_stage::unstage(&env.write_root, &self.run).map_err(write_failure)
     }
 }
 

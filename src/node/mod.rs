@@ -163,6 +163,8 @@ pub(crate) fn serve(kind: &str, input: &[u8], env: &NodeEnv) -> Result<String, S
         calls::Unstage::KIND => serve_one::<calls::Unstage>(input, env),
         calls::State::KIND => serve_one::<calls::State>(input, env),
         calls::Bench::KIND => serve_one::<calls::Bench>(input, env),
+        calls::TuneStage::KIND => serve_one::<calls::TuneStage>(input, env),
+        calls::TuneUnstage::KIND => serve_one::<calls::TuneUnstage>(input, env),
         other => Err(ServeError::UnknownKind(other.to_string())),
     }
 }

@@ -1,8 +1,9 @@
 //! `tune`'s pure core: what is searched (`space`), how the rounds are judged per message size
-//! and turned into rules (`judge`), and the result — `tuning.json` and the CSV NCCL's tuner
+//! and confirmed (`judge`), turned into rules and kept globals (`rules`), and the result — `tuning.json` and the CSV NCCL's tuner
 //! plugins read (`tuning`). Figures in, rules out; no I/O.
 
 pub(crate) mod judge;
+pub(crate) mod rules;
 pub(crate) mod space;
 pub(crate) mod tuning;
 
@@ -55,7 +56,7 @@ impl Collective {
     }
 }
 
-/// NCCL's algorithms, as `NCCL_ALGO` names them and as the CSV does.
+/// NCCL's algorithms, as the tuner CSV names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Algo {
@@ -69,19 +70,6 @@ pub(crate) enum Algo {
 }
 
 impl Algo {
-    /// `NCCL_ALGO`'s spelling (src/init.cc `ncclAlgoStr`; NCCL compares it without case).
-    pub(crate) fn env(self) -> &'static str {
-        match self {
-            Algo::Tree => "Tree",
-            Algo::Ring => "Ring",
-            Algo::CollnetDirect => "CollNetDirect",
-            Algo::CollnetChain => "CollNetChain",
-            Algo::Nvls => "NVLS",
-            Algo::NvlsTree => "NVLSTree",
-            Algo::Pat => "PAT",
-        }
-    }
-
     /// The CSV's spelling (plugins/tuner/example/plugin.c `parseAlgorithm`).
     pub(crate) fn csv(self) -> &'static str {
         match self {
@@ -106,15 +94,6 @@ pub(crate) enum Proto {
 }
 
 impl Proto {
-    /// `NCCL_PROTO`'s spelling (`ncclProtoStr`).
-    pub(crate) fn env(self) -> &'static str {
-        match self {
-            Proto::Ll => "LL",
-            Proto::Ll128 => "LL128",
-            Proto::Simple => "Simple",
-        }
-    }
-
     pub(crate) fn csv(self) -> &'static str {
         match self {
             Proto::Ll => "ll",

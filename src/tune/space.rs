@@ -1,7 +1,8 @@
 //! What `tune` tries, and what it never touches.
 //!
 //! - **Choices** per collective: the (algorithm, protocol) pairs NCCL can run for it on these
-//!   nodes, each forced for one whole sweep with `NCCL_ALGO`/`NCCL_PROTO` (Tree only for
+//!   nodes (NVLS on one node, NVLSTree across nodes), each measured for one whole sweep through topo-tune's tuner plugin and a one-line
+//!   rules file (never `NCCL_ALGO`/`NCCL_PROTO`: the plugin is what applies the result) (Tree only for
 //!   all-reduce; NVLS where an NVSwitch joins the GPUs; NVLSTree across nodes; PAT for
 //!   all-gather and reduce-scatter with one GPU per node — src/enqueue.cc
 //!   `updateCollCostTable`), then channel counts for the pairs that won somewhere.
@@ -58,7 +59,8 @@ pub(crate) const CHANNELS: [u32; 4] = [4, 8, 16, 32];
 /// One thing to measure against NCCL's own choice.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Candidate {
-    /// An algorithm and protocol forced for the sweep, with a channel count or NCCL's own.
+    /// An algorithm and protocol chosen by the plugin for the whole sweep, with a channel
+    /// count or NCCL's own.
     Choice {
         algo: Algo,
         proto: Proto,
@@ -81,25 +83,49 @@ impl Candidate {
         }
     }
 
-    /// The NCCL variables a run of this candidate adds to the live config.
-    pub(crate) fn settings(&self) -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
+    /// What a run of this candidate reads, for collective `c`: the NCCL variables its config
+    /// file adds to the live one (a global's), and the rules file topo-tune's plugin applies
+    /// (a choice's: one line for every size of `c` — NCCL still decides whether the pair can
+    /// run and clamps the channel count, exactly as it will for the rule that is written).
+    pub(crate) fn files(&self, c: Collective) -> (BTreeMap<String, String>, Option<String>) {
+        let mut vars = BTreeMap::new();
         match self {
             Candidate::Choice { algo, proto, channels } => {
-                out.insert("NCCL_ALGO".into(), algo.env().into());
-                out.insert("NCCL_PROTO".into(), proto.env().into());
-                if let Some(c) = channels {
-                    out.insert("NCCL_MIN_NCHANNELS".into(), c.to_string());
-                    out.insert("NCCL_MAX_NCHANNELS".into(), c.to_string());
-                }
+                let rules = c.csv().map(|name| {
+                    format!(
+                        "# topo-tune tune: {} for every size of {}\n{name},0,{EVERY_SIZE},{},{},{},-1,-1\n",
+                        self.label(),
+                        c.perf(),
+                        algo.csv(),
+                        proto.csv(),
+                        channels.map_or("-1".to_string(), |n| n.to_string())
+                    )
+                });
+                (vars, rules)
             }
             Candidate::Global { name, value } => {
-                out.insert((*name).into(), value.clone());
+                vars.insert((*name).into(), value.clone());
+                (vars, None)
             }
         }
-        out
+    }
+
+    /// The pair a choice forces, with NCCL's own channel count: what a `pair × N` is held
+    /// against.
+    pub(crate) fn pair(&self) -> Option<Candidate> {
+        match self {
+            Candidate::Choice { algo, proto, .. } => Some(Candidate::Choice {
+                algo: *algo,
+                proto: *proto,
+                channels: None,
+            }),
+            Candidate::Global { .. } => None,
+        }
     }
 }
+
+/// The largest message a rule may name (1 TiB; `tuning::review`'s bound).
+pub(crate) const EVERY_SIZE: u64 = 1 << 40;
 
 /// The pairs NCCL can run for `c` on these nodes.
 pub(crate) fn pairs(c: Collective, f: &Facts) -> Vec<(Algo, Proto)> {
@@ -110,16 +136,19 @@ pub(crate) fn pairs(c: Collective, f: &Facts) -> Vec<(Algo, Proto)> {
             for a in [Algo::Ring, Algo::Tree] {
                 out.extend(all.iter().map(|p| (a, *p)));
             }
+            // NVLS across nodes needs a multi-node NVLink domain (not modelled here): NCCL
+            // runs NVLSTree there instead.
             if f.nvswitch && f.gpus_per_node > 1 {
-                out.push((Algo::Nvls, Proto::Simple));
-                if f.nodes > 1 {
-                    out.push((Algo::NvlsTree, Proto::Simple));
-                }
+                out.push(if f.nodes > 1 {
+                    (Algo::NvlsTree, Proto::Simple)
+                } else {
+                    (Algo::Nvls, Proto::Simple)
+                });
             }
         }
         Collective::AllGather | Collective::ReduceScatter => {
             out.extend(all.iter().map(|p| (Algo::Ring, *p)));
-            if f.nvswitch && f.gpus_per_node > 1 {
+            if f.nvswitch && f.gpus_per_node > 1 && f.nodes == 1 {
                 out.push((Algo::Nvls, Proto::Simple));
             }
             if f.gpus_per_node == 1 && f.nodes > 1 {
@@ -201,8 +230,19 @@ mod tests {
             nodes: 4,
         };
         let ar = pairs(Collective::AllReduce, &hgx);
-        assert_eq!(ar.len(), 8, "{ar:?}");
+        assert_eq!(ar.len(), 7, "{ar:?}");
         assert!(ar.contains(&(Algo::NvlsTree, Proto::Simple)));
+        assert!(
+            !ar.contains(&(Algo::Nvls, Proto::Simple)),
+            "no NVLS across nodes: {ar:?}"
+        );
+        let one_node = Facts {
+            nodes: 1,
+            ..hgx.clone()
+        };
+        let ar1 = pairs(Collective::AllReduce, &one_node);
+        assert!(ar1.contains(&(Algo::Nvls, Proto::Simple)) && !ar1.contains(&(Algo::NvlsTree, Proto::Simple)));
+        assert!(pairs(Collective::AllGather, &one_node).contains(&(Algo::Nvls, Proto::Simple)));
         let ag = pairs(Collective::AllGather, &hgx);
         assert!(!ag.iter().any(|(a, _)| *a == Algo::Tree || *a == Algo::Pat), "{ag:?}");
         let one_gpu = Facts {
@@ -225,22 +265,34 @@ mod tests {
             channels: Some(8),
         };
         assert_eq!(c.label(), "nvls_tree/ll128×8");
-        let s = c.settings();
-        assert_eq!(s["NCCL_ALGO"], "NVLSTree");
-        assert_eq!(s["NCCL_PROTO"], "LL128");
-        assert_eq!(s["NCCL_MAX_NCHANNELS"], "8");
+        let (vars, rules) = c.files(Collective::AllReduce);
+        assert!(vars.is_empty(), "a choice sets no variable: {vars:?}");
+        let rules = rules.unwrap();
+        let read = nccl_tuner_topo_tune::rules::parse_strict(rules.as_bytes()).unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!((read[0].algorithm, read[0].protocol, read[0].channels), (5, 1, 8));
+        assert_eq!(
+            (read[0].min_bytes, read[0].max_bytes, read[0].n_nodes),
+            (0, EVERY_SIZE, -1)
+        );
+        assert!(
+            c.files(Collective::AllToAll).1.is_none(),
+            "no tuner call for all-to-all"
+        );
         let every = globals(&Facts {
             rdma: true,
             roce_v2_gid: Some(1),
             ..Facts::default()
         });
         for g in every {
-            for name in g.settings().keys() {
+            let (vars, rules) = g.files(Collective::AllReduce);
+            assert!(rules.is_none());
+            for name in vars.keys() {
                 assert!(searched(name), "{name}");
                 assert!(!NEVER.iter().any(|(n, _)| n == name), "{name} is never searched");
                 let var = crate::nccl::table::lookup(name).unwrap_or_else(|| panic!("{name} not in the table"));
                 assert!(
-                    crate::nccl::table::validate(name, &g.settings()[name], None).is_ok(),
+                    crate::nccl::table::validate(name, &vars[name], None).is_ok(),
                     "{}",
                     var.name
                 );

@@ -32,6 +32,11 @@ pub(crate) struct Rule {
     /// Median times at that size, µs: NCCL's own choice and the rule's.
     pub(crate) nccl_us: f64,
     pub(crate) tuned_us: f64,
+    /// The whole tuning measured once more as it is written (NCCL's own against the written
+    /// rules file through the plugin): this rule's gain over its sizes there (the weakest
+    /// shape it applies to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) verified: Option<Change>,
     pub(crate) why: String,
 }
 
@@ -82,6 +87,9 @@ pub(crate) struct Tuning {
     pub(crate) disqualified: Vec<Disqualified>,
     /// Candidates the budget left unmeasured.
     pub(crate) not_tried: Vec<String>,
+    /// Rules the final measurement of the written file did not bear out, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) dropped: Vec<String>,
 }
 
 /// One candidate at one collective and shape, as measured.
@@ -158,8 +166,8 @@ pub(crate) fn csv(t: &Tuning) -> String {
 
 /// The CSV read back with the plugin's own parser: the same rules, in the same order.
 pub(crate) fn check_csv(t: &Tuning, text: &str) -> Result<(), Refusal> {
-    let read =
-        nccl_tuner_topo_tune::rules::parse(text.as_bytes()).map_err(|e| Refusal(format!("nccl-tuner.csv {e}")))?;
+    let read = nccl_tuner_topo_tune::rules::parse_strict(text.as_bytes())
+        .map_err(|e| Refusal(format!("nccl-tuner.csv {e}")))?;
     let want = t.rules.iter().filter(|r| r.collective.csv().is_some()).count();
     if read.len() != want {
         return Err(Refusal(format!(
@@ -290,6 +298,7 @@ mod tests {
                     gain: gain(0.04),
                     nccl_us: 20.0,
                     tuned_us: 18.0,
+                    verified: None,
                     why: "measured".into(),
                 },
                 Rule {
@@ -303,6 +312,7 @@ mod tests {
                     gain: gain(0.06),
                     nccl_us: 900.0,
                     tuned_us: 800.0,
+                    verified: None,
                     why: "measured".into(),
                 },
             ],
@@ -315,6 +325,7 @@ mod tests {
             kept: Vec::new(),
             disqualified: Vec::new(),
             not_tried: Vec::new(),
+            dropped: Vec::new(),
         }
     }
 

@@ -74,3 +74,35 @@ pub(crate) fn assert_schema(name: &str, doc: &serde_json::Value) {
         errors.join("\n")
     );
 }
+
+/// topo-tune's tuner plugin as NCCL loads it, built once per test process from the plugin's
+/// source with `rustc --crate-type cdylib` (`cargo test` builds the plugin crate as an rlib
+/// only; it has no dependencies, so rustc alone builds what `cargo build` ships).
+pub(crate) fn tuner_plugin() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("topo-tune-test-plugin-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let so = dir.join("libnccl_tuner_topo_tune.so");
+            let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plugin/src/lib.rs");
+            let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+            let out = std::process::Command::new(rustc)
+                .args([
+                    "--edition",
+                    "2021",
+                    "--crate-type",
+                    "cdylib",
+                    "--crate-name",
+                    "nccl_tuner_topo_tune",
+                    "-o",
+                ])
+                .arg(&so)
+                .arg(src)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            so
+        })
+        .clone()
+}

@@ -2,23 +2,22 @@
 //! through a [`Bencher`] — the nodes (`runs::NodeBencher`), or paper in the tests — counted,
 //! and stopped for good once the budget is spent.
 
+use crate::apply::tune_stage::StagedRef;
 use crate::bench::parse::BenchRun;
 use crate::error::Error;
 use crate::model::{Failure, FailureKind};
+use crate::node::calls::TuneStage;
 use crate::runner::FailedRun;
 
-/// One benchmark run: `template` on `hosts` with their live NCCL files, and `settings` added
-/// to them (`tune`'s candidates; empty for diagnose).
+/// One benchmark run: `template` on `hosts` with their live NCCL files, or with the run files
+/// `tune` staged for a candidate (`staged`; `None` for diagnose).
 pub(crate) struct Run<'a> {
     pub(crate) template: &'a str,
     pub(crate) hosts: &'a [String],
     pub(crate) gpus: u32,
     pub(crate) rail: Option<u32>,
-    pub(crate) settings: &'a std::collections::BTreeMap<String, String>,
+    pub(crate) staged: Option<&'a StagedRef>,
 }
-
-/// No settings added: the nodes' own NCCL files as they are.
-pub(crate) static LIVE: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
 
 /// Where runs are made.
 pub(crate) trait Bencher {
@@ -29,6 +28,10 @@ pub(crate) trait Bencher {
     fn round(&mut self, step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error>;
     /// `--budget` in seconds, and the seconds spent so far.
     fn budget(&self) -> (Option<u64>, f64);
+    /// Put `tune`'s run files on every node of `hosts`, at the same path on each.
+    fn stage(&mut self, hosts: &[String], stage: &TuneStage) -> Result<(), Error>;
+    /// Remove run `run`'s files from every node of `hosts`.
+    fn unstage(&mut self, hosts: &[String], run: &str) -> Result<(), Error>;
 }
 
 /// A run's figure: its largest size's busbw; on one rank, where busbw is 0 by definition
@@ -94,7 +97,7 @@ impl<B: Bencher> Bench<B> {
             hosts,
             gpus,
             rail: None,
-            settings: &LIVE,
+            staged: None,
         };
         let failed = |why: String| Error::Reach(Failure::new(FailureKind::BenchmarkFailed, why));
         let Some(mut outcomes) = self.round("the sweep", &[run])? else {

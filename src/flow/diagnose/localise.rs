@@ -69,7 +69,7 @@ fn interiors<B: Bencher>(
             hosts: g,
             gpus,
             rail: None,
-            settings: &super::bench::LIVE,
+            staged: None,
         })
         .collect();
     let Some(busbw) = b.figures("the intra-node runs", &runs)? else {
@@ -115,7 +115,7 @@ fn search<B: Bencher>(
                 hosts: g,
                 gpus: if rail.is_some() { 1 } else { gpus },
                 rail,
-                settings: &super::bench::LIVE,
+                staged: None,
             })
             .collect();
         b.figures(step, &runs).unwrap_or_else(|e| {
@@ -207,7 +207,7 @@ fn ring_neighbours<B: Bencher>(
                 hosts: &pairs[k],
                 gpus,
                 rail: None,
-                settings: &super::bench::LIVE,
+                staged: None,
             })
             .collect();
         let Some(figures) = b.figures("the ring-neighbour runs", &runs)? else {
@@ -269,7 +269,7 @@ fn rails<B: Bencher>(
             hosts: order,
             gpus: 1,
             rail: Some(r),
-            settings: &super::bench::LIVE,
+            staged: None,
         })
         .collect();
     let Some(busbw) = b.figures("the per-rail runs", &runs)? else {

@@ -85,6 +85,15 @@ impl Bencher for Paper {
         (None, 0.0)
     }
 
+    /// Diagnose's paper figures depend on no file: nothing to stage.
+    fn stage(&mut self, _hosts: &[String], _stage: &crate::node::calls::TuneStage) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn unstage(&mut self, _hosts: &[String], _run: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
     fn round(&mut self, _step: &str, runs: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
         let mut out = Vec::new();
         for run in runs {

@@ -6,9 +6,11 @@ use super::bench::{Bencher, Run};
 use crate::bench::parse::BenchRun;
 use crate::config::Inventory;
 use crate::error::Error;
-use crate::flow::reach::{bench_target, benchmarks_on_nodes};
+use crate::flow::reach::{bench_target, benchmarks_on_nodes, on_nodes};
 use crate::flow::settings::ReachSettings;
-use crate::node::{calls, NodeJob};
+use crate::model::Failure;
+use crate::node::calls::{TuneStage, TuneUnstage};
+use crate::node::{calls, write_target, Call, NodeJob};
 use crate::report::Printer;
 use crate::runner::FailedRun;
 use crate::runner::{self, BenchRequest, Variant};
@@ -65,6 +67,37 @@ impl<'a> NodeBencher<'a> {
     }
 }
 
+impl NodeBencher<'_> {
+    /// One call on every node of `hosts`, where its files live (`--output-dir` trees for
+    /// paper nodes); any node that fails fails the whole: a run with files on some nodes and
+    /// not others would measure a job whose ranks disagree.
+    fn each<C: Call>(&self, hosts: &[String], make: impl Fn(&str) -> C, what: &str) -> Result<(), Error> {
+        let mut jobs = Vec::new();
+        for h in hosts {
+            let node = self
+                .inv
+                .nodes
+                .iter()
+                .find(|n| &n.host == h)
+                .ok_or_else(|| Error::Usage(format!("{h} is not in cluster.yaml")))?;
+            jobs.push(NodeJob {
+                node: node.clone(),
+                target: write_target(node, self.output_dir),
+                call: make(h),
+            });
+        }
+        for o in on_nodes(self.inv, self.reach, self.printer, jobs)? {
+            if let Err(f) = o.result {
+                return Err(Error::Reach(Failure::new(
+                    f.kind,
+                    format!("{what} on {}: {}", o.host, f.message),
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Bencher for NodeBencher<'_> {
     fn command(&self) -> &str {
         &self.inv.benchmark.command
@@ -75,6 +108,15 @@ impl Bencher for NodeBencher<'_> {
             self.budget.limit.map(|l| l.as_secs()),
             self.budget.start.elapsed().as_secs_f64(),
         )
+    }
+
+    fn stage(&mut self, hosts: &[String], stage: &TuneStage) -> Result<(), Error> {
+        self.each(hosts, |_| stage.clone(), "staging tune's run files")
+    }
+
+    fn unstage(&mut self, hosts: &[String], run: &str) -> Result<(), Error> {
+        let call = TuneUnstage { run: run.to_string() };
+        self.each(hosts, |_| call.clone(), "removing tune's run files")
     }
 
     fn round(&mut self, step: &str, round: &[Run<'_>]) -> Result<Option<Vec<Result<BenchRun, FailedRun>>>, Error> {
@@ -102,7 +144,7 @@ impl Bencher for NodeBencher<'_> {
                         timeout_s,
                         rail: r.rail,
                         marker: String::new(),
-                        settings: r.settings.clone(),
+                        staged: r.staged.cloned(),
                     },
                 },
             });
