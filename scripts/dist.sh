@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A release an operator can copy anywhere: target/dist/topo-tune-VERSION-ARCH-linux.tar.gz
-# with the binary, its man page, shell completions, LICENSE and README.
+# with the binary, topo-tune's NCCL tuner plugin beside it (libnccl_tuner_topo_tune.so: where
+# `tune` looks for it, what it copies to the nodes), its man page, shell completions, LICENSE
+# and README.
 #
 # hwloc is linked statically (from the build machine's libhwloc-dev), so neither the
 # controller nor the nodes topo-tune copies itself to need libhwloc15: the binary needs glibc
@@ -29,8 +31,13 @@ pc=$(pkg-config --variable=pcfiledir hwloc)/hwloc.pc
 sed "s#^libdir=.*#libdir=$(pwd)/$private/lib#" "$pc" >"$private/hwloc.pc"
 
 export CARGO_TARGET_DIR=target/dist/build
-PKG_CONFIG_PATH="$(pwd)/$private" cargo build --release --locked
+PKG_CONFIG_PATH="$(pwd)/$private" cargo build --release --locked --workspace
 bin=$CARGO_TARGET_DIR/release/topo-tune
+plugin=$CARGO_TARGET_DIR/release/libnccl_tuner_topo_tune.so
+if ! readelf --dyn-syms "$plugin" | grep -q "ncclTunerPlugin_v6"; then
+  echo "dist: $plugin does not export ncclTunerPlugin_v6: not a release" >&2
+  exit 1
+fi
 if readelf -d "$bin" | grep -q 'libhwloc'; then
   echo "dist: $bin still needs libhwloc.so: not a release" >&2
   exit 1
@@ -41,7 +48,7 @@ name=topo-tune-$version-$(uname -m)-linux
 stage=target/dist/$name
 rm -rf "$stage"
 mkdir -p "$stage/completions"
-cp "$bin" LICENSE README.md "$stage/"
+cp "$bin" "$plugin" LICENSE README.md "$stage/"
 "$bin" man >"$stage/topo-tune.1"
 for shell in bash zsh fish; do
   "$bin" completions "$shell" >"$stage/completions/topo-tune.$shell"

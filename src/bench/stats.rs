@@ -224,6 +224,16 @@ pub(crate) fn holm(ps: &[f64], alpha: f64) -> Vec<bool> {
     out
 }
 
+/// The rank of the interval's ends among `n` sorted values: [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎]. So the lower end
+/// is above zero only while fewer than k values are at or below zero.
+pub(crate) fn interval_rank(n: usize) -> usize {
+    let mut k = 1;
+    while k < n / 2 && 2.0 * binomial_cdf_half(n, k) <= 0.05 {
+        k += 1;
+    }
+    k
+}
+
 /// The median with its distribution-free interval: [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] for the largest k whose
 /// two tails hold at most 5% (the sign test's interval); with fewer than 6 values the widest
 /// interval [min, max] is given with its lower coverage.
@@ -239,10 +249,7 @@ pub(crate) fn median_interval(xs: &[f64]) -> Change {
             confidence: 0.0,
         };
     }
-    let mut k = 1;
-    while k < n / 2 && 2.0 * binomial_cdf_half(n, k) <= 0.05 {
-        k += 1;
-    }
+    let k = interval_rank(n);
     Change {
         median: median(&v),
         low: v[k - 1],

@@ -74,9 +74,24 @@ impl Arm {
     }
 }
 
+/// What every run of one phase shares: the collective, its command, where it runs, the
+/// baseline's and the arms' staged files.
+struct Lane<'a> {
+    collective: Collective,
+    template: &'a str,
+    place: &'a Place,
+    base_ref: Option<&'a StagedRef>,
+    staged: &'a [StagedRef],
+    arms: &'a [Arm],
+}
+
 /// Everything measured so far, shared by the phases.
-struct Search<B: Bencher> {
+struct Search<'p, B: Bencher> {
     bench: Bench<B>,
+    printer: &'p Printer,
+    /// The search's planned runs (said before the first run), and whether its pace was said.
+    planned: usize,
+    told: bool,
     /// This run's id: the directory of its files on every node.
     run: String,
     /// Every host of the set: where the run's files are staged.
@@ -110,9 +125,20 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
         printer,
         s.output_dir.as_deref(),
         s.budget,
+        "tune",
     );
+    let planned = planned_runs(s, &order, gpus, &facts);
+    printer.line(&format!(
+        "tune: {planned} runs planned for the search ({} collective(s), every candidate and NCCL's own, {} rounds, at {} shape(s)); a candidate that can no longer win is dropped early",
+        s.collectives.len(),
+        s.rounds,
+        places(&order, gpus).len()
+    ));
     let mut search = Search {
         bench: Bench::new(bencher),
+        printer,
+        planned,
+        told: false,
         run: crate::apply::writer::run_id(),
         hosts: order.clone(),
         plugin: Some(PluginCopy::of(&plugin)),
@@ -207,7 +233,7 @@ struct Hypothesis {
     sizes: Vec<u64>,
 }
 
-impl<B: Bencher> Search<B> {
+impl<B: Bencher> Search<'_, B> {
     /// Select at every collective and shape, confirm every selection as one family, make
     /// the tuning and measure it as written.
     fn everything(&mut self, s: &TuneSettings, order: &[String], gpus: u32, facts: &Facts) -> Result<Tuning, Error> {
@@ -336,44 +362,54 @@ impl<B: Bencher> Search<B> {
         files.extend(baseline.map(|b| b.files.clone()));
         let mut staged = self.stage(&files)?;
         let base_ref = baseline.and_then(|_| staged.pop());
+        // Selection may drop an arm that can no longer win; a replication runs every round.
+        let early = phase == "search" || phase == "channels";
         let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); arms.len()];
         let mut out = vec![false; arms.len()];
-        'rounds: for round in 0..rounds {
+        let mut dropped = vec![false; arms.len()];
+        for round in 0..rounds {
             let step = format!(
                 "tune {} on {}: {phase} round {}/{rounds}",
                 c.perf(),
                 place.shape,
                 round + 1
             );
-            let Some(base) = self.one(&template, place, base_ref.as_ref(), &step)? else {
-                break 'rounds;
-            };
-            let base = base.map_err(|e| failed(format!("the baseline of {} ({}) failed: {}", phase, c.perf(), e.0)))?;
-            per_iteration(&base, &step)?;
-            for k in 0..arms.len() {
-                let i = (k + round) % arms.len();
-                if out[i] {
-                    continue;
-                }
-                let step = format!("{step}: {}", arms[i].label);
-                match self.one(&template, place, Some(&staged[i]), &step)? {
-                    None => break 'rounds,
-                    Some(Ok(run)) => pairs[i].push(Pair {
-                        baseline: base.clone(),
-                        candidate: run,
-                    }),
-                    Some(Err(e)) => {
-                        out[i] = true;
-                        self.disqualify(&arms[i].label, c, place.shape, &e);
-                    }
-                }
+            let live: Vec<usize> = (0..arms.len())
+                .map(|k| (k + round) % arms.len())
+                .filter(|i| !out[*i] && !dropped[*i])
+                .collect();
+            if live.is_empty() {
+                break;
             }
+            let mut seq: Vec<Option<usize>> = live.into_iter().map(Some).collect();
+            seq.insert(baseline_slot(&self.run, &step, seq.len()), None);
+            let lane = Lane {
+                collective: c,
+                template: &template,
+                place,
+                base_ref: base_ref.as_ref(),
+                staged: &staged,
+                arms,
+            };
+            let Some((base, got)) = self.round(&lane, &seq, &step, &mut out)? else {
+                break;
+            };
+            for (i, run) in got {
+                pairs[i].push(Pair {
+                    baseline: base.clone(),
+                    candidate: run,
+                });
+            }
+            for i in 0..arms.len() {
+                dropped[i] |= early && !out[i] && judge::cannot_win(&pairs[i], rounds);
+            }
+            self.tell_pace();
         }
         let mut done = Vec::new();
         for (i, p) in pairs.into_iter().enumerate() {
             if out[i] {
                 done.push(None);
-            } else if p.len() < rounds {
+            } else if p.len() < rounds && !dropped[i] {
                 self.not_tried
                     .push(format!("{} {} at {} ({phase})", c.perf(), arms[i].label, place.shape));
                 done.push(None);
@@ -382,6 +418,64 @@ impl<B: Bencher> Search<B> {
             }
         }
         Ok(done)
+    }
+
+    /// One round in the order `seq` gives (`None`: the baseline): the baseline's run and each
+    /// arm's, or `None` when the budget ended the round (its runs count for nothing).
+    fn round(
+        &mut self,
+        lane: &Lane<'_>,
+        seq: &[Option<usize>],
+        step: &str,
+        out: &mut [bool],
+    ) -> Result<Option<(BenchRun, Vec<(usize, BenchRun)>)>, Error> {
+        let mut base = None;
+        let mut got = Vec::new();
+        for item in seq {
+            match *item {
+                None => {
+                    let Some(b) = self.one(lane.template, lane.place, lane.base_ref, step)? else {
+                        return Ok(None);
+                    };
+                    let b = b.map_err(|e| failed(format!("{step}: the baseline failed: {}", e.0)))?;
+                    per_iteration(&b, step)?;
+                    base = Some(b);
+                }
+                Some(i) => {
+                    let label = &lane.arms[i].label;
+                    match self.one(
+                        lane.template,
+                        lane.place,
+                        Some(&lane.staged[i]),
+                        &format!("{step}: {label}"),
+                    )? {
+                        None => return Ok(None),
+                        Some(Ok(run)) => got.push((i, run)),
+                        Some(Err(e)) => {
+                            out[i] = true;
+                            self.disqualify(label, lane.collective, lane.place.shape, &e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(base.map(|b| (b, got)))
+    }
+
+    /// After the first round, what the search will take at this pace (said once).
+    fn tell_pace(&mut self) {
+        if self.told || self.bench.rounds == 0 {
+            return;
+        }
+        self.told = true;
+        let (_, spent) = self.bench.bencher.budget();
+        let per_run = spent / self.bench.rounds as f64;
+        self.printer.line(&format!(
+            "tune: {:.1} s a run so far: the {} planned search runs take about {:.0} min (channel counts and the confirmation add to it)",
+            per_run,
+            self.planned,
+            per_run * self.planned as f64 / 60.0
+        ));
     }
 
     /// The benchmark command for collective `c`.
@@ -696,6 +790,33 @@ fn assemble(
         }
     }
     (at, evidence)
+}
+
+/// The search's runs at most: per collective and shape, NCCL's own and every candidate, each
+/// round.
+fn planned_runs(s: &TuneSettings, order: &[String], gpus: u32, facts: &Facts) -> usize {
+    places(order, gpus)
+        .iter()
+        .map(|p| {
+            let f = Facts {
+                nodes: p.shape.nodes,
+                ..facts.clone()
+            };
+            s.collectives
+                .iter()
+                .map(|c| (space::choices(*c, &f).len() + space::globals(&f).len() + 1) * s.rounds as usize)
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// Where the baseline runs in a round of `arms` other runs: drawn from the run's id and the
+/// round (repeatable), so that it is not always first — drift within a round then favours no
+/// side on average.
+fn baseline_slot(run: &str, step: &str, arms: usize) -> usize {
+    let h = crate::digest::sha256_hex(format!("{run}|{step}").as_bytes());
+    let v = u64::from_str_radix(&h[..15], 16).unwrap_or(0);
+    (v % (arms as u64 + 1)) as usize
 }
 
 /// A round without per-iteration P99 figures cannot show a candidate's tail is no worse.

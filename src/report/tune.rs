@@ -18,6 +18,10 @@ pub(crate) struct TunePayload {
     pub(crate) trials: Vec<Trial>,
 }
 
+/// Said beside a written rules file: the same CSV loaded by NCCL's example plugin does not
+/// run as measured.
+pub(crate) const EXAMPLE_PLUGIN: &str = "note: load nccl-tuner.csv with topo-tune's plugin (libnccl_tuner_topo_tune.so), which it was measured through; NCCL's example plugin runs every collective it has no rule for on one channel, and crashed on its own sample file in NCCL 2.29.2 (NVIDIA/nccl#1974)";
+
 /// The one-line summary.
 pub(crate) fn summary(o: &TunePayload) -> String {
     let t = &o.tuning;
@@ -68,7 +72,10 @@ pub(crate) fn render(e: &Envelope<TunePayload, NoDetail>) -> String {
                 r.channels.map(|c| format!(" ×{c} channels")).unwrap_or_default()
             ),
             format!("{:.1}", r.tuned_us),
-            interval(&r.gain),
+            match &r.verified {
+                Some(v) => format!("{} (as written {:+.1}%)", interval(&r.gain), v.median * 100.0),
+                None => interval(&r.gain),
+            },
         ]);
     }
     for k in t.kept.iter().filter(|k| !k.sizes.is_empty()) {
@@ -108,8 +115,14 @@ pub(crate) fn render(e: &Envelope<TunePayload, NoDetail>) -> String {
     if !t.not_tried.is_empty() {
         let _ = writeln!(out, "not tried (--budget): {}", t.not_tried.join("; "));
     }
+    for d in &t.dropped {
+        let _ = writeln!(out, "dropped: {d}");
+    }
     for f in &e.payload.files {
         let _ = writeln!(out, "written: {f}");
+    }
+    if !t.rules.is_empty() {
+        let _ = writeln!(out, "{EXAMPLE_PLUGIN}");
     }
     let _ = writeln!(out, "{}", e.msg);
     out

@@ -18,7 +18,7 @@
 
 use super::space::Candidate;
 use crate::bench::parse::{BenchRun, SizeFigures};
-use crate::bench::stats::{holm, median, median_interval, sign_test_p, Change, Gate};
+use crate::bench::stats::{holm, interval_rank, median, median_interval, sign_test_p, Change, Gate};
 
 /// One round of one candidate: NCCL's own run and the candidate's, back to back.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +107,28 @@ pub(crate) fn at_sizes(pairs: &[Pair], gate: &Gate) -> Vec<AtSize> {
             })
         })
         .collect()
+}
+
+/// Whether a candidate can no longer win any size once all `planned` rounds are in: at every
+/// size, as many rounds as the interval's rank already show no gain (or no figure), so its
+/// lower end cannot rise above zero whatever the remaining rounds say. Dropping it then costs
+/// no power and saves its remaining runs.
+pub(crate) fn cannot_win(pairs: &[Pair], planned: usize) -> bool {
+    let Some(first) = pairs.first() else {
+        return false;
+    };
+    let k = interval_rank(planned);
+    first.baseline.rows.iter().all(|r| {
+        let lost = pairs
+            .iter()
+            .filter(|p| {
+                let b = row(&p.baseline, r.size).map(|f| f.time_us);
+                let c = row(&p.candidate, r.size).map(|f| f.time_us);
+                !matches!((b, c), (Some(b), Some(c)) if b > 0.0 && c > 0.0 && b / c - 1.0 > 0.0)
+            })
+            .count();
+        lost >= k
+    })
 }
 
 /// A candidate's judged sizes.
@@ -479,6 +501,24 @@ mod tests {
         assert_eq!(r.len(), 2, "{r:?}");
         assert_eq!((r[0].candidate.clone(), r[0].max_bytes()), (pair, 1 << 16));
         assert_eq!((r[1].candidate.clone(), r[1].min_bytes()), (with(8), 1 << 20));
+    }
+
+    /// A candidate slower at every size in its first round can never win with 6 rounds (the
+    /// interval's lower end is the smallest gain): it is dropped; one faster somewhere is not.
+    #[test]
+    fn a_candidate_that_cannot_win_any_more_is_known_after_one_round() {
+        let slower = pairs(1, |_, _| 1.2);
+        assert!(cannot_win(&slower, 6));
+        let somewhere = pairs(1, |s, _| if s == 1 << 20 { 0.9 } else { 1.2 });
+        assert!(!cannot_win(&somewhere, 6));
+        // With 20 rounds the interval's rank is higher: one lost round is not enough.
+        assert!(!cannot_win(&slower, 20));
+        assert!(cannot_win(&pairs(6, |_, _| 1.2), 20));
+        // Whatever cannot_win says, the full rounds agree: nothing is won.
+        let gate = Gate::default();
+        assert!(at_sizes(&pairs(6, |_, r| if r == 0 { 1.2 } else { 0.8 }), &gate)
+            .iter()
+            .all(|a| !a.wins));
     }
 
     /// Two winning ranges of one candidate around a size it lost stay two ranges.

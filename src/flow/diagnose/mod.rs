@@ -107,6 +107,7 @@ fn node_bench<'a>(s: &'a DiagnoseSettings, printer: &'a Printer) -> Bench<runs::
         printer,
         s.output_dir.as_deref(),
         s.budget,
+        "diagnose",
     ))
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct NodeBencher<'a> {
     pub(crate) output_dir: Option<&'a Path>,
     budget: Budget,
     rounds: usize,
+    /// The command whose rounds these are (`diagnose`, `tune`): what the progress bar says.
+    caller: &'static str,
 }
 
 impl<'a> NodeBencher<'a> {
@@ -52,6 +54,7 @@ impl<'a> NodeBencher<'a> {
         printer: &'a Printer,
         output_dir: Option<&'a Path>,
         budget: Option<Duration>,
+        caller: &'static str,
     ) -> Self {
         NodeBencher {
             inv,
@@ -63,6 +66,7 @@ impl<'a> NodeBencher<'a> {
                 start: Instant::now(),
             },
             rounds: 0,
+            caller,
         }
     }
 }
@@ -156,7 +160,7 @@ impl Bencher for NodeBencher<'_> {
             self.printer,
             jobs,
             timeout_s,
-            Some(format!("(diagnose round {}: {step})", self.rounds)),
+            Some(format!("({} run {}: {step})", self.caller, self.rounds)),
         )?;
         // A run stopped by the budget, not by benchmark.timeout, measured nothing about
         // the fabric: the round counts for nothing.
