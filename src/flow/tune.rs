@@ -74,6 +74,9 @@ impl Arm {
     }
 }
 
+/// One round's runs: the baseline's, and each arm's that ran (by index).
+type RoundRuns = (BenchRun, Vec<(usize, BenchRun)>);
+
 /// What every run of one phase shares: the collective, its command, where it runs, the
 /// baseline's and the arms' staged files.
 struct Lane<'a> {
@@ -428,7 +431,7 @@ impl<B: Bencher> Search<'_, B> {
         seq: &[Option<usize>],
         step: &str,
         out: &mut [bool],
-    ) -> Result<Option<(BenchRun, Vec<(usize, BenchRun)>)>, Error> {
+    ) -> Result<Option<RoundRuns>, Error> {
         let mut base = None;
         let mut got = Vec::new();
         for item in seq {
