@@ -729,6 +729,19 @@ fn a_tuner_plugin_nccl_cannot_use_is_a_failure() {
         d.contains("refuses 1 line(s) and applies the other 1 rule(s): line 2:"),
         "{d}"
     );
+    // Rules measured on another NCCL than the node's: tune again.
+    n.m.write(
+        "/etc/nccl/nccl-tuner.csv",
+        "# nccl-tuner.csv: written by topo-tune tune on rack-1 (2 host(s)), measured on NCCL 2.27.5; do not edit: run tune again\nallreduce,0,65536,ring,simple,-1,-1,-1\n",
+    );
+    let (s, d) = row(&n.doctor(&["--nccl-version", "2.28.9"]).1, "nccl-tuner");
+    assert_eq!(s, "warn", "{d}");
+    assert!(
+        d.contains("measured on NCCL 2.27.5, this node runs NCCL 2.28.9: tune again"),
+        "{d}"
+    );
+    let (s, d) = row(&n.doctor(&["--nccl-version", "2.27.5"]).1, "nccl-tuner");
+    assert_eq!(s, "pass", "the NCCL it was measured on: {d}");
     n.m.write("/etc/nccl/nccl-tuner.csv", "allreduce,0,65536,warp,simple,-1,-1,-1\n");
     // An NCCL older than the plugin's newest symbol it knows: NCCL 2.24 looks for v4 first.
     let (_, d) = row(&n.doctor(&["--nccl-version", "2.24.3"]).1, "nccl-tuner");

@@ -286,6 +286,7 @@ mod tests {
             dropin: format!("# topo-tune\nNCCL_IB_TIMEOUT={timeout}\n{topo_line}"),
             topology_xml: topology.then(|| "<system version=\"1\"/>\n".to_string()),
             nccl_version: Some(NcclVersion(2, 28, 9)),
+            tuner: None,
         }
     }
 

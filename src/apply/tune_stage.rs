@@ -110,7 +110,7 @@ impl PluginCopy {
     }
 
     /// The bytes, if they are the shared object they claim to be.
-    fn bytes(&self) -> Result<Vec<u8>, BadAnswer> {
+    pub(crate) fn bytes(&self) -> Result<Vec<u8>, BadAnswer> {
         let no = |why: &str| Err(BadAnswer(why.to_string()));
         if self.hex.len() > 2 * MAX_PLUGIN || !self.hex.len().is_multiple_of(2) {
             return no("the plugin copy is not hex of at most 64 MiB");

@@ -7,6 +7,9 @@
 //! - `/etc/nccl.conf`: assembled from every `conf.d/*.conf` in lexical order (later wins,
 //!   each key once), validated line by line;
 //! - `/etc/nccl/topo-tune/topology.xml` (when a rule asks) and `nccl.env` (for containers);
+//! - `/etc/nccl/nccl-tuner.csv` (a tuning rolled out with `init --tuning`), and its plugin,
+//!   content-addressed under `/var/lib/topo-tune/plugin/` (never replaced or removed: a
+//!   rollback's drop-in names a plugin that is still there);
 //! - `/etc/nccl/topo-tune/manifest.json`: what topo-tune owns (sha256) and every run's
 //!   backups under `/etc/nccl/topo-tune/backups/<run>/`, for `rollback`.
 //!
@@ -19,8 +22,8 @@
 use super::tree::{Tree, TreeError};
 use crate::digest::sha256_hex;
 use crate::model::files::{
-    BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME, STAGE_DIR,
-    STATE_DIR, TOPOLOGY,
+    plugin_path, BACKUPS, DROPIN, DROPIN_DIR, DROPIN_NAME, ENV_FILE, MANIFEST, NCCL_CONF, PRESERVED, PRESERVED_NAME,
+    STAGE_DIR, STATE_DIR, TOPOLOGY, TUNER_CSV,
 };
 use crate::model::plan::NcclClass;
 use crate::model::{BadAnswer, NcclVersion, Refusal};
@@ -39,6 +42,20 @@ pub(crate) struct Bundle {
     pub(crate) dropin: String,
     pub(crate) topology_xml: Option<String>,
     pub(crate) nccl_version: Option<NcclVersion>,
+    /// A tuning rolled out with the files (`init --tuning`): its rules file, and the plugin
+    /// the drop-in names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tuner: Option<Tuner>,
+}
+
+/// A rolled-out tuning's node files: the rules file's text, and the plugin's bytes (absent
+/// when a node's settled files are read back: the plugin is content-addressed, not owned).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Tuner {
+    pub(crate) csv: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plugin: Option<super::tune_stage::PluginCopy>,
 }
 
 impl Bundle {
@@ -52,6 +69,7 @@ impl Bundle {
             dropin: render(&class.settings, class.nccl_version, &header)?,
             topology_xml: class.topology_xml.clone(),
             nccl_version: class.nccl_version,
+            tuner: None,
         })
     }
 
@@ -62,9 +80,10 @@ impl Bundle {
         let version = self.nccl_version.map_or_else(|| "-".to_string(), |v| v.to_string());
         sha256_hex(
             format!(
-                "dropin {}\ntopology {}\nnccl {version}\n",
+                "dropin {}\ntopology {}\nnccl {version}\ntuner {}\n",
                 part(Some(&self.dropin)),
-                part(self.topology_xml.as_deref())
+                part(self.topology_xml.as_deref()),
+                part(self.tuner.as_ref().map(|t| t.csv.as_str()))
             )
             .as_bytes(),
         )
@@ -476,6 +495,7 @@ pub(crate) fn write_bundle(
     let mut manifest = read_manifest(&tree)?;
     recover(&tree, &mut manifest)?;
     let changes = changes_with(&tree, &manifest, bundle)?;
+    install_plugin(&tree, bundle)?;
     let id = run_id.map_or_else(self::run_id, str::to_string);
     let applied = apply(&tree, &mut manifest, changes, &id)?;
     let recorded = applied.iter().any(|c| c.action != Action::Unchanged).then_some(id);
@@ -485,6 +505,21 @@ pub(crate) fn write_bundle(
     let mut report = WriteReport::of(&applied, with_diff, recorded);
     report.operator = operator_files(&tree, &manifest)?;
     Ok(report)
+}
+
+/// The plugin a tuning's drop-in names, at its content-addressed path (written once: a file
+/// already there with these bytes is left; the copy verifies against its sha256 first).
+fn install_plugin(tree: &Tree, bundle: &Bundle) -> Result<(), WriteError> {
+    let Some(copy) = bundle.tuner.as_ref().and_then(|t| t.plugin.as_ref()) else {
+        return Ok(());
+    };
+    let path = plugin_path(&copy.sha256);
+    let bytes = copy.bytes().map_err(|e| WriteError::Invalid {
+        path: tree.show(&path),
+        message: e.0,
+    })?;
+    tree.write(&path, &bytes, 0o755)?;
+    Ok(())
 }
 
 /// Temp files a killed run left (under the lock no other writer of this tree is running).
@@ -527,10 +562,29 @@ pub(crate) fn settled(root: &Path, version: Option<NcclVersion>) -> Option<Settl
         true => read_text(&tree, TOPOLOGY).ok()?,
         false => None,
     };
+    let dropin = read_text(&tree, DROPIN).ok()??;
+    let tuner = match manifest.owned.contains_key(TUNER_CSV) {
+        true => Some(Tuner {
+            csv: read_text(&tree, TUNER_CSV).ok()??,
+            plugin: None,
+        }),
+        false => None,
+    };
+    // A drop-in naming a plugin that is gone is not settled: the write puts it back.
+    let plugin_gone = parse(&dropin)
+        .iter()
+        .find(|(name, _)| name == "NCCL_TUNER_PLUGIN")
+        .is_some_and(|(_, value)| {
+            value.starts_with(crate::model::files::PLUGIN_DIR) && !matches!(tree.mode(value), Ok(Some(_)))
+        });
+    if plugin_gone {
+        return None;
+    }
     let bundle = Bundle {
-        dropin: read_text(&tree, DROPIN).ok()??,
+        dropin,
         topology_xml,
         nccl_version: version,
+        tuner,
     };
     let changes = changes_with(&tree, &manifest, &bundle).ok()?;
     if changes.iter().any(|c| c.action != Action::Unchanged) {
@@ -577,6 +631,7 @@ pub(super) fn changes_with(tree: &Tree, manifest: &Manifest, bundle: &Bundle) ->
         "assembled from /etc/nccl/conf.d in lexical order",
     ));
     out.extend(topology_change(tree, bundle, manifest)?);
+    out.extend(tuner_change(tree, bundle, manifest)?);
     out.push(change(
         ENV_FILE,
         read_text(tree, ENV_FILE)?,
@@ -715,6 +770,28 @@ fn topology_change(tree: &Tree, bundle: &Bundle, manifest: &Manifest) -> Result<
             path: TOPOLOGY.into(),
             action: Action::Remove,
             reason: "no rule asks for a topology file any more".into(),
+            before: Some(before),
+            after: None,
+        }),
+        (None, _) => None,
+    })
+}
+
+/// The tuning's rules file: written when the bundle has one, removed when topo-tune wrote it
+/// and the bundle has none any more.
+fn tuner_change(tree: &Tree, bundle: &Bundle, manifest: &Manifest) -> Result<Option<FileChange>, WriteError> {
+    let before = read_text(tree, TUNER_CSV)?;
+    Ok(match (&bundle.tuner, before) {
+        (Some(t), before) => Some(change(
+            TUNER_CSV,
+            before,
+            t.csv.clone(),
+            "the tuning's rules (NCCL_TUNER_CONFIG_FILE names it; topo-tune tune measured them)",
+        )),
+        (None, Some(before)) if manifest.owned.contains_key(TUNER_CSV) => Some(FileChange {
+            path: TUNER_CSV.into(),
+            action: Action::Remove,
+            reason: "no tuning is rolled out any more".into(),
             before: Some(before),
             after: None,
         }),
@@ -982,7 +1059,50 @@ mod tests {
             dropin: format!("# topo-tune\nNCCL_IB_TIMEOUT={timeout}\n"),
             topology_xml: None,
             nccl_version: V,
+            tuner: None,
         }
+    }
+
+    /// A tuning rolled out: its rules file is owned (settled, rolled back, removed when the
+    /// bundle no longer has one), its plugin written once at its content-addressed path and
+    /// left by a rollback; a node whose plugin is gone is not settled.
+    #[test]
+    fn a_tunings_rules_file_is_owned_and_its_plugin_content_addressed() {
+        let dir = site();
+        let plugin = super::super::tune_stage::PluginCopy::of(b"\x7fELF plugin");
+        let so = plugin_path(&plugin.sha256);
+        let mut b = bundle(20);
+        b.dropin
+            .push_str(&format!("NCCL_TUNER_CONFIG_FILE={TUNER_CSV}\nNCCL_TUNER_PLUGIN={so}\n"));
+        b.tuner = Some(Tuner {
+            csv: "allreduce,0,4096,ring,ll,-1,-1,-1\n".into(),
+            plugin: Some(plugin),
+        });
+        let r = write_bundle(dir.path(), &b, false, false, None).unwrap();
+        assert!(
+            r.files
+                .iter()
+                .any(|f| f.path == TUNER_CSV && f.action == Action::Create),
+            "{r:?}"
+        );
+        let at = |p: &str| dir.path().join(p.trim_start_matches('/'));
+        assert_eq!(std::fs::read(at(&so)).unwrap(), b"\x7fELF plugin");
+        assert!(settled(dir.path(), V).is_some_and(|s| s.report_for(&b).is_some()));
+        std::fs::remove_file(at(&so)).unwrap();
+        assert!(settled(dir.path(), V).is_none(), "the plugin the drop-in names is gone");
+        write_bundle(dir.path(), &b, false, false, None).unwrap();
+        assert!(at(&so).exists(), "put back");
+        // Rolled back: the rules file goes, the plugin stays.
+        rollback(dir.path(), None).unwrap();
+        assert!(!at(TUNER_CSV).exists());
+        assert!(at(&so).exists());
+        // A tampered copy is refused before anything is written.
+        let mut bad = b.clone();
+        if let Some(t) = bad.tuner.as_mut() {
+            t.plugin.as_mut().unwrap().sha256 = "0".repeat(64);
+        }
+        assert!(write_bundle(dir.path(), &bad, false, false, None).is_err());
+        assert!(!at(TUNER_CSV).exists());
     }
 
     fn site() -> tempfile::TempDir {

@@ -586,6 +586,7 @@ mod tests {
                 dropin: String::new(),
                 topology_xml: None,
                 nccl_version: None,
+                tuner: None,
             }],
             host_bundle: hosts.iter().map(|h| (h.to_string(), 0)).collect(),
             gpus: hosts.iter().map(|h| (h.to_string(), 8)).collect(),

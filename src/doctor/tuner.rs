@@ -116,11 +116,27 @@ fn rules(f: &Facts, plugin: &str) -> Finding {
             "set NCCL_TUNER_CONFIG_FILE to the nccl-tuner.csv topo-tune tune wrote",
         );
     };
-    let read =
+    let bytes =
         f.fs.read_bytes(&file.value, nccl_tuner_topo_tune::rules::MAX_BYTES)
-            .map_err(|e| e.to_string())
-            .and_then(|b| nccl_tuner_topo_tune::rules::parse(&b).map_err(|e| e.to_string()));
+            .map_err(|e| e.to_string());
+    let measured = bytes
+        .as_ref()
+        .ok()
+        .and_then(|b| crate::tune::tuning::measured_on(&String::from_utf8_lossy(b)));
+    let read = bytes.and_then(|b| nccl_tuner_topo_tune::rules::parse(&b).map_err(|e| e.to_string()));
     match read {
+        // Rules measured under another NCCL: its cost model and its algorithms have changed
+        // since, and so may what wins.
+        Ok(r) if measured.zip(f.nccl).is_some_and(|(m, n)| m != n) && !r.rules.is_empty() => Finding::warn(
+            format!(
+                "{} holds {} rule(s) measured on NCCL {}, this node runs NCCL {}: tune again",
+                file.value,
+                r.rules.len(),
+                measured.map(|v| v.to_string()).unwrap_or_default(),
+                f.nccl.map(|v| v.to_string()).unwrap_or_default()
+            ),
+            "topo-tune tune --canary <rack> on this NCCL, then roll the new tuning out",
+        ),
         Ok(r) if r.refused.is_empty() => {
             Finding::pass(format!("{plugin} with {} rule(s) from {}", r.rules.len(), file.value))
         }

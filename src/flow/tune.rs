@@ -101,6 +101,8 @@ struct Search<'p, B: Bencher> {
     hosts: Vec<String>,
     /// The plugin, until it has been staged once.
     plugin: Option<PluginCopy>,
+    /// The NCCL the set runs (what the tuning was measured on).
+    nccl_version: Option<crate::model::NcclVersion>,
     gate: Gate,
     rounds: usize,
     trials: Vec<Trial>,
@@ -115,6 +117,8 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     let store = crate::canary::state::Store::open(&s.state_dir)?;
     let _lock = store.lock(&s.cluster_config)?;
     let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
+    // What the tuning is measured on: the set's NCCL (its nodes', else cluster.yaml's).
+    let nccl_version = planned.plan.nccl.classes.iter().find_map(|c| c.nccl_version);
     let gpus = super::diagnose::gpus_per_node(&s.gather.inv, &planned.plan.node_classes);
     let order = if planned.plan.node_order.is_empty() {
         s.hosts.clone()
@@ -142,6 +146,7 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
         printer,
         planned,
         told: false,
+        nccl_version,
         run: crate::apply::writer::run_id(),
         hosts: order.clone(),
         plugin: Some(PluginCopy::of(&plugin)),
@@ -257,6 +262,7 @@ impl<B: Bencher> Search<'_, B> {
             schema: TUNING_SCHEMA,
             set: s.set.clone(),
             hosts: order.to_vec(),
+            nccl_version: self.nccl_version,
             shapes: shapes.clone(),
             collectives: s.collectives.clone(),
             rules: rules::rules(&at, &shapes, family, &s.set),

@@ -31,6 +31,19 @@ pub(crate) const STAGE_RECORD: &str = "/etc/nccl/topo-tune/candidate/stage.json"
 pub(crate) const TUNE_DIR: &str = "/var/lib/topo-tune/tune";
 /// topo-tune's tuner plugin, as a tune run stages it in its directory.
 pub(crate) const TUNE_PLUGIN: &str = "libnccl_tuner_topo_tune.so";
+/// A rolled-out tuning's rules file (`init --tuning`), what the drop-in's
+/// `NCCL_TUNER_CONFIG_FILE` names.
+pub(crate) const TUNER_CSV: &str = "/etc/nccl/nccl-tuner.csv";
+/// Where a rolled-out tuner plugin lives: one directory per content (its sha256's first 16
+/// hex digits), so a rollback's drop-in still names a plugin that is there and an upgrade never
+/// replaces a library a running job has loaded — as topo-tune's own binary is deployed.
+pub(crate) const PLUGIN_DIR: &str = "/var/lib/topo-tune/plugin";
+
+/// The content-addressed path of a plugin whose sha256 is `sha256`.
+pub(crate) fn plugin_path(sha256: &str) -> String {
+    format!("{PLUGIN_DIR}/{}/{TUNE_PLUGIN}", sha256.get(..16).unwrap_or(sha256))
+}
+
 /// Backups of replaced files, per run, relative to [`STATE_DIR`].
 pub(crate) const BACKUPS: &str = "backups";
 /// What `irq-pin` pinned last (so `doctor` tells undone pins from never-made ones).
@@ -46,7 +59,7 @@ pub(crate) const IRQ_UNIT_NAME: &str = "topo-tune-irq-pin.service";
 pub(crate) const IRQ_UDEV_RULE: &str = "/etc/udev/rules.d/99-topo-tune-irq-pin.rules";
 
 /// The files topo-tune writes and may remove: the only paths a manifest may name.
-pub(crate) const MANAGED: [&str; 5] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE];
+pub(crate) const MANAGED: [&str; 6] = [NCCL_CONF, DROPIN, PRESERVED, TOPOLOGY, ENV_FILE, TUNER_CSV];
 
 /// The most one of topo-tune's files on a node may hold (a drop-in, `/etc/nccl.conf`, the
 /// topology file, a backup): what it reads back is what it may write.

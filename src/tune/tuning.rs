@@ -79,6 +79,10 @@ pub(crate) struct Tuning {
     /// The selector the set was chosen by (`rack-1`) and its hosts.
     pub(crate) set: String,
     pub(crate) hosts: Vec<String>,
+    /// The NCCL the set ran when it was measured: a node that runs another is told to tune
+    /// again (`status`, `doctor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nccl_version: Option<crate::model::NcclVersion>,
     pub(crate) shapes: Vec<Shape>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) rules: Vec<Rule>,
@@ -128,6 +132,16 @@ pub(crate) fn interval(c: &Change) -> String {
     format!("{} [{} .. {}]", pct(c.median), pct(c.low), pct(c.high))
 }
 
+/// How the CSV's first line names the NCCL the tuning was measured on (`doctor` reads it).
+pub(crate) const MEASURED_ON: &str = "measured on NCCL";
+
+/// The NCCL version a rules file's first line says it was measured on.
+pub(crate) fn measured_on(csv: &str) -> Option<crate::model::NcclVersion> {
+    let first = csv.lines().next()?;
+    let rest = first.split_once(MEASURED_ON)?.1.trim_start();
+    crate::model::NcclVersion::parse(rest.split(|c: char| c == ';' || c.is_whitespace()).next()?)
+}
+
 /// The CSV line of a rule (`-1`: any shape, NCCL's channel count); `None` for all-to-all.
 fn csv_line(r: &Rule) -> Option<String> {
     let any = |v: Option<u32>| v.map_or("-1".to_string(), |v| v.to_string());
@@ -148,10 +162,13 @@ fn csv_line(r: &Rule) -> Option<String> {
 /// each, `#` comments, first match wins; rules of a shape before the any-shape ones.
 pub(crate) fn csv(t: &Tuning) -> String {
     let mut out = format!(
-        "# nccl-tuner.csv: written by topo-tune tune on {} ({} host(s)); do not edit: run tune again\n\
+        "# nccl-tuner.csv: written by topo-tune tune on {} ({} host(s)){}; do not edit: run tune again\n\
          # collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks\n",
         t.set,
-        t.hosts.len()
+        t.hosts.len(),
+        t.nccl_version
+            .map(|v| format!(", {MEASURED_ON} {v}"))
+            .unwrap_or_default()
     );
     let mut rules: Vec<&Rule> = t.rules.iter().collect();
     rules.sort_by_key(|r| (r.shape.is_none(), r.collective, r.min_bytes));
@@ -284,6 +301,7 @@ mod tests {
             schema: TUNING_SCHEMA,
             set: "rack-1".into(),
             hosts: vec!["gpu1".into(), "gpu2".into()],
+            nccl_version: Some(crate::model::NcclVersion(2, 28, 3)),
             shapes: vec![Shape { nodes: 2, ranks: 16 }],
             collectives: vec![Collective::AllReduce],
             rules: vec![
@@ -343,6 +361,8 @@ mod tests {
         );
         check_csv(&t, &text).unwrap();
         assert!(check_csv(&t, "allreduce,0,1,ring,simple,-1,-1,-1\n").is_err());
+        assert_eq!(measured_on(&text), Some(crate::model::NcclVersion(2, 28, 3)), "{text}");
+        assert_eq!(measured_on("# hand-written\nallreduce,0,1,ring,ll,-1,-1,-1\n"), None);
         review(&t).unwrap();
     }
 
