@@ -6,6 +6,7 @@
 //! rank of a multi-node job reads the same files. The next run removes what a killed one left
 //! (tune holds the rollout lock of its cluster: no other run is live there).
 
+pub(crate) use super::plugin::PluginCopy;
 use super::tree::{Tree, TreeError};
 use super::writer::WriteError;
 use crate::model::files::{FILE_LIMIT, NCCL_CONF, TUNE_DIR, TUNE_PLUGIN};
@@ -14,9 +15,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Most candidates one stage may carry, and how large the plugin may be.
+/// Most candidates one stage may carry.
 const MAX_FILES: usize = 256;
-const MAX_PLUGIN: usize = 64 << 20;
 /// Most candidate settings one run may add, and how long a value may be.
 const MAX_SETTINGS: usize = 16;
 const MAX_VALUE: usize = 256;
@@ -90,45 +90,6 @@ impl RunFiles {
             )));
         }
         Ok(())
-    }
-}
-
-/// The plugin's bytes as hex, with their sha256 (checked on the node before it is written).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PluginCopy {
-    pub(crate) sha256: String,
-    pub(crate) hex: String,
-}
-
-impl PluginCopy {
-    pub(crate) fn of(bytes: &[u8]) -> PluginCopy {
-        PluginCopy {
-            sha256: crate::digest::sha256_hex(bytes),
-            hex: bytes.iter().map(|b| format!("{b:02x}")).collect(),
-        }
-    }
-
-    /// The bytes, if they are the shared object they claim to be.
-    pub(crate) fn bytes(&self) -> Result<Vec<u8>, BadAnswer> {
-        let no = |why: &str| Err(BadAnswer(why.to_string()));
-        if self.hex.len() > 2 * MAX_PLUGIN || !self.hex.len().is_multiple_of(2) {
-            return no("the plugin copy is not hex of at most 64 MiB");
-        }
-        let bytes: Option<Vec<u8>> = (0..self.hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(self.hex.get(i..i + 2)?, 16).ok())
-            .collect();
-        let Some(bytes) = bytes else {
-            return no("the plugin copy is not hex");
-        };
-        if crate::digest::sha256_hex(&bytes) != self.sha256 {
-            return no("the plugin copy does not verify against its sha256");
-        }
-        if !bytes.starts_with(b"\x7fELF") {
-            return no("the plugin copy is not an ELF shared object");
-        }
-        Ok(bytes)
     }
 }
 

@@ -55,7 +55,7 @@ pub(crate) struct Bundle {
 pub(crate) struct Tuner {
     pub(crate) csv: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) plugin: Option<super::tune_stage::PluginCopy>,
+    pub(crate) plugin: Option<super::plugin::PluginCopy>,
 }
 
 impl Bundle {
@@ -1069,7 +1069,7 @@ mod tests {
     #[test]
     fn a_tunings_rules_file_is_owned_and_its_plugin_content_addressed() {
         let dir = site();
-        let plugin = super::super::tune_stage::PluginCopy::of(b"\x7fELF plugin");
+        let plugin = super::super::plugin::PluginCopy::of(b"\x7fELF plugin");
         let so = plugin_path(&plugin.sha256);
         let mut b = bundle(20);
         b.dropin
