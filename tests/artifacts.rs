@@ -336,6 +336,16 @@ fn wave_tamperings(finished_record: &Value) -> Vec<(&'static str, Edit<'_>, &'st
             "NCCL_P2P_DISABLE",
         ),
         (
+            "a bundle that carries a plugin to install",
+            Box::new(move |d| {
+                d["bundles"][0]["tuner"] = serde_json::json!({
+                    "csv": "allreduce,0,1,ring,ll,-1,-1,-1\n",
+                    "plugin": {"sha256": "00", "hex": "7f454c46"}
+                });
+            }),
+            "tuning",
+        ),
+        (
             "no waves",
             Box::new(move |d| d["waves"] = Value::Array(Vec::new())),
             "waves",

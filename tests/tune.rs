@@ -195,6 +195,15 @@ fn bad_flags_are_usage_errors() {
         .run();
     assert_eq!(o.code(), Some(2), "{}", o.stderr_text());
     assert!(o.stderr_text().contains("--node-files"), "{}", o.stderr_text());
+    // An empty path is not the working directory.
+    for flag in ["--node-files", "--tuner-plugin", "--state-dir"] {
+        let o = tt(["tune", "--canary", "rack-1", flag, " "])
+            .config(&c.cfg)
+            .out(c.dir.path())
+            .run();
+        assert_eq!(o.code(), Some(2), "{flag}: {}", o.stderr_text());
+        assert!(o.stderr_text().contains("an empty path"), "{flag}: {}", o.stderr_text());
+    }
     // No plugin: nothing is measured (exit 69, EX_UNAVAILABLE).
     let o = c
         .cmd()

@@ -67,19 +67,23 @@ pub struct TunerConstantsV5 {
 type GetCollInfo =
     unsafe extern "C" fn(*mut c_void, c_int, usize, c_int, *mut *mut f32, c_int, c_int, c_int, *mut c_int) -> c_int;
 
+/// `init` of v5 and v6: `(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, logger,
+/// ncclNvlDomainInfo_v5_t*, ncclTunerConstants_v5_t*)`.
+pub type InitV5 = unsafe extern "C" fn(
+    *mut *mut c_void,
+    u64,
+    usize,
+    usize,
+    Option<Logger>,
+    *mut NvlDomainInfoV5,
+    *mut TunerConstantsV5,
+) -> c_int;
+
 /// `ncclTuner_v5_t`.
 #[repr(C)]
 pub struct TunerV5 {
     pub name: *const c_char,
-    pub init: unsafe extern "C" fn(
-        *mut *mut c_void,
-        u64,
-        usize,
-        usize,
-        Option<Logger>,
-        *mut NvlDomainInfoV5,
-        *mut TunerConstantsV5,
-    ) -> c_int,
+    pub init: InitV5,
     pub get_coll_info: GetCollInfo,
     pub finalize: unsafe extern "C" fn(*mut c_void) -> c_int,
 }
@@ -91,15 +95,7 @@ pub type GetChunkSize = unsafe extern "C" fn(*mut c_void, c_int, usize, c_int, c
 #[repr(C)]
 pub struct TunerV6 {
     pub name: *const c_char,
-    pub init: unsafe extern "C" fn(
-        *mut *mut c_void,
-        u64,
-        usize,
-        usize,
-        Option<Logger>,
-        *mut NvlDomainInfoV5,
-        *mut TunerConstantsV5,
-    ) -> c_int,
+    pub init: InitV5,
     pub get_coll_info: GetCollInfo,
     pub finalize: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub get_chunk_size: Option<GetChunkSize>,

@@ -780,6 +780,16 @@ fn topology_change(tree: &Tree, bundle: &Bundle, manifest: &Manifest) -> Result<
 /// The tuning's rules file: written when the bundle has one, removed when topo-tune wrote it
 /// and the bundle has none any more.
 fn tuner_change(tree: &Tree, bundle: &Bundle, manifest: &Manifest) -> Result<Option<FileChange>, WriteError> {
+    if let Some(Err(e)) = bundle
+        .tuner
+        .as_ref()
+        .map(|t| nccl_tuner_topo_tune::rules::parse_strict(t.csv.as_bytes()))
+    {
+        return Err(WriteError::Invalid {
+            path: tree.show(TUNER_CSV),
+            message: format!("{e}: not a rules file the plugin reads whole; nothing was changed"),
+        });
+    }
     let before = read_text(tree, TUNER_CSV)?;
     Ok(match (&bundle.tuner, before) {
         (Some(t), before) => Some(change(
@@ -1096,6 +1106,13 @@ mod tests {
         rollback(dir.path(), None).unwrap();
         assert!(!at(TUNER_CSV).exists());
         assert!(at(&so).exists());
+        // A rules file the plugin would not read whole is refused before anything is written.
+        let mut warp = b.clone();
+        if let Some(t) = warp.tuner.as_mut() {
+            t.csv = "allreduce,0,1,warp,ll,-1,-1,-1\n".into();
+        }
+        assert!(write_bundle(dir.path(), &warp, false, false, None).is_err());
+        assert!(!at(TUNER_CSV).exists());
         // A tampered copy is refused before anything is written.
         let mut bad = b.clone();
         if let Some(t) = bad.tuner.as_mut() {

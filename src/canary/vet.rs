@@ -131,6 +131,13 @@ fn bundles(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
         if b.dropin.len() as u64 > crate::model::files::FILE_LIMIT {
             return Err(at(&"the drop-in is larger than 1 MiB"));
         }
+        // No rollout stages a tuning yet: a record that carries one (a library to install
+        // on every node) was not written by topo-tune.
+        if b.tuner.is_some() {
+            return Err(at(
+                &"carries a tuning (a rules file and a plugin to install): no rollout of this version stages one",
+            ));
+        }
         let settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(&e))?;
         crate::nccl::review::check_settings(&settings, &inv.nccl, b.topology_xml.is_some(), b.nccl_version)
             .map_err(|e| at(&e))?;

@@ -392,6 +392,16 @@ impl TuneArgs {
             tuner_plugin,
             state_dir: state,
         } = self;
+        // An empty path would stage under, or read from, the working directory.
+        for (flag, p) in [
+            ("--node-files", node_files.as_deref()),
+            ("--tuner-plugin", tuner_plugin.as_deref()),
+            ("--state-dir", state.as_deref()),
+        ] {
+            if p.is_some_and(|p| p.as_os_str().to_string_lossy().trim().is_empty()) {
+                return Err(Error::Usage(format!("tune {flag}: an empty path")));
+            }
+        }
         let (inv, hosts) = cut("--canary", Some(canary), gather.inventory()?)?;
         let mut collectives = collectives.clone();
         collectives.sort();
