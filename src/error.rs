@@ -25,6 +25,9 @@ pub(crate) enum Error {
     Irq(#[from] IrqError),
     #[error("{path}: {message}")]
     PlanFile { path: String, message: String },
+    /// `--tuning` that cannot be obeyed (unreadable, edited, not what `tune` writes).
+    #[error("{path}: {message}")]
+    TuningFile { path: String, message: String },
     /// The fan-out could not start at all (no runtime, binary unreadable, no control dir).
     #[error("{0}")]
     Reach(Failure),
@@ -66,6 +69,8 @@ impl Classify for Error {
             Error::Usage(_) => Class::new(exit::USAGE, "usage"),
             Error::PlanFile { .. } => Class::new(exit::DATA_ERROR, "plan_file")
                 .hint("make the plan with this version: `topo-tune plan --output-dir DIR`"),
+            Error::TuningFile { .. } => Class::new(exit::DATA_ERROR, "tuning_file")
+                .hint("give the directory `topo-tune tune --output-dir DIR` wrote, as it wrote it"),
             Error::Reach(_) => Class::new(exit::UNAVAILABLE, "reach"),
             Error::Interrupted { signal } => Class::new(ExitCode::stopped_by(*signal), "interrupted"),
             Error::Output(_) | Error::Io { .. } => Class::new(exit::IO_ERROR, "io"),

@@ -18,6 +18,11 @@ struct Cluster {
 
 /// Four paper nodes in two racks (p5en profiles: 8 GPUs, EFA), the double as the benchmark.
 fn cluster(knobs: &str) -> Cluster {
+    cluster_with(knobs, "")
+}
+
+/// The same, with `more` nodes after them (YAML list items).
+fn cluster_with(knobs: &str, more: &str) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.yaml");
     let state = dir.path().join("counter");
@@ -27,7 +32,7 @@ fn cluster(knobs: &str) -> Cluster {
             "nccl_version: \"2.30.7\"\n\
              benchmark:\n  command: \"FAKE_NCCL_STATE={state} FAKE_NCCL_RANKS={{ranks}} FAKE_NCCL_HOSTS={{hosts}} {knobs} python3 {double} -b 8 -e 256M -f 4 -g 1 -I 1 -J {{json}}\"\n  timeout: 60\n\
              nodes:\n  - host: \"p5en-[01-02]\"\n    labels: {{rack: rack-1}}\n    simulate: aws-p5en\n\
-             \x20 - host: \"p5en-[03-04]\"\n    labels: {{rack: rack-2}}\n    simulate: aws-p5en\n",
+             \x20 - host: \"p5en-[03-04]\"\n    labels: {{rack: rack-2}}\n    simulate: aws-p5en\n{more}",
             state = state.display(),
             double = data("fake_all_reduce_perf").display(),
         ),
@@ -279,4 +284,79 @@ fn a_run_of_another_rank_count_is_refused() {
         "run files left after a failure: {:?}",
         c.staged()
     );
+}
+
+/// The loop closed on paper: tune rack-1, roll the tuning out with `init --tuning` — the rules
+/// file under /etc/nccl/, the plugin at its content-addressed path, both named in the drop-in
+/// and the assembled nccl.conf, only on nodes of the measured hardware — a second init changes
+/// nothing, a rules file edited by hand is refused before any node is touched, and rollback
+/// takes the tuning away (the plugin stays: a rolled-back drop-in may name it).
+#[test]
+fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
+    let c = cluster_with(
+        "FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_NOISE=0.005 FAKE_NCCL_SEED=3",
+        "  - host: p4d-01\n    labels: {rack: rack-3}\n    simulate: aws-p4d\n",
+    );
+    let (code, doc) = c.tune(&["--collectives", "all_reduce"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let out = c.dir.path().join("out");
+    let files = c.dir.path().join("files");
+    let init = |extra: &[&str]| {
+        let o = tt(["init", "--tuning"])
+            .arg(&out)
+            .config(&c.cfg)
+            .out(&files)
+            .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
+            .json()
+            .args(extra)
+            .run();
+        (o.code(), o.doc())
+    };
+    // The plan's own files first: what a rollback of the tuning comes back to.
+    let o = tt(["init"]).config(&c.cfg).out(&files).json().run();
+    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
+    let (code, doc) = init(&[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_schema("init", &doc);
+    assert_eq!(doc["tuning"]["given"], 4, "{doc:#}");
+    let node = |h: &str, p: &str| files.join(h).join(p.trim_start_matches('/'));
+    let csv = std::fs::read_to_string(out.join("nccl-tuner.csv")).unwrap();
+    let conf = std::fs::read_to_string(node("p5en-03", "/etc/nccl.conf")).unwrap();
+    let plugin = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("NCCL_TUNER_PLUGIN="))
+        .unwrap_or_else(|| panic!("{conf}"));
+    assert!(plugin.starts_with("/var/lib/topo-tune/plugin/"), "{plugin}");
+    assert!(conf.contains("NCCL_TUNER_CONFIG_FILE=/etc/nccl/nccl-tuner.csv\n"), "{conf}");
+    for h in ["p5en-01", "p5en-04"] {
+        assert_eq!(std::fs::read_to_string(node(h, "/etc/nccl/nccl-tuner.csv")).unwrap(), csv);
+        assert_eq!(
+            std::fs::read(node(h, plugin)).unwrap(),
+            std::fs::read(tuner_plugin()).unwrap(),
+            "the plugin the drop-in names, byte for byte"
+        );
+    }
+    // Other hardware: its plan's files, no tuning, and why.
+    assert!(!node("p4d-01", "/etc/nccl/nccl-tuner.csv").exists());
+    let p4d = doc["nodes"].as_array().unwrap().iter().find(|n| n["host"] == "p4d-01").unwrap();
+    assert!(p4d["warnings"][0].as_str().unwrap().contains("other hardware"), "{p4d}");
+    assert!(!std::fs::read_to_string(node("p4d-01", "/etc/nccl.conf")).unwrap().contains("TUNER"));
+
+    let (code, doc) = init(&[]);
+    assert_eq!((code, doc["changed"].as_bool()), (Some(0), Some(false)), "{doc:#}");
+
+    // A hand edit of the rules file beside tuning.json: refused, nothing changed.
+    std::fs::write(out.join("nccl-tuner.csv"), csv.replace("ll128", "simple")).unwrap();
+    let before = std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap();
+    let (code, doc) = init(&[]);
+    assert_eq!(code, Some(65), "{doc:#}");
+    assert!(doc["error"]["message"].as_str().unwrap().contains("differs"), "{doc:#}");
+    assert_eq!(std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap(), before);
+    std::fs::write(out.join("nccl-tuner.csv"), &csv).unwrap();
+
+    let o = tt(["rollback"]).config(&c.cfg).out(&files).json().run();
+    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
+    assert!(!node("p5en-01", "/etc/nccl/nccl-tuner.csv").exists());
+    assert!(node("p5en-01", plugin).exists(), "the plugin stays");
+    assert!(!std::fs::read_to_string(node("p5en-01", "/etc/nccl.conf")).unwrap().contains("TUNER"));
 }

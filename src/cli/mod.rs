@@ -139,6 +139,9 @@ pub(crate) struct InitArgs {
     #[command(flatten)]
     pub(crate) select: NodesArgs,
 
+    #[command(flatten)]
+    pub(crate) tuning: TuningArgs,
+
     /// One row per node and file, as before output was folded (identical nodes are shown
     /// once, under a host range, by default).
     #[arg(long)]
@@ -633,6 +636,22 @@ pub(crate) struct NodeArgs {
     /// Describe the machine from an hwloc export instead.
     #[arg(long, value_name = "FILE", env = "TOPO_TUNE_FROM_HWLOC_XML")]
     pub(crate) from_hwloc_xml: Option<PathBuf>,
+}
+
+/// A tuning rolled out with the files (`init`, `apply`).
+#[derive(Debug, Args)]
+pub(crate) struct TuningArgs {
+    /// Roll out this tuning (`topo-tune tune --output-dir DIR` wrote DIR; its tuning.json is
+    /// fine too): its rules file to /etc/nccl/nccl-tuner.csv, topo-tune's tuner plugin beside
+    /// the state directory, both named in the drop-in, its kept globals with their evidence —
+    /// on the nodes of the hardware and NCCL it was measured on.
+    #[arg(long, value_name = "DIR|FILE", env = "TOPO_TUNE_TUNING")]
+    pub(crate) tuning: Option<PathBuf>,
+
+    /// topo-tune's NCCL tuner plugin the tuning's rules are read by (default:
+    /// libnccl_tuner_topo_tune.so beside this binary).
+    #[arg(long, value_name = "FILE", env = "TOPO_TUNE_TUNER_PLUGIN")]
+    pub(crate) tuner_plugin: Option<PathBuf>,
 }
 
 /// Which of the cluster's nodes a command works on (`init`, `rollback`, `status`, `doctor`,

@@ -3,8 +3,9 @@
 
 use super::{
     ApplyArgs, DiagnoseArgs, DoctorArgs, FabricArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs,
-    PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs,
+    PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs, TuningArgs,
 };
+use crate::flow::tuned::TuningGiven;
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::flow::settings::{
@@ -74,21 +75,55 @@ impl NodeSourceArgs {
 
 impl InitArgs {
     pub(crate) fn resolve(&self) -> Result<InitSettings, Error> {
+        let mode = if self.list {
+            InitMode::List
+        } else if self.collect_only {
+            InitMode::CollectOnly
+        } else {
+            InitMode::Write
+        };
+        let tuning = self.tuning.resolve("init")?;
+        if tuning.is_some() && mode != InitMode::Write {
+            return Err(Error::Usage(
+                "init --tuning writes files: not with --list or --collect-only".into(),
+            ));
+        }
         Ok(InitSettings {
-            mode: if self.list {
-                InitMode::List
-            } else if self.collect_only {
-                InitMode::CollectOnly
-            } else {
-                InitMode::Write
-            },
+            mode,
             gather: self.gather.resolve_cut(self.select.nodes.as_deref())?,
             plan: self.plan.clone(),
+            tuning,
             per_node: self.per_node,
             output_dir: self.output_dir.clone(),
             check: self.checking(),
             diff: self.diff,
         })
+    }
+}
+
+impl TuningArgs {
+    /// `--tuning` with its plugin (default beside this binary); `--tuner-plugin` alone is a
+    /// usage error, not a flag silently ignored (unless it comes from the environment, which
+    /// `tune` shares).
+    pub(crate) fn resolve(&self, command: &str) -> Result<Option<TuningGiven>, Error> {
+        let TuningArgs { tuning, tuner_plugin } = self;
+        let empty = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str().to_string_lossy().trim().is_empty());
+        if empty(tuning) || empty(tuner_plugin) {
+            return Err(Error::Usage(format!(
+                "{command} --tuning/--tuner-plugin: an empty path"
+            )));
+        }
+        let from_env = std::env::var_os("TOPO_TUNE_TUNER_PLUGIN").is_some();
+        match tuning {
+            None if tuner_plugin.is_some() && !from_env => Err(Error::Usage(format!(
+                "{command} --tuner-plugin is the plugin of a tuning: give --tuning DIR too"
+            ))),
+            None => Ok(None),
+            Some(path) => Ok(Some(TuningGiven {
+                path: path.clone(),
+                plugin: tuner_plugin.clone().unwrap_or_else(beside_this_binary),
+            })),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::flow::settings::{InitMode, InitSettings};
 use crate::report::collect::{self as collect_report, CollectDetail, CollectPayload};
 use crate::report::envelope::{Envelope, NodeRow, Summary};
 use crate::report::fold::View;
-use crate::report::write::{self as write_report, WriteDetail, WritePayload};
+use crate::report::write::{self as write_report, TuningGiven, WriteDetail, WritePayload};
 use crate::report::Printer;
 
 pub(crate) fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
@@ -22,6 +22,8 @@ pub(crate) fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
         InitMode::CollectOnly => return collect_only(&s, printer),
         InitMode::Write => {}
     }
+    // A tuning that cannot be obeyed is refused before any node is contacted.
+    let tuned = s.tuning.as_ref().map(crate::flow::tuned::read).transpose()?;
     // The probe also says whether each node's files are settled — unless the files go
     // elsewhere (--output-dir), where the node's own files say nothing.
     let ask = match s.output_dir {
@@ -36,11 +38,16 @@ pub(crate) fn run(args: &InitArgs, printer: &Printer) -> Result<Done, Error> {
             (planned.plan, facts, planned.settled)
         }
     };
-    let rows = crate::flow::write::write_plan(&s, &plan, &facts, &settled, printer)?;
-    finish_write(rows, &s, printer)
+    let rows = crate::flow::write::write_plan(&s, &plan, &facts, &settled, tuned.as_ref(), printer)?;
+    finish_write(rows, &s, tuned.as_ref(), printer)
 }
 
-fn finish_write(rows: Vec<NodeRow<WriteDetail>>, s: &InitSettings, printer: &Printer) -> Result<Done, Error> {
+fn finish_write(
+    rows: Vec<NodeRow<WriteDetail>>,
+    s: &InitSettings,
+    tuned: Option<&crate::flow::tuned::Rollable>,
+    printer: &Printer,
+) -> Result<Done, Error> {
     let summary = Summary::of(&rows);
     let not_ok = summary.nodes - summary.ok;
     let any_changed = summary.changed > 0;
@@ -52,9 +59,21 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, s: &InitSettings, printer: &Pri
         exit::OK
     };
     let verb = if s.check { "would change" } else { "changed" };
+    let tuning = tuned.map(|t| TuningGiven {
+        file: t.file.display().to_string(),
+        set: t.tuning.set.clone(),
+        given: rows.iter().filter(|r| r.detail.tuned && r.error.is_none()).count(),
+    });
     let msg = format!(
-        "init: {} node(s), {} {verb}, {} failed, {} skipped",
-        summary.nodes, summary.changed, summary.failed, summary.skipped
+        "init: {} node(s), {} {verb}, {} failed, {} skipped{}",
+        summary.nodes,
+        summary.changed,
+        summary.failed,
+        summary.skipped,
+        tuning
+            .as_ref()
+            .map(|t| format!("; the tuning of {} given to {} node(s)", t.set, t.given))
+            .unwrap_or_default()
     );
     let envelope = Envelope {
         command: "init",
@@ -67,6 +86,7 @@ fn finish_write(rows: Vec<NodeRow<WriteDetail>>, s: &InitSettings, printer: &Pri
             pending: s.check && any_changed,
             check: s.check,
             plan_file: s.plan.as_ref().map(|p| p.display().to_string()),
+            tuning,
             output_dir: s.output_dir.as_ref().map(|d| d.display().to_string()),
             summary,
         },

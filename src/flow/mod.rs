@@ -19,6 +19,7 @@ pub(crate) mod status;
 pub(crate) mod trace;
 pub(crate) mod trace_error;
 pub(crate) mod tune;
+pub(crate) mod tuned;
 pub(crate) mod write;
 
 /// The message size the planner's prediction is made for when none is asked (1 GiB: a

@@ -68,6 +68,8 @@ pub(crate) struct InitSettings {
     pub(crate) gather: GatherSettings,
     /// A reviewed plan to apply instead of planning again.
     pub(crate) plan: Option<PathBuf>,
+    /// `--tuning`: a tuning rolled out with the files.
+    pub(crate) tuning: Option<super::tuned::TuningGiven>,
     pub(crate) output_dir: Option<PathBuf>,
     /// `--check` or `--dry-run`: write nothing.
     pub(crate) check: bool,

@@ -101,8 +101,9 @@ struct Search<'p, B: Bencher> {
     hosts: Vec<String>,
     /// The plugin, until it has been staged once.
     plugin: Option<PluginCopy>,
-    /// The NCCL the set runs (what the tuning was measured on).
+    /// The NCCL the set runs and its hardware (what the tuning was measured on).
     nccl_version: Option<crate::model::NcclVersion>,
+    hardware: String,
     gate: Gate,
     rounds: usize,
     trials: Vec<Trial>,
@@ -125,6 +126,14 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     } else {
         planned.plan.node_order.clone()
     };
+    // A set of mixed hardware measures an average no rule fits, and its tuning could go to
+    // no node: refused before the first run.
+    let hardware = crate::tune::hardware::common(&planned.plan, &order).map_err(|why| {
+        Error::Usage(format!(
+            "tune --canary {}: the set is not one kind of node ({why}); tune each kind on its own",
+            s.set
+        ))
+    })?;
     let facts = facts_of(&planned.plan, gpus, order.len() as u32);
     let bencher = NodeBencher::new(
         &s.gather.inv,
@@ -147,6 +156,7 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
         planned,
         told: false,
         nccl_version,
+        hardware,
         run: crate::apply::writer::run_id(),
         hosts: order.clone(),
         plugin: Some(PluginCopy::of(&plugin)),
@@ -263,6 +273,7 @@ impl<B: Bencher> Search<'_, B> {
             set: s.set.clone(),
             hosts: order.to_vec(),
             nccl_version: self.nccl_version,
+            hardware: Some(self.hardware.clone()),
             shapes: shapes.clone(),
             collectives: s.collectives.clone(),
             rules: rules::rules(&at, &shapes, family, &s.set),

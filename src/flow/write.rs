@@ -5,7 +5,10 @@ use super::gather::Settlements;
 use super::plan::{admit, Facts};
 use super::reach::{on_nodes, write_jobs};
 use super::settings::{InitSettings, RollbackSettings};
-use crate::apply::writer::{Bundle, WriteReport};
+use super::tuned::Rollable;
+use crate::apply::writer::{Bundle, Tuner, WriteReport};
+use crate::tune::onto;
+use std::borrow::Cow;
 use crate::error::Error;
 use crate::model::plan::{NcclClass, Plan};
 use crate::model::{Failure, FailureKind};
@@ -37,6 +40,7 @@ pub(crate) fn write_plan(
     plan: &Plan,
     facts: &Facts,
     settled: &Settlements,
+    tuned: Option<&Rollable>,
     printer: &Printer,
 ) -> Result<Vec<NodeRow<WriteDetail>>, Error> {
     let inv = &s.gather.inv;
@@ -45,31 +49,37 @@ pub(crate) fn write_plan(
     let mut jobs = Vec::new();
     let mut slots = Vec::new();
     for n in &inv.nodes {
-        let detail = |class: Option<&NcclClass>| WriteDetail {
+        let planned = by_host.get(n.host.as_str()).copied();
+        let t = with_tuning(plan, &n.host, planned, tuned);
+        let class = t.class.as_deref();
+        let detail = WriteDetail {
             transport: transport_name(n),
             settings: class.map(|c| c.settings.clone()).unwrap_or_default(),
             left_out: class.map(|c| c.left_out.clone()).unwrap_or_default(),
+            warnings: t.refused.clone().into_iter().collect(),
+            tuned: t.given,
             ..WriteDetail::default()
         };
-        let class = by_host.get(n.host.as_str()).copied();
-        let bundle = match bundle_for(inv, n, plan, class, facts) {
+        // The plan's own settings are admitted against the node; the tuning's (its plugin,
+        // its globals) were checked when it was read.
+        let bundle = match bundle_for(inv, n, plan, planned, facts).and_then(|b| tuned_bundle(b, &t)) {
             Ok(b) => b,
             Err(f) => {
-                rows.push(Some(NodeRow::failed(&n.host, f, detail(class))));
+                rows.push(Some(NodeRow::failed(&n.host, f, detail)));
                 continue;
             }
         };
         // Its probe found these very files in place: nothing to write, no second round trip.
         if let Some(report) = settled.get(&n.host).and_then(|s| s.report_for(&bundle)) {
-            let detail = WriteDetail {
-                warnings: operator_warnings(&report.operator, facts.nvlink.get(&n.host)),
+            let mut detail = WriteDetail {
                 files: report.files,
-                ..detail(class)
+                ..detail
             };
+            detail.warnings.extend(operator_warnings(&report.operator, facts.nvlink.get(&n.host)));
             rows.push(Some(NodeRow::ok(&n.host, false, detail)));
             continue;
         }
-        slots.push((rows.len(), detail(class)));
+        slots.push((rows.len(), detail));
         rows.push(None);
         jobs.push(NodeJob {
             node: n.clone(),
@@ -86,20 +96,70 @@ pub(crate) fn write_plan(
     for ((slot, detail), o) in slots.into_iter().zip(outcomes) {
         // A failed node keeps what it was to be told; an answer adds what changed.
         rows[slot] = Some(match &o.result {
-            Ok(rep) => NodeRow::ok(
-                &o.host,
-                rep.changed(),
-                WriteDetail {
-                    warnings: operator_warnings(&rep.operator, facts.nvlink.get(&o.host)),
+            Ok(rep) => {
+                let mut detail = WriteDetail {
                     files: rep.files.clone(),
                     run_id: rep.run_id.clone(),
                     ..detail
-                },
-            ),
+                };
+                detail.warnings.extend(operator_warnings(&rep.operator, facts.nvlink.get(&o.host)));
+                NodeRow::ok(&o.host, rep.changed(), detail)
+            }
             Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
         });
     }
     Ok(rows.into_iter().flatten().collect())
+}
+
+/// A node's NCCL class with the tuning where it may have it (`tune::onto`), the tuner files
+/// it installs, and why it is not given it.
+pub(crate) struct WithTuning<'a> {
+    pub(crate) class: Option<Cow<'a, NcclClass>>,
+    pub(crate) tuner: Option<Tuner>,
+    pub(crate) given: bool,
+    pub(crate) refused: Option<String>,
+}
+
+pub(crate) fn with_tuning<'a>(
+    plan: &Plan,
+    host: &str,
+    class: Option<&'a NcclClass>,
+    tuned: Option<&Rollable>,
+) -> WithTuning<'a> {
+    let plain = |refused: Option<String>| WithTuning {
+        class: class.map(Cow::Borrowed),
+        tuner: None,
+        given: false,
+        refused,
+    };
+    let (Some(c), Some(t)) = (class, tuned) else {
+        return plain(None);
+    };
+    if let Some(why) = onto::refused_for(plan, host, c.nccl_version, &t.tuning) {
+        return plain(Some(format!("not given the tuning: {why}")));
+    }
+    let sha = t.tuner.as_ref().and_then(|x| x.plugin.as_ref()).map(|p| p.sha256.as_str());
+    match onto::tuned_class(c, &t.tuning, sha) {
+        Ok(tuned_class) => WithTuning {
+            class: Some(Cow::Owned(tuned_class)),
+            tuner: t.tuner.clone(),
+            given: true,
+            refused: None,
+        },
+        Err(why) => plain(Some(format!("not given the tuning: {why}"))),
+    }
+}
+
+/// The plan's bundle with the tuning, where the node is given it.
+fn tuned_bundle(plain: Bundle, t: &WithTuning) -> Result<Bundle, Failure> {
+    let (true, Some(class)) = (t.given, t.class.as_deref()) else {
+        return Ok(plain);
+    };
+    let b = Bundle::of(class).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))?;
+    Ok(Bundle {
+        tuner: t.tuner.clone(),
+        ..b
+    })
 }
 
 /// The operator's own settings that would take NVLink away where the node has it: kept (they

@@ -109,9 +109,21 @@ pub(crate) struct WriteDetail {
     /// Why nothing was done (`rollback` with nothing newer to undo).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
-    /// What the operator's own NCCL files do that the plan's never would (they are kept).
+    /// What the operator's own NCCL files do that the plan's never would (they are kept),
+    /// and why a node is not given the tuning.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
+    /// `--tuning`: this node's files carry it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) tuned: bool,
+}
+
+/// `--tuning`: which tuning, and how many nodes were given it.
+#[derive(Debug, Serialize)]
+pub(crate) struct TuningGiven {
+    pub(crate) file: String,
+    pub(crate) set: String,
+    pub(crate) given: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -121,6 +133,8 @@ pub(crate) struct WritePayload {
     pub(crate) check: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) plan_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tuning: Option<TuningGiven>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) output_dir: Option<String>,
     pub(crate) summary: Summary,

@@ -2,7 +2,9 @@
 //! and confirmed (`judge`), turned into rules and kept globals (`rules`), and the result — `tuning.json` and the CSV NCCL's tuner
 //! plugins read (`tuning`). Figures in, rules out; no I/O.
 
+pub(crate) mod hardware;
 pub(crate) mod judge;
+pub(crate) mod onto;
 pub(crate) mod rules;
 pub(crate) mod space;
 pub(crate) mod tuning;

@@ -83,6 +83,10 @@ pub(crate) struct Tuning {
     /// again (`status`, `doctor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) nccl_version: Option<crate::model::NcclVersion>,
+    /// The set's hardware as its plan classes it (`tune::hardware::key`): a rollout gives the
+    /// tuning only to nodes of the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hardware: Option<String>,
     pub(crate) shapes: Vec<Shape>,
     pub(crate) collectives: Vec<Collective>,
     pub(crate) rules: Vec<Rule>,
@@ -228,6 +232,9 @@ pub(crate) fn review(t: &Tuning) -> Result<(), Refusal> {
     for g in &t.globals {
         review_global(g)?;
     }
+    if t.hardware.as_ref().is_some_and(|h| h.is_empty() || h.len() > 512 || h.chars().any(char::is_control)) {
+        return no("hardware must be one line of plain text".into());
+    }
     Ok(())
 }
 
@@ -284,7 +291,7 @@ fn review_global(g: &Global) -> Result<(), Refusal> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn gain(low: f64) -> Change {
@@ -302,6 +309,7 @@ mod tests {
             set: "rack-1".into(),
             hosts: vec!["gpu1".into(), "gpu2".into()],
             nccl_version: Some(crate::model::NcclVersion(2, 28, 3)),
+            hardware: Some("8 GPU(s), no NVLink, ring's worst hop PIX; 8 NIC port(s) for GPU traffic (verbs)".into()),
             shapes: vec![Shape { nodes: 2, ranks: 16 }],
             collectives: vec![Collective::AllReduce],
             rules: vec![
