@@ -327,9 +327,15 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
         .find_map(|l| l.strip_prefix("NCCL_TUNER_PLUGIN="))
         .unwrap_or_else(|| panic!("{conf}"));
     assert!(plugin.starts_with("/var/lib/topo-tune/plugin/"), "{plugin}");
-    assert!(conf.contains("NCCL_TUNER_CONFIG_FILE=/etc/nccl/nccl-tuner.csv\n"), "{conf}");
+    assert!(
+        conf.contains("NCCL_TUNER_CONFIG_FILE=/etc/nccl/nccl-tuner.csv\n"),
+        "{conf}"
+    );
     for h in ["p5en-01", "p5en-04"] {
-        assert_eq!(std::fs::read_to_string(node(h, "/etc/nccl/nccl-tuner.csv")).unwrap(), csv);
+        assert_eq!(
+            std::fs::read_to_string(node(h, "/etc/nccl/nccl-tuner.csv")).unwrap(),
+            csv
+        );
         assert_eq!(
             std::fs::read(node(h, plugin)).unwrap(),
             std::fs::read(tuner_plugin()).unwrap(),
@@ -338,12 +344,74 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
     }
     // Other hardware: its plan's files, no tuning, and why.
     assert!(!node("p4d-01", "/etc/nccl/nccl-tuner.csv").exists());
-    let p4d = doc["nodes"].as_array().unwrap().iter().find(|n| n["host"] == "p4d-01").unwrap();
+    let p4d = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["host"] == "p4d-01")
+        .unwrap();
     assert!(p4d["warnings"][0].as_str().unwrap().contains("other hardware"), "{p4d}");
-    assert!(!std::fs::read_to_string(node("p4d-01", "/etc/nccl.conf")).unwrap().contains("TUNER"));
+    assert!(!std::fs::read_to_string(node("p4d-01", "/etc/nccl.conf"))
+        .unwrap()
+        .contains("TUNER"));
 
     let (code, doc) = init(&[]);
     assert_eq!((code, doc["changed"].as_bool()), (Some(0), Some(false)), "{doc:#}");
+
+    // status: the live tuning per node, what it was measured on, and "tune again" once the
+    // nodes run another NCCL (cluster.yaml's version stands in for a paper node's loader).
+    let status = |cfg: &Path| {
+        let o = tt(["status"])
+            .config(cfg)
+            .out(&files)
+            .arg("--state-dir")
+            .arg(c.dir.path().join("state"))
+            .json()
+            .run();
+        (o.code(), o.doc())
+    };
+    let (code, doc) = status(&c.cfg);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_schema("status", &doc);
+    let live = &doc["nodes"][0]["state"]["tuning"];
+    assert_eq!(
+        (live["rules"].as_u64(), live["plugin_present"].as_bool()),
+        (Some(1), Some(true)),
+        "{live}"
+    );
+    assert_eq!(live["measured_on"], "2.30.7");
+    assert!(
+        live["measured"].as_str().unwrap().contains("rack-1 (2 host(s))"),
+        "{live}"
+    );
+    assert!(doc["nodes"][4]["state"].get("tuning").is_none(), "p4d-01 has none");
+    let upgraded = c.dir.path().join("upgraded.yaml");
+    std::fs::write(
+        &upgraded,
+        std::fs::read_to_string(&c.cfg).unwrap().replace("2.30.7", "2.30.8"),
+    )
+    .unwrap();
+    let (_, doc) = status(&upgraded);
+    assert_eq!(
+        doc["nodes"][0]["tune_again"], "measured on 2.30.7, this node runs 2.30.8: tune again",
+        "{doc:#}"
+    );
+    assert!(doc["msg"].as_str().unwrap().contains("tune again"), "{doc:#}");
+    let o = tt(["init", "--check", "--tuning"])
+        .arg(&out)
+        .config(&upgraded)
+        .out(&files)
+        .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
+        .json()
+        .run();
+    let doc = o.doc();
+    let why = doc["nodes"][0]["warnings"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert!(
+        why.ends_with("measured on NCCL 2.30.7, this node runs 2.30.8: tune again"),
+        "{why}"
+    );
 
     // A hand edit of the rules file beside tuning.json: refused, nothing changed.
     std::fs::write(out.join("nccl-tuner.csv"), csv.replace("ll128", "simple")).unwrap();
@@ -351,12 +419,17 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
     let (code, doc) = init(&[]);
     assert_eq!(code, Some(65), "{doc:#}");
     assert!(doc["error"]["message"].as_str().unwrap().contains("differs"), "{doc:#}");
-    assert_eq!(std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap(),
+        before
+    );
     std::fs::write(out.join("nccl-tuner.csv"), &csv).unwrap();
 
     let o = tt(["rollback"]).config(&c.cfg).out(&files).json().run();
     assert_eq!(o.code(), Some(0), "{:#}", o.doc());
     assert!(!node("p5en-01", "/etc/nccl/nccl-tuner.csv").exists());
     assert!(node("p5en-01", plugin).exists(), "the plugin stays");
-    assert!(!std::fs::read_to_string(node("p5en-01", "/etc/nccl.conf")).unwrap().contains("TUNER"));
+    assert!(!std::fs::read_to_string(node("p5en-01", "/etc/nccl.conf"))
+        .unwrap()
+        .contains("TUNER"));
 }

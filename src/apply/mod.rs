@@ -2,6 +2,7 @@
 //! manifest (`writer`), and a canary's staged candidate (`stage`, its record `staged`) with
 //! what `status` reads, and `tune`'s per-candidate run files (`tune_stage`).
 
+pub(crate) mod live_tuning;
 pub(crate) mod plugin;
 pub(crate) mod stage;
 pub(crate) mod staged;

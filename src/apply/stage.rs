@@ -178,6 +178,9 @@ pub(crate) struct NodeState {
     /// The run the last `rollback` undid, until a new run is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) undone: Option<String>,
+    /// The tuning live on the node (`status` asks; a rollout's checks between rounds do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tuning: Option<super::live_tuning::LiveTuning>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +233,9 @@ impl NodeState {
         if self.undone.as_deref().is_some_and(|r| !writer::run_id_ok(r)) {
             return Err(BadAnswer("undone is not a run id topo-tune makes".into()));
         }
+        if let Some(t) = &self.tuning {
+            t.check()?;
+        }
         self.staged.as_ref().map_or(Ok(()), StageRecord::check)
     }
 }
@@ -264,7 +270,16 @@ pub(crate) fn state(root: &Path) -> Result<NodeState, WriteError> {
         current,
         runs: manifest.runs.iter().map(|r| r.id.clone()).collect(),
         undone: manifest.undone.clone(),
+        tuning: None,
     })
+}
+
+/// A node's state with its live tuning (`status`): `nccl` is the NCCL it runs, as far as
+/// anyone knows.
+pub(crate) fn state_with_tuning(root: &Path, nccl: Option<crate::model::NcclVersion>) -> Result<NodeState, WriteError> {
+    let mut st = state(root)?;
+    st.tuning = super::live_tuning::read(&Tree::open(root)?, nccl)?;
+    Ok(st)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@ use super::{
     ApplyArgs, DiagnoseArgs, DoctorArgs, FabricArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs,
     PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs, TuningArgs,
 };
-use crate::flow::tuned::TuningGiven;
 use crate::config::Inventory;
 use crate::error::Error;
 use crate::flow::settings::{
@@ -13,6 +12,7 @@ use crate::flow::settings::{
     InitMode, InitSettings, IrqPinSettings, NewRollout, NodeSettings, PlanSettings, ProbeSettings, ReachSettings,
     RollbackSettings, Scope, Source, Start, StatusSettings, TraceSettings, TuneSettings,
 };
+use crate::flow::tuned::TuningGiven;
 use crate::irq::pin::PinRequest;
 use crate::model::CpuList;
 use crate::probe::{ProbeRequest, Target};
@@ -107,7 +107,10 @@ impl TuningArgs {
     /// `tune` shares).
     pub(crate) fn resolve(&self, command: &str) -> Result<Option<TuningGiven>, Error> {
         let TuningArgs { tuning, tuner_plugin } = self;
-        let empty = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str().to_string_lossy().trim().is_empty());
+        let empty = |p: &Option<PathBuf>| {
+            p.as_ref()
+                .is_some_and(|p| p.as_os_str().to_string_lossy().trim().is_empty())
+        };
         if empty(tuning) || empty(tuner_plugin) {
             return Err(Error::Usage(format!(
                 "{command} --tuning/--tuner-plugin: an empty path"

@@ -95,7 +95,7 @@ impl Fleet for NodeFleet<'_> {
     }
 
     fn state(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<NodeState>, Error> {
-        self.call(r, hosts, |_| Some(State {}))
+        self.call(r, hosts, |_| Some(State::default()))
     }
 
     fn end(&mut self, r: &Rollout, marker: &str) {

@@ -25,7 +25,9 @@ pub(crate) fn standing(s: &StatusSettings, printer: &Printer) -> Result<Standing
     let (rollouts, unreadable) = records(&s.inv, &s.state_dir)?;
     let mine: Vec<&Rollout> = rollouts.iter().collect();
     let unfinished: Vec<String> = mine.iter().filter(|r| unfinished(r)).map(|r| r.id.clone()).collect();
-    let jobs = write_jobs(&s.inv, s.output_dir.as_deref(), |_| State {});
+    let jobs = write_jobs(&s.inv, s.output_dir.as_deref(), |_| State {
+        nccl_version: s.inv.nccl_version,
+    });
     let outcomes = on_nodes(&s.inv, &s.reach, printer, jobs)?;
     let rows = outcomes
         .iter()
@@ -39,6 +41,7 @@ pub(crate) fn standing(s: &StatusSettings, printer: &Printer) -> Result<Standing
                         false,
                         StatusDetail {
                             drift: st.drift(),
+                            tune_again: st.tuning.as_ref().and_then(|t| t.stale()),
                             state: Some(st.clone()),
                             rollout: rollout.clone(),
                         },

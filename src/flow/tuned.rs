@@ -48,7 +48,11 @@ pub(crate) fn read(given: &TuningGiven) -> Result<Rollable, Error> {
     let tuning: Tuning = serde_json::from_str(&text).map_err(|e| {
         bad(
             &file,
-            format!("line {} column {}: {e} (write it with `topo-tune tune`)", e.line(), e.column()),
+            format!(
+                "line {} column {}: {e} (write it with `topo-tune tune`)",
+                e.line(),
+                e.column()
+            ),
         )
     })?;
     tuning::review(&tuning).map_err(|r| bad(&file, format!("{}: the tuning is not obeyed", r.0)))?;
@@ -136,7 +140,10 @@ mod tests {
         let e = read(&given(d.path(), "")).unwrap_err().to_string();
         assert!(e.contains("nccl-tuner.csv: line 3 differs"), "{e}");
         std::fs::remove_file(&csv).unwrap();
-        assert!(read(&given(d.path(), "")).is_ok(), "no CSV beside it: made from tuning.json");
+        assert!(
+            read(&given(d.path(), "")).is_ok(),
+            "no CSV beside it: made from tuning.json"
+        );
 
         std::fs::write(d.path().join("tuning.json"), "{\n  \"schema\": 1,\n  \"set\": 7\n}").unwrap();
         let e = read(&given(d.path(), "")).unwrap_err().to_string();
@@ -151,7 +158,10 @@ mod tests {
         let mut gain_zero = sample();
         gain_zero.rules[0].gain.low = -0.01;
         let d = dir_with(&gain_zero);
-        assert!(read(&given(d.path(), "")).unwrap_err().to_string().contains("not obeyed"));
+        assert!(read(&given(d.path(), ""))
+            .unwrap_err()
+            .to_string()
+            .contains("not obeyed"));
 
         let d = dir_with(&sample());
         std::fs::write(d.path().join("plugin.so"), b"#!/bin/sh").unwrap();

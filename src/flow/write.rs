@@ -7,8 +7,6 @@ use super::reach::{on_nodes, write_jobs};
 use super::settings::{InitSettings, RollbackSettings};
 use super::tuned::Rollable;
 use crate::apply::writer::{Bundle, Tuner, WriteReport};
-use crate::tune::onto;
-use std::borrow::Cow;
 use crate::error::Error;
 use crate::model::plan::{NcclClass, Plan};
 use crate::model::{Failure, FailureKind};
@@ -19,6 +17,8 @@ use crate::report::envelope::NodeRow;
 use crate::report::write::WriteDetail;
 use crate::report::Printer;
 use crate::transport::transport_name;
+use crate::tune::onto;
+use std::borrow::Cow;
 
 fn unplanned_reason(plan: &Plan, host: &str) -> String {
     plan.nccl
@@ -75,7 +75,9 @@ pub(crate) fn write_plan(
                 files: report.files,
                 ..detail
             };
-            detail.warnings.extend(operator_warnings(&report.operator, facts.nvlink.get(&n.host)));
+            detail
+                .warnings
+                .extend(operator_warnings(&report.operator, facts.nvlink.get(&n.host)));
             rows.push(Some(NodeRow::ok(&n.host, false, detail)));
             continue;
         }
@@ -102,7 +104,9 @@ pub(crate) fn write_plan(
                     run_id: rep.run_id.clone(),
                     ..detail
                 };
-                detail.warnings.extend(operator_warnings(&rep.operator, facts.nvlink.get(&o.host)));
+                detail
+                    .warnings
+                    .extend(operator_warnings(&rep.operator, facts.nvlink.get(&o.host)));
                 NodeRow::ok(&o.host, rep.changed(), detail)
             }
             Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
@@ -138,7 +142,11 @@ pub(crate) fn with_tuning<'a>(
     if let Some(why) = onto::refused_for(plan, host, c.nccl_version, &t.tuning) {
         return plain(Some(format!("not given the tuning: {why}")));
     }
-    let sha = t.tuner.as_ref().and_then(|x| x.plugin.as_ref()).map(|p| p.sha256.as_str());
+    let sha = t
+        .tuner
+        .as_ref()
+        .and_then(|x| x.plugin.as_ref())
+        .map(|p| p.sha256.as_str());
     match onto::tuned_class(c, &t.tuning, sha) {
         Ok(tuned_class) => WithTuning {
             class: Some(Cow::Owned(tuned_class)),

@@ -325,14 +325,24 @@ impl Call for Unstage {
 
 /// What topo-tune wrote and staged on the node, and whether it still holds (`status`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct State {}
+pub(crate) struct State {
+    /// cluster.yaml's NCCL version: what the node runs when its loader finds no NCCL.
+    #[serde(default)]
+    pub(crate) nccl_version: Option<crate::model::NcclVersion>,
+}
 
 impl Call for State {
     type Answer = NodeState;
     const KIND: &'static str = "state";
 
     fn here(&self, env: &NodeEnv) -> Result<NodeState, Failure> {
-        crate::apply::stage::state(&env.write_root).map_err(write_failure)
+        // Only this machine's loader knows its NCCL (a described or paper node does not).
+        let live = env.fsroot.is_none() && env.hwloc_xml.is_none() && env.write_root == std::path::Path::new("/");
+        let nccl = live
+            .then(crate::probe::nccl_lib::installed_version)
+            .flatten()
+            .or(self.nccl_version);
+        crate::apply::stage::state_with_tuning(&env.write_root, nccl).map_err(write_failure)
     }
 
     fn check_answer(state: &NodeState) -> Result<(), BadAnswer> {

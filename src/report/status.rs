@@ -38,6 +38,9 @@ pub(crate) struct StatusDetail {
     pub(crate) state: Option<NodeState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) rollout: Option<RolloutRef>,
+    /// The live tuning was measured on another NCCL than the node runs: what to say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tune_again: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -73,6 +76,25 @@ fn files(s: &NodeState) -> String {
     }
 }
 
+/// The live tuning in a few words: its rules, its digest, and what is wrong with it.
+fn tuning(s: &NodeState) -> String {
+    let Some(t) = &s.tuning else { return "-".into() };
+    let mut words = format!("{} rule(s) {}", t.rules, t.sha256.get(..12).unwrap_or_default());
+    if let Some(v) = t.measured_on {
+        words.push_str(&format!(", NCCL {v}"));
+    }
+    if t.refused > 0 {
+        words.push_str(&format!(", {} line(s) refused", t.refused));
+    }
+    if !t.plugin_present {
+        words.push_str(", plugin missing");
+    }
+    if let Some(why) = t.stale() {
+        words.push_str(&format!(" ({why})"));
+    }
+    words
+}
+
 fn rollout(r: &RolloutRef) -> String {
     let decision = r.decision.map(name).unwrap_or_else(|| "-".into());
     let change = r
@@ -97,7 +119,7 @@ fn rollout(r: &RolloutRef) -> String {
 fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
     let ro = r.detail.rollout.as_ref().map_or_else(|| "-".into(), rollout);
     match (&r.error, &r.detail.state) {
-        (Some(f), _) => vec!["-".into(), failure_text(f), "-".into(), ro],
+        (Some(f), _) => vec!["-".into(), failure_text(f), "-".into(), "-".into(), ro],
         (None, Some(s)) => {
             let run = match (&s.last_run, s.pending) {
                 (Some(id), true) => format!("{id} (interrupted)"),
@@ -108,14 +130,14 @@ fn row(r: &NodeRow<StatusDetail>) -> Vec<String> {
                 .staged
                 .as_ref()
                 .map_or_else(|| "-".into(), |st| format!("candidate of {}", st.rollout));
-            vec![run, files(s), staged, ro]
+            vec![run, files(s), tuning(s), staged, ro]
         }
-        (None, None) => vec!["-".into(), "-".into(), "-".into(), ro],
+        (None, None) => vec!["-".into(), "-".into(), "-".into(), "-".into(), ro],
     }
 }
 
 pub(crate) fn render_status(e: &Envelope<StatusPayload, StatusDetail>, view: View) -> String {
-    let mut t = table(&["Host", "Last run", "Files", "Staged", "Rollout"]);
+    let mut t = table(&["Host", "Last run", "Files", "Tuning", "Staged", "Rollout"]);
     for r in fold::rows(e.nodes.iter().map(|r| (r.host.as_str(), row(r))), view) {
         t.add_row(r);
     }

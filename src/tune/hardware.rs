@@ -2,7 +2,7 @@
 //! worst hop, its NVLink domain, and the ports NCCL uses — so a tuning goes only to nodes a
 //! plan cannot tell apart from the ones it was measured on. Pure.
 
-use crate::model::plan::{PortTransport, Plan};
+use crate::model::plan::{Plan, PortTransport};
 
 /// One line naming a node's hardware as its plan classes it (`None`: the plan gives the node
 /// no class, so nothing can be said of it).

@@ -16,7 +16,9 @@ pub(crate) fn has_rules(t: &Tuning) -> bool {
 /// it from the measured ones, running the NCCL they ran.
 pub(crate) fn refused_for(plan: &Plan, host: &str, version: Option<NcclVersion>, t: &Tuning) -> Option<String> {
     let Some(measured) = &t.hardware else {
-        return Some("the tuning does not say what hardware it was measured on (an older topo-tune made it): tune again".into());
+        return Some(
+            "the tuning does not say what hardware it was measured on (an older topo-tune made it): tune again".into(),
+        );
     };
     let Some(here) = super::hardware::key(plan, host) else {
         return Some("the plan gives this node no class: its hardware is unknown".into());
@@ -27,9 +29,9 @@ pub(crate) fn refused_for(plan: &Plan, host: &str, version: Option<NcclVersion>,
         ));
     }
     match (t.nccl_version, version) {
-        (Some(was), Some(now)) if was != now => Some(format!(
-            "measured on NCCL {was}, this node runs {now}: tune again"
-        )),
+        (Some(was), Some(now)) if was != now => {
+            Some(format!("measured on NCCL {was}, this node runs {now}: tune again"))
+        }
         (Some(was), None) => Some(format!(
             "measured on NCCL {was}, and this node's NCCL version is unknown"
         )),
@@ -59,7 +61,10 @@ pub(crate) fn tuned_class(class: &NcclClass, t: &Tuning, plugin_sha256: Option<&
                 ));
             }
         }
-        let measured = t.nccl_version.map(|v| format!(", measured on NCCL {v}")).unwrap_or_default();
+        let measured = t
+            .nccl_version
+            .map(|v| format!(", measured on NCCL {v}"))
+            .unwrap_or_default();
         let rules = t.rules.iter().filter(|r| r.collective.csv().is_some()).count();
         set(
             &mut out,
@@ -149,7 +154,9 @@ mod tests {
             value: "libnccl-tuner-other.so".into(),
             reason: "cluster.yaml".into(),
         });
-        assert!(tuned_class(&planned, &t, Some("ab")).unwrap_err().contains("another tuner"));
+        assert!(tuned_class(&planned, &t, Some("ab"))
+            .unwrap_err()
+            .contains("another tuner"));
 
         // Globals only: no plugin, no rules file.
         t.rules.clear();

@@ -139,6 +139,18 @@ pub(crate) fn interval(c: &Change) -> String {
 /// How the CSV's first line names the NCCL the tuning was measured on (`doctor` reads it).
 pub(crate) const MEASURED_ON: &str = "measured on NCCL";
 
+const WRITTEN_ON: &str = "written by topo-tune tune on";
+const DO_NOT_EDIT: &str = "; do not edit: run tune again";
+
+/// What a rules file's first line says it was measured on (`rack-1 (2 host(s)), measured on
+/// NCCL 2.30.7 at 1x8,2x16 (nodes x ranks)`): `status` shows it.
+pub(crate) fn provenance(csv: &str) -> Option<String> {
+    let first = csv.lines().next()?;
+    let rest = first.split_once(WRITTEN_ON)?.1;
+    let said = rest.split_once(DO_NOT_EDIT).map_or(rest, |(s, _)| s).trim();
+    (!said.is_empty() && said.len() <= 512 && !said.chars().any(char::is_control)).then(|| said.to_string())
+}
+
 /// The NCCL version a rules file's first line says it was measured on.
 pub(crate) fn measured_on(csv: &str) -> Option<crate::model::NcclVersion> {
     let first = csv.lines().next()?;
@@ -165,14 +177,16 @@ fn csv_line(r: &Rule) -> Option<String> {
 /// The rules as NCCL's example tuner plugin reads them (and topo-tune's own plugin): one line
 /// each, `#` comments, first match wins; rules of a shape before the any-shape ones.
 pub(crate) fn csv(t: &Tuning) -> String {
+    let shapes: Vec<String> = t.shapes.iter().map(|s| format!("{}x{}", s.nodes, s.ranks)).collect();
     let mut out = format!(
-        "# nccl-tuner.csv: written by topo-tune tune on {} ({} host(s)){}; do not edit: run tune again\n\
+        "# nccl-tuner.csv: {WRITTEN_ON} {} ({} host(s)){} at {} (nodes x ranks){DO_NOT_EDIT}\n\
          # collective,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks\n",
         t.set,
         t.hosts.len(),
         t.nccl_version
             .map(|v| format!(", {MEASURED_ON} {v}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        shapes.join(",")
     );
     let mut rules: Vec<&Rule> = t.rules.iter().collect();
     rules.sort_by_key(|r| (r.shape.is_none(), r.collective, r.min_bytes));
@@ -232,7 +246,10 @@ pub(crate) fn review(t: &Tuning) -> Result<(), Refusal> {
     for g in &t.globals {
         review_global(g)?;
     }
-    if t.hardware.as_ref().is_some_and(|h| h.is_empty() || h.len() > 512 || h.chars().any(char::is_control)) {
+    if t.hardware
+        .as_ref()
+        .is_some_and(|h| h.is_empty() || h.len() > 512 || h.chars().any(char::is_control))
+    {
         return no("hardware must be one line of plain text".into());
     }
     Ok(())
