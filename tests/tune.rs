@@ -286,42 +286,76 @@ fn a_run_of_another_rank_count_is_refused() {
     );
 }
 
-/// The loop closed on paper: tune rack-1, roll the tuning out with `init --tuning` — the rules
-/// file under /etc/nccl/, the plugin at its content-addressed path, both named in the drop-in
-/// and the assembled nccl.conf, only on nodes of the measured hardware — a second init changes
-/// nothing, a rules file edited by hand is refused before any node is touched, and rollback
-/// takes the tuning away (the plugin stays: a rolled-back drop-in may name it).
-#[test]
-fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
-    let c = cluster_with(
-        "FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_NOISE=0.005 FAKE_NCCL_SEED=3",
-        "  - host: p4d-01\n    labels: {rack: rack-3}\n    simulate: aws-p4d\n",
-    );
-    let (code, doc) = c.tune(&["--collectives", "all_reduce"]);
-    assert_eq!(code, Some(0), "{doc:#}");
-    let out = c.dir.path().join("out");
-    let files = c.dir.path().join("files");
-    let init = |extra: &[&str]| {
+/// A tuned rack beside a node of other hardware, the plan's own files written on every node
+/// (what a rollback of the tuning comes back to).
+struct Rolled {
+    c: Cluster,
+    out: PathBuf,
+    files: PathBuf,
+}
+
+impl Rolled {
+    fn new() -> Rolled {
+        let c = cluster_with(
+            "FAKE_NCCL_TUNE=ring/ll128@8-65536*0.7 FAKE_NCCL_NOISE=0.005 FAKE_NCCL_SEED=3",
+            "  - host: p4d-01\n    labels: {rack: rack-3}\n    simulate: aws-p4d\n",
+        );
+        let (code, doc) = c.tune(&["--collectives", "all_reduce"]);
+        assert_eq!(code, Some(0), "{doc:#}");
+        let (out, files) = (c.dir.path().join("out"), c.dir.path().join("files"));
+        let o = tt(["init"]).config(&c.cfg).out(&files).json().run();
+        assert_eq!(o.code(), Some(0), "{:#}", o.doc());
+        Rolled { c, out, files }
+    }
+
+    /// `init --tuning out` on `cfg`.
+    fn init(&self, cfg: &Path, extra: &[&str]) -> (Option<i32>, Value) {
         let o = tt(["init", "--tuning"])
-            .arg(&out)
-            .config(&c.cfg)
-            .out(&files)
+            .arg(&self.out)
+            .config(cfg)
+            .out(&self.files)
             .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
             .json()
             .args(extra)
             .run();
         (o.code(), o.doc())
-    };
-    // The plan's own files first: what a rollback of the tuning comes back to.
-    let o = tt(["init"]).config(&c.cfg).out(&files).json().run();
-    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
-    let (code, doc) = init(&[]);
+    }
+
+    fn status(&self, cfg: &Path) -> (Option<i32>, Value) {
+        let state = self.c.dir.path().join("state");
+        let o = tt(["status"])
+            .config(cfg)
+            .out(&self.files)
+            .arg("--state-dir")
+            .arg(state)
+            .json()
+            .run();
+        (o.code(), o.doc())
+    }
+
+    fn node(&self, host: &str, path: &str) -> PathBuf {
+        self.files.join(host).join(path.trim_start_matches('/'))
+    }
+
+    fn read(&self, host: &str, path: &str) -> String {
+        std::fs::read_to_string(self.node(host, path)).unwrap_or_else(|e| panic!("{host}:{path}: {e}"))
+    }
+}
+
+/// The loop closed on paper: tune rack-1, roll the tuning out with `init --tuning` — the rules
+/// file under /etc/nccl/, the plugin at its content-addressed path, both named in the drop-in
+/// and the assembled nccl.conf, only on nodes of the measured hardware — a second init changes
+/// nothing, and rollback takes the tuning away (the plugin stays: a rolled-back drop-in may
+/// name it).
+#[test]
+fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
+    let r = Rolled::new();
+    let (code, doc) = r.init(&r.c.cfg, &[]);
     assert_eq!(code, Some(0), "{doc:#}");
     assert_schema("init", &doc);
     assert_eq!(doc["tuning"]["given"], 4, "{doc:#}");
-    let node = |h: &str, p: &str| files.join(h).join(p.trim_start_matches('/'));
-    let csv = std::fs::read_to_string(out.join("nccl-tuner.csv")).unwrap();
-    let conf = std::fs::read_to_string(node("p5en-03", "/etc/nccl.conf")).unwrap();
+    let csv = std::fs::read_to_string(r.out.join("nccl-tuner.csv")).unwrap();
+    let conf = r.read("p5en-03", "/etc/nccl.conf");
     let plugin = conf
         .lines()
         .find_map(|l| l.strip_prefix("NCCL_TUNER_PLUGIN="))
@@ -332,18 +366,15 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
         "{conf}"
     );
     for h in ["p5en-01", "p5en-04"] {
+        assert_eq!(r.read(h, "/etc/nccl/nccl-tuner.csv"), csv);
         assert_eq!(
-            std::fs::read_to_string(node(h, "/etc/nccl/nccl-tuner.csv")).unwrap(),
-            csv
-        );
-        assert_eq!(
-            std::fs::read(node(h, plugin)).unwrap(),
+            std::fs::read(r.node(h, plugin)).unwrap(),
             std::fs::read(tuner_plugin()).unwrap(),
             "the plugin the drop-in names, byte for byte"
         );
     }
     // Other hardware: its plan's files, no tuning, and why.
-    assert!(!node("p4d-01", "/etc/nccl/nccl-tuner.csv").exists());
+    assert!(!r.node("p4d-01", "/etc/nccl/nccl-tuner.csv").exists());
     let p4d = doc["nodes"]
         .as_array()
         .unwrap()
@@ -351,26 +382,28 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
         .find(|n| n["host"] == "p4d-01")
         .unwrap();
     assert!(p4d["warnings"][0].as_str().unwrap().contains("other hardware"), "{p4d}");
-    assert!(!std::fs::read_to_string(node("p4d-01", "/etc/nccl.conf"))
-        .unwrap()
-        .contains("TUNER"));
+    assert!(!r.read("p4d-01", "/etc/nccl.conf").contains("TUNER"));
 
-    let (code, doc) = init(&[]);
+    let (code, doc) = r.init(&r.c.cfg, &[]);
     assert_eq!((code, doc["changed"].as_bool()), (Some(0), Some(false)), "{doc:#}");
 
-    // status: the live tuning per node, what it was measured on, and "tune again" once the
-    // nodes run another NCCL (cluster.yaml's version stands in for a paper node's loader).
-    let status = |cfg: &Path| {
-        let o = tt(["status"])
-            .config(cfg)
-            .out(&files)
-            .arg("--state-dir")
-            .arg(c.dir.path().join("state"))
-            .json()
-            .run();
-        (o.code(), o.doc())
-    };
-    let (code, doc) = status(&c.cfg);
+    let o = tt(["rollback"]).config(&r.c.cfg).out(&r.files).json().run();
+    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
+    assert!(!r.node("p5en-01", "/etc/nccl/nccl-tuner.csv").exists());
+    assert!(r.node("p5en-01", plugin).exists(), "the plugin stays");
+    assert!(!r.read("p5en-01", "/etc/nccl.conf").contains("TUNER"));
+}
+
+/// status shows the live tuning per node and what it was measured on, says "tune again"
+/// once the nodes run another NCCL (cluster.yaml's version stands in for a paper node's
+/// loader), where init then gives the tuning to none; a rules file edited by hand beside
+/// tuning.json is refused before any node is touched.
+#[test]
+fn status_shows_the_live_tuning_and_another_nccl_or_a_hand_edit_is_refused() {
+    let r = Rolled::new();
+    let (code, doc) = r.init(&r.c.cfg, &[]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    let (code, doc) = r.status(&r.c.cfg);
     assert_eq!(code, Some(0), "{doc:#}");
     assert_schema("status", &doc);
     let live = &doc["nodes"][0]["state"]["tuning"];
@@ -385,26 +418,20 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
         "{live}"
     );
     assert!(doc["nodes"][4]["state"].get("tuning").is_none(), "p4d-01 has none");
-    let upgraded = c.dir.path().join("upgraded.yaml");
+
+    let upgraded = r.c.dir.path().join("upgraded.yaml");
     std::fs::write(
         &upgraded,
-        std::fs::read_to_string(&c.cfg).unwrap().replace("2.30.7", "2.30.8"),
+        std::fs::read_to_string(&r.c.cfg).unwrap().replace("2.30.7", "2.30.8"),
     )
     .unwrap();
-    let (_, doc) = status(&upgraded);
+    let (_, doc) = r.status(&upgraded);
     assert_eq!(
         doc["nodes"][0]["tune_again"], "measured on 2.30.7, this node runs 2.30.8: tune again",
         "{doc:#}"
     );
     assert!(doc["msg"].as_str().unwrap().contains("tune again"), "{doc:#}");
-    let o = tt(["init", "--check", "--tuning"])
-        .arg(&out)
-        .config(&upgraded)
-        .out(&files)
-        .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
-        .json()
-        .run();
-    let doc = o.doc();
+    let (_, doc) = r.init(&upgraded, &["--check"]);
     let why = doc["nodes"][0]["warnings"][0]
         .as_str()
         .unwrap_or_else(|| panic!("{doc:#}"));
@@ -413,23 +440,10 @@ fn a_tuning_rolls_out_with_init_to_the_measured_hardware_and_rolls_back() {
         "{why}"
     );
 
-    // A hand edit of the rules file beside tuning.json: refused, nothing changed.
-    std::fs::write(out.join("nccl-tuner.csv"), csv.replace("ll128", "simple")).unwrap();
-    let before = std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap();
-    let (code, doc) = init(&[]);
+    let csv = std::fs::read_to_string(r.out.join("nccl-tuner.csv")).unwrap();
+    std::fs::write(r.out.join("nccl-tuner.csv"), csv.replace("ll128", "simple")).unwrap();
+    let (code, doc) = r.init(&r.c.cfg, &[]);
     assert_eq!(code, Some(65), "{doc:#}");
     assert!(doc["error"]["message"].as_str().unwrap().contains("differs"), "{doc:#}");
-    assert_eq!(
-        std::fs::read_to_string(node("p5en-01", "/etc/nccl/nccl-tuner.csv")).unwrap(),
-        before
-    );
-    std::fs::write(out.join("nccl-tuner.csv"), &csv).unwrap();
-
-    let o = tt(["rollback"]).config(&c.cfg).out(&files).json().run();
-    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
-    assert!(!node("p5en-01", "/etc/nccl/nccl-tuner.csv").exists());
-    assert!(node("p5en-01", plugin).exists(), "the plugin stays");
-    assert!(!std::fs::read_to_string(node("p5en-01", "/etc/nccl.conf"))
-        .unwrap()
-        .contains("TUNER"));
+    assert_eq!(r.read("p5en-01", "/etc/nccl/nccl-tuner.csv"), csv, "nothing changed");
 }
