@@ -10,6 +10,7 @@ pub(crate) mod fabric;
 pub(crate) mod fleet;
 pub(crate) mod gather;
 pub(crate) mod irq;
+pub(crate) mod measure;
 pub(crate) mod plan;
 pub(crate) mod preflight;
 pub(crate) mod reach;

@@ -16,8 +16,8 @@
 //! each candidate, in an order rotated from round to round (so a candidate is not always the
 //! one furthest from its baseline); each candidate is paired with its round's baseline.
 
-use super::diagnose::bench::{Bench, Bencher, Run};
-use super::diagnose::runs::NodeBencher;
+use super::measure::{Bench, Bencher, Run};
+use super::measure::nodes::NodeBencher;
 use super::gather::Ask;
 use super::plan::gather_and_plan;
 use super::settings::TuneSettings;

@@ -3,7 +3,7 @@
 //! neighbours (a link), one run per rail and, on a slow rail, the named node checked on it
 //! or the rail's bisection (one NIC, or the rail). Each step says why when it does not run.
 
-use super::bench::{Bench, Bencher, Run};
+use crate::flow::measure::{Bench, Bencher, Run};
 use crate::bench::locate::{self, Located, Round, Suspect};
 use crate::config::benchmark::sendrecv_command;
 use crate::error::Error;
@@ -94,7 +94,7 @@ fn interiors<B: Bencher>(
     }))
 }
 
-/// A `bench::locate` search run for real: every group the search asks for is a run of the
+/// A `crate::bench::locate` search run for real: every group the search asks for is a run of the
 /// cluster's command — every GPU of each node, or (`rail`) one GPU per node on that rail —
 /// all at once. Returns what the search found and the round it ended in; a run that could
 /// not be started at all is the error.
@@ -293,7 +293,7 @@ fn rails<B: Bencher>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::bench::Bench;
+    use crate::flow::measure::Bench;
     use super::super::paper::{Paper, Slow};
     use super::*;
     use crate::bench::locate::EdgeBlame;

@@ -1,14 +1,12 @@
 //! The diagnose engine: one all-reduce sweep on a set of nodes through the benchmark
 //! runner, read for its α–β fit, small-message cliff, flat range and crossover, and held
 //! against what the planner predicts for the same nodes; when slower, localised (`localise`,
-//! through a [`bench::Bencher`]) to a node, its inside, a NIC, a link or a rail, each suspect
+//! through a [`super::measure::Bencher`]) to a node, its inside, a NIC, a link or a rail, each suspect
 //! doctored and judged (`verdict`).
 
-pub(crate) mod bench;
 mod localise;
 #[cfg(test)]
 mod paper;
-pub(in crate::flow) mod runs;
 pub(in crate::flow) mod verdict;
 
 use super::gather::Ask;
@@ -24,7 +22,7 @@ use crate::model::plan::NodeClass;
 use crate::node::calls::Doctor;
 use crate::report::diagnose::{BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict};
 use crate::report::Printer;
-use bench::{Bench, Bencher};
+use super::measure::{nodes, Bench, Bencher};
 
 /// What a diagnosis found: the set in ring order, everything measured and judged, its
 /// summary line, and whether the benchmark measured the set it was given.
@@ -100,8 +98,8 @@ fn prepare(s: &DiagnoseSettings, printer: &Printer) -> Result<(crate::flow::plan
     Ok((planned, order, gpus))
 }
 
-fn node_bench<'a>(s: &'a DiagnoseSettings, printer: &'a Printer) -> Bench<runs::NodeBencher<'a>> {
-    Bench::new(runs::NodeBencher::new(
+fn node_bench<'a>(s: &'a DiagnoseSettings, printer: &'a Printer) -> Bench<nodes::NodeBencher<'a>> {
+    Bench::new(nodes::NodeBencher::new(
         &s.gather.inv,
         &s.gather.reach,
         printer,

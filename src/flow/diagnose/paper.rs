@@ -2,7 +2,7 @@
 //! bandwidth times the factor of each slow element the run goes through (the same model as
 //! the nccl-tests double the integration tests run), with a seeded ±noise per run.
 
-use super::bench::{Bencher, Run};
+use crate::flow::measure::{Bencher, Run};
 use crate::bench::parse::{BenchRun, SizeFigures};
 use crate::error::Error;
 use crate::runner::FailedRun;

@@ -1,8 +1,8 @@
-//! The diagnose engine's runs on the nodes: rounds of runs at once through the benchmark
+//! The measuring engine's runs on the nodes: rounds of runs at once through the benchmark
 //! runner, each bounded by cluster.yaml's `benchmark.timeout` and all of them together by
 //! `--budget`.
 
-use super::bench::{Bencher, Run};
+use super::{Bencher, Run};
 use crate::bench::parse::BenchRun;
 use crate::config::Inventory;
 use crate::error::Error;
@@ -184,7 +184,7 @@ impl Bencher for NodeBencher<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::bench::figure;
+    use super::super::figure;
     use crate::bench::parse::parse_text;
 
     #[test]

@@ -1,6 +1,8 @@
-//! How the diagnose engine gets its figures: rounds of benchmark runs started together,
-//! through a [`Bencher`] — the nodes (`runs::NodeBencher`), or paper in the tests — counted,
-//! and stopped for good once the budget is spent.
+//! The one measuring engine `diagnose`, `tune` and `apply --tuning` share: rounds of
+//! benchmark runs started together, through a [`Bencher`] — the nodes ([`nodes::NodeBencher`]),
+//! or paper in the tests — counted, and stopped for good once the budget is spent.
+
+pub(crate) mod nodes;
 
 use crate::apply::tune_stage::StagedRef;
 use crate::bench::parse::BenchRun;
