@@ -200,6 +200,14 @@ pub(crate) enum LiveState {
 }
 
 impl NodeState {
+    /// A live tuning whose drop-in names a plugin that is not there: NCCL warns and tunes
+    /// alone.
+    pub(crate) fn tuner_plugin_gone(&self) -> bool {
+        self.tuning
+            .as_ref()
+            .is_some_and(|t| t.plugin.is_some() && !t.plugin_present)
+    }
+
     pub(crate) fn drift(&self) -> bool {
         self.files.iter().any(|f| f.live != LiveState::Matches)
     }

@@ -29,7 +29,7 @@ pub(crate) fn run(args: &StatusArgs, printer: &Printer) -> Result<Done, Error> {
                 || r.detail
                     .state
                     .as_ref()
-                    .is_some_and(|s| s.drift() || s.pending || s.staged.is_some() || plugin_gone(s))
+                    .is_some_and(|s| s.drift() || s.pending || s.staged.is_some() || s.tuner_plugin_gone())
         })
         .count();
     let exit_code = if summary.failed > 0 {
@@ -90,11 +90,4 @@ fn message(
         msg.push_str(&format!("; record {} not read: {}", u.path, u.reason));
     }
     msg
-}
-
-/// A live tuning whose drop-in names a plugin that is not there: NCCL warns and tunes alone.
-fn plugin_gone(s: &crate::apply::stage::NodeState) -> bool {
-    s.tuning
-        .as_ref()
-        .is_some_and(|t| t.plugin.is_some() && !t.plugin_present)
 }

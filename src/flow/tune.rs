@@ -16,9 +16,9 @@
 //! each candidate, in an order rotated from round to round (so a candidate is not always the
 //! one furthest from its baseline); each candidate is paired with its round's baseline.
 
-use super::measure::{Bench, Bencher, Run};
-use super::measure::nodes::NodeBencher;
 use super::gather::Ask;
+use super::measure::nodes::NodeBencher;
+use super::measure::{Bench, Bencher, Run};
 use super::plan::gather_and_plan;
 use super::settings::TuneSettings;
 use crate::apply::tree::Tree;
@@ -130,8 +130,8 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     // no node: refused before the first run.
     let hardware = crate::tune::hardware::common(&planned.plan, &order).map_err(|why| {
         Error::Usage(format!(
-            "tune --canary {}: the set is not one kind of node ({why}); tune each kind on its own",
-            s.set
+            "tune --canary {}: the set is not one kind of node ({}); tune each kind on its own",
+            s.set, why.0
         ))
     })?;
     let facts = facts_of(&planned.plan, gpus, order.len() as u32);

@@ -154,7 +154,7 @@ pub(crate) fn with_tuning<'a>(
             given: true,
             refused: None,
         },
-        Err(why) => plain(Some(format!("not given the tuning: {why}"))),
+        Err(why) => plain(Some(format!("not given the tuning: {}", why.0))),
     }
 }
 

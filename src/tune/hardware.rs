@@ -3,6 +3,7 @@
 //! plan cannot tell apart from the ones it was measured on. Pure.
 
 use crate::model::plan::{Plan, PortTransport};
+use crate::model::Refusal;
 
 /// One line naming a node's hardware as its plan classes it (`None`: the plan gives the node
 /// no class, so nothing can be said of it).
@@ -49,17 +50,17 @@ fn transport(t: PortTransport) -> &'static str {
 
 /// The one key every host of a set shares, or why there is none (a set of mixed hardware
 /// measures an average of nodes no rule fits).
-pub(crate) fn common(plan: &Plan, hosts: &[String]) -> Result<String, String> {
+pub(crate) fn common(plan: &Plan, hosts: &[String]) -> Result<String, Refusal> {
     let mut keys: Vec<(String, &str)> = Vec::new();
     for h in hosts {
-        let k = key(plan, h).ok_or_else(|| format!("{h}: the plan gives it no class"))?;
+        let k = key(plan, h).ok_or_else(|| Refusal(format!("{h}: the plan gives it no class")))?;
         if !keys.iter().any(|(x, _)| *x == k) {
             keys.push((k, h));
         }
     }
     match keys.as_slice() {
         [(k, _)] => Ok(k.clone()),
-        [] => Err("no host".into()),
-        [(a, ha), (b, hb), ..] => Err(format!("{ha}: {a}; {hb}: {b}")),
+        [] => Err(Refusal("no host".into())),
+        [(a, ha), (b, hb), ..] => Err(Refusal(format!("{ha}: {a}; {hb}: {b}"))),
     }
 }

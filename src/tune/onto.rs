@@ -5,7 +5,7 @@
 use super::tuning::{interval, Tuning};
 use crate::model::files::{plugin_path, TUNER_CSV};
 use crate::model::plan::{NcclClass, Plan};
-use crate::model::{NcclVersion, Setting};
+use crate::model::{NcclVersion, Refusal, Setting};
 
 /// Whether the tuning has rules NCCL asks a tuner about (else no plugin and no rules file).
 pub(crate) fn has_rules(t: &Tuning) -> bool {
@@ -43,7 +43,7 @@ pub(crate) fn refused_for(plan: &Plan, host: &str, version: Option<NcclVersion>,
 /// file when there are rules, each kept global with its evidence. A global the plan already
 /// sets keeps the plan's value (said in `left_out`); a class that names another tuner is not
 /// given the tuning (`Err`: why).
-pub(crate) fn tuned_class(class: &NcclClass, t: &Tuning, plugin_sha256: Option<&str>) -> Result<NcclClass, String> {
+pub(crate) fn tuned_class(class: &NcclClass, t: &Tuning, plugin_sha256: Option<&str>) -> Result<NcclClass, Refusal> {
     let mut out = class.clone();
     let set = |out: &mut NcclClass, name: &str, value: String, reason: String| {
         out.settings.push(Setting {
@@ -55,10 +55,10 @@ pub(crate) fn tuned_class(class: &NcclClass, t: &Tuning, plugin_sha256: Option<&
     if let Some(sha) = plugin_sha256.filter(|_| has_rules(t)) {
         for name in ["NCCL_TUNER_PLUGIN", "NCCL_TUNER_CONFIG_FILE"] {
             if let Some(s) = class.settings.iter().find(|s| s.name == name) {
-                return Err(format!(
+                return Err(Refusal(format!(
                     "the plan sets {name}={} (another tuner): the tuning is not given",
                     s.value
-                ));
+                )));
             }
         }
         let measured = t
@@ -156,6 +156,7 @@ mod tests {
         });
         assert!(tuned_class(&planned, &t, Some("ab"))
             .unwrap_err()
+            .0
             .contains("another tuner"));
 
         // Globals only: no plugin, no rules file.

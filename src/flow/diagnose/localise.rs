@@ -3,10 +3,10 @@
 //! neighbours (a link), one run per rail and, on a slow rail, the named node checked on it
 //! or the rail's bisection (one NIC, or the rail). Each step says why when it does not run.
 
-use crate::flow::measure::{Bench, Bencher, Run};
 use crate::bench::locate::{self, Located, Round, Suspect};
 use crate::config::benchmark::sendrecv_command;
 use crate::error::Error;
+use crate::flow::measure::{Bench, Bencher, Run};
 use crate::report::diagnose::{EdgeFigure, Edges, Interiors, NicSearch, Rails};
 
 /// What the steps found, before doctor and the verdicts.
@@ -293,10 +293,10 @@ fn rails<B: Bencher>(
 
 #[cfg(test)]
 mod tests {
-    use crate::flow::measure::Bench;
     use super::super::paper::{Paper, Slow};
     use super::*;
     use crate::bench::locate::EdgeBlame;
+    use crate::flow::measure::Bench;
 
     fn hosts(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("gpu-{i:02}")).collect()

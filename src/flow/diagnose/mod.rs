@@ -10,6 +10,7 @@ mod paper;
 pub(in crate::flow) mod verdict;
 
 use super::gather::Ask;
+use super::measure::{nodes, Bench, Bencher};
 use super::plan::gather_and_plan;
 use super::reach::{machine_jobs, on_nodes};
 use super::settings::{DiagnoseSettings, ReachSettings};
@@ -22,7 +23,6 @@ use crate::model::plan::NodeClass;
 use crate::node::calls::Doctor;
 use crate::report::diagnose::{BudgetUse, DiagnosePayload, DoctorOn, Localisation, Prediction, Verdict};
 use crate::report::Printer;
-use super::measure::{nodes, Bench, Bencher};
 
 /// What a diagnosis found: the set in ring order, everything measured and judged, its
 /// summary line, and whether the benchmark measured the set it was given.

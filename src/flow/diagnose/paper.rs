@@ -2,9 +2,9 @@
 //! bandwidth times the factor of each slow element the run goes through (the same model as
 //! the nccl-tests double the integration tests run), with a seeded ±noise per run.
 
-use crate::flow::measure::{Bencher, Run};
 use crate::bench::parse::{BenchRun, SizeFigures};
 use crate::error::Error;
+use crate::flow::measure::{Bencher, Run};
 use crate::runner::FailedRun;
 
 /// One slow element of the fabric and how much slower it makes a run through it.
