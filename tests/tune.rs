@@ -447,3 +447,78 @@ fn status_shows_the_live_tuning_and_another_nccl_or_a_hand_edit_is_refused() {
     assert!(doc["error"]["message"].as_str().unwrap().contains("differs"), "{doc:#}");
     assert_eq!(r.read("p5en-01", "/etc/nccl/nccl-tuner.csv"), csv, "nothing changed");
 }
+
+/// `apply --tuning --canary rack-1`: before any wave the canary measures the tuning as
+/// written against NCCL's own, rule by rule with tune's decision rule; a rule that does not
+/// hold there is dropped and said, the waves roll out what held (the rules file on every
+/// node of the hardware), and a tuning none of which holds is not promoted at all.
+#[test]
+fn the_canary_judges_a_tuning_rule_by_rule_before_any_wave() {
+    let c = cluster("FAKE_NCCL_TUNE='all_reduce:ring/ll128@8-65536*0.7;all_gather:ring/ll@8-4096*0.7' FAKE_NCCL_NOISE=0.005 FAKE_NCCL_SEED=5");
+    let (code, doc) = c.tune(&["--collectives", "all_reduce,all_gather"]);
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_eq!(c.rules().len(), 2, "{}", c.csv());
+    let files = c.dir.path().join("files");
+    let o = tt(["init"]).config(&c.cfg).out(&files).json().run();
+    assert_eq!(o.code(), Some(0), "{:#}", o.doc());
+    let yaml = std::fs::read_to_string(&c.cfg).unwrap();
+    let apply = |knobs: &str| {
+        let cfg = c.dir.path().join("later.yaml");
+        let now = yaml.replace(
+            "FAKE_NCCL_TUNE='all_reduce:ring/ll128@8-65536*0.7;all_gather:ring/ll@8-4096*0.7'",
+            knobs,
+        );
+        std::fs::write(&cfg, now).unwrap();
+        let o = tt(["apply", "--canary", "rack-1", "--tuning"])
+            .arg(c.dir.path().join("out"))
+            .config(&cfg)
+            .out(&files)
+            .arg("--state-dir")
+            .arg(c.dir.path().join("state"))
+            .env("TOPO_TUNE_TUNER_PLUGIN", tuner_plugin())
+            .json()
+            .run();
+        (o.code(), o.doc())
+    };
+    let csv = |h: &str| std::fs::read_to_string(files.join(h).join("etc/nccl/nccl-tuner.csv"));
+
+    // Nothing beats NCCL's own on the canary any more: nothing staged, nothing promoted.
+    let (code, doc) = apply("");
+    assert_eq!(code, Some(7), "{doc:#}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("none of the tuning"),
+        "{doc:#}"
+    );
+    assert!(csv("p5en-01").is_err() && csv("p5en-03").is_err());
+
+    // All-gather's winner is gone: its rule is dropped, all-reduce's rolls out.
+    let (code, doc) = apply("FAKE_NCCL_TUNE='all_reduce:ring/ll128@8-65536*0.7'");
+    assert_eq!(code, Some(0), "{doc:#}");
+    assert_schema("apply", &doc);
+    let judged = doc["rollout"]["tuning"]["judged"].as_array().unwrap();
+    let word = |name: &str| {
+        judged
+            .iter()
+            .find(|j| j["rule"].as_str().unwrap().starts_with(name))
+            .unwrap()["holds"]
+            .clone()
+    };
+    assert_eq!(
+        (word("all_reduce"), word("all_gather")),
+        (Value::Bool(true), Value::Bool(false)),
+        "{judged:?}"
+    );
+    for h in ["p5en-01", "p5en-04"] {
+        let lines: Vec<String> = csv(h)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        assert_eq!(lines, ["allreduce,8,32768,ring,ll128,-1,-1,-1"], "{h}");
+    }
+    assert!(
+        !files.join("p5en-01/etc/nccl/topo-tune/candidate").exists(),
+        "the stage is gone"
+    );
+}

@@ -11,7 +11,8 @@ use super::tree::Tree;
 use super::writer::{self, changes_with, read_manifest, Bundle, WriteError, LOCK, LOCK_WAIT};
 use crate::digest::sha256_hex;
 use crate::model::files::{
-    MANIFEST, NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_DIR, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY, TOPOLOGY,
+    MANIFEST, NCCL_CONF, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_DIR, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY,
+    STAGE_TUNER_CSV, TOPOLOGY, TUNER_CSV,
 };
 use crate::model::BadAnswer;
 use crate::nccl::conf::{env_file, parse};
@@ -67,11 +68,7 @@ pub(crate) fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<Stage
     let conf = conf_change.and_then(|c| c.after.clone()).unwrap_or_default();
     // What /etc/nccl.conf holds now (read once, by `changes_with`).
     let live = conf_change.and_then(|c| c.before.clone()).unwrap_or_default();
-    // The staged file names the staged topology: the live one may differ or not exist.
-    let conf = conf.replace(
-        &format!("NCCL_TOPO_FILE={TOPOLOGY}\n"),
-        &format!("NCCL_TOPO_FILE={STAGE_TOPOLOGY}\n"),
-    );
+    let conf = staged_conf(&tree, bundle, &conf);
     let mut files: Vec<(&str, String)> = vec![
         (STAGE_CONF, conf.clone()),
         (STAGE_ENV, env_file(&parse(&conf))),
@@ -81,6 +78,12 @@ pub(crate) fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<Stage
         files.push((STAGE_TOPOLOGY, xml.clone()));
     } else {
         tree.remove(STAGE_TOPOLOGY)?;
+    }
+    if let Some(t) = &bundle.tuner {
+        files.push((STAGE_TUNER_CSV, t.csv.clone()));
+        writer::install_plugin(&tree, bundle)?;
+    } else {
+        tree.remove(STAGE_TUNER_CSV)?;
     }
     let mut record = StageRecord {
         rollout: rollout.to_string(),
@@ -102,6 +105,32 @@ pub(crate) fn stage(root: &Path, bundle: &Bundle, rollout: &str) -> Result<Stage
         record.changed |= tree.write(path, text.as_bytes(), 0o644)?;
     }
     Ok(record)
+}
+
+/// The nccl.conf promotion would assemble, pointed at the staged copies: the staged topology
+/// file, the staged rules file and the plugin, as this tree shows them (a node's own paths; a
+/// paper node's under its directory). The plugin itself goes to its content-addressed path
+/// when staged (written once, never removed: a running job may have it loaded).
+fn staged_conf(tree: &Tree, bundle: &Bundle, conf: &str) -> String {
+    // The staged file names the staged topology: the live one may differ or not exist.
+    let conf = conf.replace(
+        &format!("NCCL_TOPO_FILE={TOPOLOGY}\n"),
+        &format!("NCCL_TOPO_FILE={STAGE_TOPOLOGY}\n"),
+    );
+    let conf = conf.replace(
+        &format!("NCCL_TUNER_CONFIG_FILE={TUNER_CSV}\n"),
+        &format!("NCCL_TUNER_CONFIG_FILE={}\n", tree.show(STAGE_TUNER_CSV)),
+    );
+    match bundle.tuner.as_ref().and_then(|t| t.plugin.as_ref()) {
+        Some(p) => {
+            let path = crate::model::files::plugin_path(&p.sha256);
+            conf.replace(
+                &format!("NCCL_TUNER_PLUGIN={path}\n"),
+                &format!("NCCL_TUNER_PLUGIN={}\n", tree.show(&path)),
+            )
+        }
+        None => conf,
+    }
 }
 
 /// A file's sha256, or empty when it does not exist.

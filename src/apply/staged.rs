@@ -6,13 +6,21 @@
 use super::tree::{Tree, TreeError};
 use crate::model::files::{
     run_id_ok, FILE_LIMIT, MANAGED, STAGE_BASELINE_ENV, STAGE_CONF, STAGE_ENV, STAGE_RECORD, STAGE_TOPOLOGY,
+    STAGE_TUNER_CSV,
 };
 use crate::model::BadAnswer;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Staged files, the record last (removed last: it names what the others belong to).
-pub(crate) const STAGED: [&str; 5] = [STAGE_CONF, STAGE_TOPOLOGY, STAGE_ENV, STAGE_BASELINE_ENV, STAGE_RECORD];
+pub(crate) const STAGED: [&str; 6] = [
+    STAGE_CONF,
+    STAGE_TOPOLOGY,
+    STAGE_TUNER_CSV,
+    STAGE_ENV,
+    STAGE_BASELINE_ENV,
+    STAGE_RECORD,
+];
 
 /// What a stage put where (the record kept in `candidate/stage.json`, and the answer).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

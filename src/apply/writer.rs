@@ -509,7 +509,7 @@ pub(crate) fn write_bundle(
 
 /// The plugin a tuning's drop-in names, at its content-addressed path (written once: a file
 /// already there with these bytes is left; the copy verifies against its sha256 first).
-fn install_plugin(tree: &Tree, bundle: &Bundle) -> Result<(), WriteError> {
+pub(crate) fn install_plugin(tree: &Tree, bundle: &Bundle) -> Result<(), WriteError> {
     let Some(copy) = bundle.tuner.as_ref().and_then(|t| t.plugin.as_ref()) else {
         return Ok(());
     };

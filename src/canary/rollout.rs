@@ -599,6 +599,7 @@ mod tests {
                 })
                 .collect(),
             untouched: BTreeMap::new(),
+            tuning: None,
         }
     }
 

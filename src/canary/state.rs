@@ -150,6 +150,34 @@ pub(crate) struct Rollout {
     /// Hosts the plan gives nothing, with the reason: never touched.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) untouched: BTreeMap<String, String>,
+    /// `apply --tuning`: the tuning as it goes out (the rules that held on the canary), the
+    /// canary's word on every rule, and the plugin that reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tuning: Option<RolloutTuning>,
+}
+
+/// A tuning in a rollout. The record never carries the plugin's bytes, only their sha256:
+/// the plugin comes from `--tuner-plugin` (beside the binary by default) and must match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RolloutTuning {
+    pub(crate) file: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) plugin_sha256: Option<String>,
+    pub(crate) tuning: crate::tune::tuning::Tuning,
+    pub(crate) judged: Vec<RuleJudged>,
+}
+
+/// The canary's word on one rule or global of the tuning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RuleJudged {
+    /// `all_reduce 8 B–32 KiB ring/ll128`, `NCCL_BUFFSIZE=8388608`.
+    pub(crate) rule: String,
+    /// Its gain over its sizes on the canary (the weakest shape), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) gain: Option<crate::bench::stats::Change>,
+    pub(crate) holds: bool,
 }
 
 impl Rollout {
@@ -412,6 +440,7 @@ mod tests {
                 format!("{id}-1"),
             )],
             untouched: BTreeMap::new(),
+            tuning: None,
         }
     }
 

@@ -131,20 +131,63 @@ fn bundles(r: &Rollout, inv: &Inventory) -> Result<(), Refusal> {
         if b.dropin.len() as u64 > crate::model::files::FILE_LIMIT {
             return Err(at(&"the drop-in is larger than 1 MiB"));
         }
-        // No rollout stages a tuning yet: a record that carries one (a library to install
-        // on every node) was not written by topo-tune.
-        if b.tuner.is_some() {
-            return Err(at(
-                &"carries a tuning (a rules file and a plugin to install): no rollout of this version stages one",
-            ));
-        }
-        let settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(&e))?;
+        let mut settings = crate::nccl::review::dropin_settings(&b.dropin).map_err(|e| at(&e))?;
+        tuning_of(r, b, &mut settings).map_err(|e| at(&e.0))?;
         crate::nccl::review::check_settings(&settings, &inv.nccl, b.topology_xml.is_some(), b.nccl_version)
             .map_err(|e| at(&e))?;
         if let Some(xml) = &b.topology_xml {
             crate::probe::check_topology_artifact(xml, "topology_xml").map_err(|e| at(&e))?;
         }
     }
+    Ok(())
+}
+
+/// A candidate's tuning is the record's, exactly: its rules file made from the recorded
+/// tuning (which holds up as any read back), never a plugin's bytes, and a drop-in whose
+/// tuner lines name that rules file and the recorded plugin's content-addressed path. Those
+/// lines and the tuning's own globals are taken out of `settings`, which are then checked as
+/// any candidate's.
+fn tuning_of(
+    r: &Rollout,
+    b: &crate::apply::writer::Bundle,
+    settings: &mut Vec<crate::model::Setting>,
+) -> Result<(), Refusal> {
+    let Some(rt) = &r.tuning else {
+        return match b.tuner {
+            Some(_) => Err(Refusal("carries a rules file, but the record holds no tuning".into())),
+            None => Ok(()),
+        };
+    };
+    crate::tune::tuning::review(&rt.tuning).map_err(|e| Refusal(format!("tuning: {}", e.0)))?;
+    if rt.judged.len() > 2048 || rt.judged.iter().any(|j| !text_ok(&j.rule, 512)) {
+        return Err(Refusal("tuning.judged is not the canary's word on its rules".into()));
+    }
+    let mut own: Vec<(String, String)> = rt
+        .tuning
+        .globals
+        .iter()
+        .map(|g| (g.name.clone(), g.value.clone()))
+        .collect();
+    if let Some(t) = &b.tuner {
+        if t.plugin.is_some() {
+            return Err(Refusal(
+                "carries a plugin's bytes: a record names its sha256 only".into(),
+            ));
+        }
+        if t.csv != crate::tune::tuning::csv(&rt.tuning) {
+            return Err(Refusal(
+                "its rules file is not the one the recorded tuning makes".into(),
+            ));
+        }
+        let sha = rt
+            .plugin_sha256
+            .as_deref()
+            .filter(|h| crate::apply::staged::is_sha256(h))
+            .ok_or_else(|| Refusal("a rules file with no plugin sha256 recorded".into()))?;
+        own.push(("NCCL_TUNER_PLUGIN".into(), crate::model::files::plugin_path(sha)));
+        own.push(("NCCL_TUNER_CONFIG_FILE".into(), crate::model::files::TUNER_CSV.into()));
+    }
+    settings.retain(|s| !own.iter().any(|(n, v)| *n == s.name && *v == s.value));
     Ok(())
 }
 

@@ -354,6 +354,9 @@ pub(crate) struct ApplyArgs {
     #[command(flatten)]
     pub(crate) gather: GatherArgs,
 
+    #[command(flatten)]
+    pub(crate) tuning: TuningArgs,
+
     /// The first wave: a rack name (nodes labelled `rack: NAME`), `KEY=VALUE` on any label,
     /// or hosts (`gpu[001-016]`, `a,b`). Measured before anything else is touched.
     #[arg(long, value_name = "SEL", conflicts_with_all = ["all", "resume"])]

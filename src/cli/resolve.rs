@@ -184,6 +184,7 @@ fn pct(flag: Option<f64>, name: &str, dflt: f64) -> Result<f64, Error> {
 impl ApplyArgs {
     pub(crate) fn resolve(&self) -> Result<ApplySettings, Error> {
         let gather = self.gather.resolve()?;
+        let tuning = self.tuning.resolve("apply")?;
         let start = match &self.resume {
             Some(id) => Start::Resume {
                 id: id.clone(),
@@ -197,6 +198,7 @@ impl ApplyArgs {
                     max_fail: self.gather.nodes.reach.max_fail,
                     plan: self.plan.is_some(),
                     from_probes: self.gather.nodes.from_probes.is_some(),
+                    tuning: tuning.is_some(),
                 },
             },
             None => {
@@ -222,6 +224,8 @@ impl ApplyArgs {
             state_dir: state_dir(self.state_dir.as_deref()),
             plan: self.plan.clone(),
             output_dir: self.output_dir.clone(),
+            tuner_plugin: self.tuning.tuner_plugin.clone().unwrap_or_else(beside_this_binary),
+            tuning,
             start,
         })
     }

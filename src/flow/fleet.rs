@@ -20,9 +20,20 @@ pub(crate) struct NodeFleet<'a> {
     pub(crate) inv: &'a Inventory,
     pub(crate) reach: &'a ReachSettings,
     pub(crate) printer: &'a Printer,
+    /// The plugin a tuning's bundles install (the record keeps only its sha256).
+    pub(crate) plugin: Option<crate::apply::plugin::PluginCopy>,
 }
 
 impl NodeFleet<'_> {
+    /// `host`'s candidate as a node writes it: with the plugin's bytes when it has a tuning.
+    fn bundle(&self, r: &Rollout, host: &str) -> Option<crate::apply::writer::Bundle> {
+        let mut bundle = r.bundles.get(*r.host_bundle.get(host)?)?.clone();
+        if let Some(t) = bundle.tuner.as_mut() {
+            t.plugin = Some(self.plugin.clone()?);
+        }
+        Some(bundle)
+    }
+
     fn spec(&self, host: &str) -> Option<&NodeSpec> {
         self.inv.nodes.iter().find(|n| n.host == host)
     }
@@ -62,7 +73,7 @@ impl Fleet for NodeFleet<'_> {
 
     fn stage(&mut self, r: &Rollout, hosts: &[String]) -> Result<Results<StageRecord>, Error> {
         self.call(r, hosts, |h| {
-            let bundle = r.bundles.get(*r.host_bundle.get(h)?)?.clone();
+            let bundle = self.bundle(r, h)?;
             Some(Stage {
                 bundle,
                 rollout: r.id.clone(),
@@ -76,7 +87,7 @@ impl Fleet for NodeFleet<'_> {
 
     fn promote(&mut self, r: &Rollout, hosts: &[String], run_id: &str) -> Result<Results<WriteReport>, Error> {
         self.call(r, hosts, |h| {
-            let bundle = r.bundles.get(*r.host_bundle.get(h)?)?.clone();
+            let bundle = self.bundle(r, h)?;
             Some(Write {
                 bundle,
                 check: false,

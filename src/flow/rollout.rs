@@ -6,9 +6,12 @@ use super::fleet::NodeFleet;
 use super::gather::Ask;
 use super::plan::{admit, gather_and_plan, reviewed_plan, Facts};
 use super::settings::{ApplySettings, Given, NewRollout, Start};
+use super::tuned::Rollable;
+use crate::apply::plugin::PluginCopy;
+use crate::apply::writer::Tuner;
 use crate::apply::writer::{self, Bundle};
 use crate::canary::rollout::{self, EngineError};
-use crate::canary::state::{Options, Rollout, RolloutStatus, StateError, Store, Wave, STATE_VERSION};
+use crate::canary::state::{Options, Rollout, RolloutStatus, RolloutTuning, StateError, Store, Wave, STATE_VERSION};
 use crate::canary::vet;
 use crate::config::select;
 use crate::config::{Inventory, NodeSpec, TransportKind};
@@ -20,6 +23,8 @@ use std::collections::BTreeMap;
 /// Start or resume the rollout, and drive it: the record as it ends, and the store it is in.
 pub(crate) fn run(s: &ApplySettings, printer: &Printer) -> Result<(Rollout, Store), Error> {
     let inv = &s.gather.inv;
+    // A tuning that cannot be obeyed is refused before anything is locked or contacted.
+    let tuned = s.tuning.as_ref().map(super::tuned::read).transpose()?;
     let store = Store::open(&s.state_dir)?;
     let _lock = store.lock(&inv.path)?;
     // The benchmark must be able to start before anything is probed, staged or recorded (a
@@ -32,14 +37,20 @@ pub(crate) fn run(s: &ApplySettings, printer: &Printer) -> Result<(Rollout, Stor
         }
         Start::New(new) => {
             super::preflight::benchmark_runnable(inv)?;
-            start(s, new, printer)?
+            start(s, new, tuned.as_ref(), printer)?
         }
+    };
+    let plugin = match (&tuned, &r.tuning) {
+        (Some(t), _) => t.tuner.as_ref().and_then(|x| x.plugin.clone()),
+        (None, Some(rt)) => resumed_plugin(s, rt)?,
+        (None, None) => None,
     };
     store.save(&r)?;
     let mut fleet = NodeFleet {
         inv,
         reach: &s.gather.reach,
         printer,
+        plugin,
     };
     let progress = |line: &str| printer.line(line);
     match rollout::drive(&mut r, &mut fleet, &store, &progress) {
@@ -48,6 +59,21 @@ pub(crate) fn run(s: &ApplySettings, printer: &Printer) -> Result<(Rollout, Stor
         Err(EngineError::Stopped(e)) => return Err(e),
     }
     Ok((r, store))
+}
+
+/// The plugin a resumed rollout's tuning installs: `--tuner-plugin` (beside the binary by
+/// default), only if it is the very one the rollout recorded.
+fn resumed_plugin(s: &ApplySettings, rt: &RolloutTuning) -> Result<Option<PluginCopy>, Error> {
+    let Some(want) = &rt.plugin_sha256 else { return Ok(None) };
+    let copy = PluginCopy::of(&super::preflight::tuner_plugin(&s.tuner_plugin)?);
+    if copy.sha256 != *want {
+        return Err(Error::Usage(format!(
+            "the rollout's tuning installs the plugin of sha256 {want}; {} is {}: give --tuner-plugin the one it started with",
+            s.tuner_plugin.display(),
+            copy.sha256
+        )));
+    }
+    Ok(Some(copy))
 }
 
 fn resume(store: &Store, id: &str, inv: &Inventory, given: &Given) -> Result<Rollout, Error> {
@@ -133,6 +159,7 @@ fn ignored_by_resume(r: &Rollout, given: &Given) -> Result<(), Error> {
         ("--max-fail", given.max_fail.is_some_and(|n| n != o.max_fail)),
         ("--plan", given.plan),
         ("--from-probes", given.from_probes),
+        ("--tuning", given.tuning),
     ];
     match differs.iter().find(|(_, d)| *d) {
         Some((flag, _)) => Err(Error::Usage(format!(
@@ -145,7 +172,7 @@ fn ignored_by_resume(r: &Rollout, given: &Given) -> Result<(), Error> {
 
 /// Plan, give each node its candidate, cut the waves, and record it all before any node is
 /// touched.
-fn start(s: &ApplySettings, new: &NewRollout, printer: &Printer) -> Result<Rollout, Error> {
+fn start(s: &ApplySettings, new: &NewRollout, tuned: Option<&Rollable>, printer: &Printer) -> Result<Rollout, Error> {
     let inv = &s.gather.inv;
     let canary = new
         .canary
@@ -164,11 +191,21 @@ fn start(s: &ApplySettings, new: &NewRollout, printer: &Printer) -> Result<Rollo
             (planned.plan, facts)
         }
     };
+    let judged = match tuned {
+        Some(t) => Some(judge_tuning(s, new, canary.as_deref(), &plan, t, printer)?),
+        None => None,
+    };
     let Candidates {
         bundles,
         host_bundle,
         untouched,
-    } = candidates(inv, &plan, &facts, s.output_dir.is_some());
+    } = candidates(
+        inv,
+        &plan,
+        &facts,
+        s.output_dir.is_some(),
+        judged.as_ref().map(|j| &j.0),
+    );
     let planned: Vec<String> = inv
         .nodes
         .iter()
@@ -199,15 +236,7 @@ fn start(s: &ApplySettings, new: &NewRollout, printer: &Printer) -> Result<Rollo
             "no node has anything to apply: see `topo-tune plan`".into(),
         ));
     }
-    let gpus = plan
-        .node_classes
-        .iter()
-        .flat_map(|c| {
-            c.hosts
-                .iter()
-                .map(move |h| (h.clone(), c.gpus.min(u32::MAX as usize) as u32))
-        })
-        .collect();
+    let gpus = gpus_of(&plan);
     Ok(Rollout {
         version: STATE_VERSION,
         id,
@@ -222,7 +251,119 @@ fn start(s: &ApplySettings, new: &NewRollout, printer: &Printer) -> Result<Rollo
         gpus,
         waves,
         untouched,
+        tuning: judged.map(|j| j.1),
     })
+}
+
+/// GPUs per host, from the plan (the benchmark's ranks).
+fn gpus_of(plan: &crate::model::plan::Plan) -> BTreeMap<String, u32> {
+    plan.node_classes
+        .iter()
+        .flat_map(|c| {
+            c.hosts
+                .iter()
+                .map(move |h| (h.clone(), c.gpus.min(u32::MAX as usize) as u32))
+        })
+        .collect()
+}
+
+/// The canary's judgement of the tuning before any wave (`flow::tune::judge_on_canary`): the
+/// tuning as it goes out (only what held) and the record of it; none of it held: not promoted.
+fn judge_tuning(
+    s: &ApplySettings,
+    new: &NewRollout,
+    canary: Option<&[String]>,
+    plan: &crate::model::plan::Plan,
+    t: &Rollable,
+    printer: &Printer,
+) -> Result<(Rollable, RolloutTuning), Error> {
+    let Some(canary) = canary else {
+        return Err(Error::Usage(
+            "apply --tuning needs --canary SEL: the tuning is judged there, rule by rule, before any wave".into(),
+        ));
+    };
+    let by_host = plan.nccl_by_host();
+    let may = |h: &String| super::write::with_tuning(plan, h, by_host.get(h.as_str()).copied(), Some(t));
+    let mut hosts: Vec<String> = plan.node_order.iter().filter(|h| canary.contains(h)).cloned().collect();
+    let rest: Vec<String> = canary.iter().filter(|h| !hosts.contains(h)).cloned().collect();
+    hosts.extend(rest);
+    let refused: Vec<String> = hosts
+        .iter()
+        .filter_map(|h| may(h).refused.map(|w| format!("{h}: {w}")))
+        .collect();
+    hosts.retain(|h| may(h).given);
+    if hosts.is_empty() {
+        return Err(Error::Usage(format!(
+            "no node of --canary {} may have the tuning ({})",
+            new.canary.as_deref().unwrap_or_default(),
+            refused.join("; ")
+        )));
+    }
+    printer.line(&format!(
+        "apply: judging the tuning of {} on the canary ({}), rule by rule, before any wave",
+        t.tuning.set,
+        hosts.join(",")
+    ));
+    let judge = super::tune::CanaryJudge {
+        gather: &s.gather,
+        plan,
+        hosts,
+        output_dir: s.output_dir.as_deref(),
+        plugin: t.tuner.as_ref().and_then(|x| x.plugin.clone()),
+        gate: new.gate,
+        rounds: new.rounds as usize,
+    };
+    let v = super::tune::judge_on_canary(&judge, &t.tuning, printer)?;
+    for j in &v.judged {
+        let gain = j
+            .gain
+            .as_ref()
+            .map_or_else(|| "not measured".into(), crate::tune::tuning::interval);
+        printer.line(&format!(
+            "    {}: {gain}: {}",
+            j.rule,
+            if j.holds { "holds" } else { "dropped" }
+        ));
+    }
+    if v.kept.rules.is_empty() && v.kept.globals.is_empty() {
+        return Err(NotBorneOut(v.judged.iter().map(|j| j.rule.clone()).collect::<Vec<_>>().join("; ")).into());
+    }
+    let plugin = t.tuner.as_ref().and_then(|x| x.plugin.clone());
+    let tuner = crate::tune::onto::has_rules(&v.kept).then(|| Tuner {
+        csv: crate::tune::tuning::csv(&v.kept),
+        plugin: plugin.clone(),
+    });
+    let record = RolloutTuning {
+        file: std::path::absolute(&t.file).unwrap_or_else(|_| t.file.clone()),
+        plugin_sha256: tuner.as_ref().and(plugin.map(|p| p.sha256)),
+        tuning: v.kept.clone(),
+        judged: v.judged,
+    };
+    Ok((
+        Rollable {
+            file: t.file.clone(),
+            tuning: v.kept,
+            tuner,
+        },
+        record,
+    ))
+}
+
+/// No rule or global of a tuning held on the canary: nothing of it is promoted.
+#[derive(Debug, thiserror::Error)]
+#[error("the canary bore out none of the tuning ({0}): nothing was staged or promoted")]
+pub(crate) struct NotBorneOut(String);
+
+impl crate::exit::Classify for NotBorneOut {
+    fn classify(&self) -> crate::exit::Class {
+        crate::exit::Class::new(crate::exit::HALTED, "canary")
+    }
+}
+
+impl From<NotBorneOut> for Error {
+    fn from(e: NotBorneOut) -> Self {
+        Error::Flow(Box::new(e))
+    }
 }
 
 /// The rollout's options as recorded (resolved once: flags over cluster.yaml over defaults).
@@ -258,7 +399,13 @@ struct Candidates {
     untouched: BTreeMap<String, String>,
 }
 
-fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, facts: &Facts, has_output_dir: bool) -> Candidates {
+fn candidates(
+    inv: &Inventory,
+    plan: &crate::model::plan::Plan,
+    facts: &Facts,
+    has_output_dir: bool,
+    tuned: Option<&Rollable>,
+) -> Candidates {
     let by_host = plan.nccl_by_host();
     let mut c = Candidates {
         bundles: Vec::new(),
@@ -266,7 +413,17 @@ fn candidates(inv: &Inventory, plan: &crate::model::plan::Plan, facts: &Facts, h
         untouched: BTreeMap::new(),
     };
     for n in &inv.nodes {
-        match candidate(inv, n, by_host.get(n.host.as_str()).copied(), facts, has_output_dir) {
+        let class = by_host.get(n.host.as_str()).copied();
+        let tuned = super::write::with_tuning(plan, &n.host, class, tuned);
+        let made = candidate(inv, n, class, facts, has_output_dir).and_then(|b| {
+            let mut b = super::write::tuned_bundle(b, &tuned).map_err(|f| Refusal(f.message))?;
+            // The record keeps the plugin's sha256 (in the drop-in), never its bytes.
+            if let Some(t) = b.tuner.as_mut() {
+                t.plugin = None;
+            }
+            Ok(b)
+        });
+        match made {
             Ok(b) => {
                 let i = c.bundles.iter().position(|x| *x == b).unwrap_or_else(|| {
                     c.bundles.push(b);

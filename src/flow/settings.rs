@@ -93,6 +93,10 @@ pub(crate) struct ApplySettings {
     pub(crate) state_dir: PathBuf,
     pub(crate) plan: Option<PathBuf>,
     pub(crate) output_dir: Option<PathBuf>,
+    /// `--tuning`: a tuning the canary judges and the waves roll out.
+    pub(crate) tuning: Option<super::tuned::TuningGiven>,
+    /// The plugin a resumed rollout's tuning is read by (its sha256 is recorded).
+    pub(crate) tuner_plugin: PathBuf,
     pub(crate) start: Start,
 }
 
@@ -132,6 +136,7 @@ pub(crate) struct Given {
     pub(crate) max_fail: Option<usize>,
     pub(crate) plan: bool,
     pub(crate) from_probes: bool,
+    pub(crate) tuning: bool,
 }
 
 /// `status`.

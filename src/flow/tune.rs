@@ -186,6 +186,207 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     })
 }
 
+/// What the canary judges a tuning with (`apply --tuning`): the canary's hosts that may have
+/// it, in ring order, the plugin, and the rollout's gate and rounds.
+pub(crate) struct CanaryJudge<'a> {
+    pub(crate) gather: &'a super::settings::GatherSettings,
+    pub(crate) plan: &'a Plan,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) output_dir: Option<&'a std::path::Path>,
+    pub(crate) plugin: Option<PluginCopy>,
+    pub(crate) gate: Gate,
+    pub(crate) rounds: usize,
+}
+
+/// The canary's word: the tuning with only what held, and a verdict per rule and global.
+pub(crate) struct CanaryVerdict {
+    pub(crate) kept: Tuning,
+    pub(crate) judged: Vec<crate::canary::state::RuleJudged>,
+}
+
+/// One hypothesis of the canary's family: a rule (by index) or the globals (`None`) over
+/// the sizes it governs at one collective and shape.
+struct CanaryHypothesis {
+    rule: Option<usize>,
+    replication: Replication,
+}
+
+/// Judge a tuning on the canary with tune's own decision rule: the tuning as written (its
+/// rules file through the plugin, its globals) against NCCL's own, in fresh interleaved
+/// rounds at every collective and shape of the canary it touches; each rule one hypothesis
+/// over its sizes, the globals one over the sizes no rule governs, Holm over them all. A rule
+/// holds only where it was confirmed at every shape it applies to; a shape-specific rule the
+/// canary cannot run is not measured, so it does not hold.
+pub(crate) fn judge_on_canary(j: &CanaryJudge, t: &Tuning, printer: &Printer) -> Result<CanaryVerdict, Error> {
+    let inv = &j.gather.inv;
+    let gpus = super::diagnose::gpus_per_node(inv, &j.plan.node_classes);
+    let places: Vec<Place> = places(&j.hosts, gpus)
+        .into_iter()
+        .filter(|p| !t.globals.is_empty() || t.rules.iter().any(|r| r.shape.is_none_or(|s| s == p.shape)))
+        .collect();
+    let bencher = NodeBencher::new(inv, &j.gather.reach, printer, j.output_dir, None, "apply");
+    let mut search = Search {
+        bench: Bench::new(bencher),
+        printer,
+        planned: 0,
+        told: true,
+        nccl_version: t.nccl_version,
+        hardware: t.hardware.clone().unwrap_or_default(),
+        run: crate::apply::writer::run_id(),
+        hosts: j.hosts.clone(),
+        plugin: j.plugin.clone(),
+        gate: j.gate,
+        rounds: j.rounds,
+        trials: Vec::new(),
+        disqualified: Vec::new(),
+        not_tried: Vec::new(),
+    };
+    let measured = search.canary_family(t, &places);
+    if let Err(e) = search.bench.bencher.unstage(&j.hosts, &search.run) {
+        tracing::warn!("apply: removing the canary's run files: {e}");
+    }
+    let family = measured?;
+    Ok(verdict(t, &family, &j.gate, &j.hosts))
+}
+
+/// The tuning with what held, and every rule's and the globals' word.
+fn verdict(t: &Tuning, family: &[CanaryHypothesis], gate: &Gate, hosts: &[String]) -> CanaryVerdict {
+    let reps: Vec<Replication> = family.iter().map(|h| h.replication.clone()).collect();
+    let confirmed = judge::confirmed(&reps, gate);
+    let word = |which: Option<usize>| {
+        let mine: Vec<(&CanaryHypothesis, bool)> = family
+            .iter()
+            .zip(confirmed.iter().copied())
+            .filter(|(h, _)| h.rule == which)
+            .collect();
+        let gain = mine
+            .iter()
+            .fold(None, |g, (h, _)| Some(rules::weaker(g, h.replication.gain)));
+        (gain, !mine.is_empty() && mine.iter().all(|(_, ok)| *ok))
+    };
+    let on = format!("the canary ({})", hosts.join(","));
+    let mut kept = t.clone();
+    let mut judged = Vec::new();
+    kept.rules.clear();
+    for (i, r) in t.rules.iter().enumerate() {
+        let (gain, holds) = word(Some(i));
+        let name = format!(
+            "{} {}–{} {}/{}{}",
+            r.collective.perf(),
+            tuning::bytes(r.min_bytes),
+            tuning::bytes(r.max_bytes),
+            r.algorithm.csv(),
+            r.protocol.csv(),
+            r.shape.map(|s| format!(" at {s}")).unwrap_or_default()
+        );
+        if holds {
+            kept.rules.push(r.clone());
+        } else {
+            kept.dropped.push(format!("{name}: did not hold on {on}"));
+        }
+        judged.push(crate::canary::state::RuleJudged {
+            rule: name,
+            gain,
+            holds,
+        });
+    }
+    if !t.globals.is_empty() {
+        let (gain, holds) = word(None);
+        let name: Vec<String> = t.globals.iter().map(|g| format!("{}={}", g.name, g.value)).collect();
+        if !holds {
+            kept.globals.clear();
+            kept.dropped.push(format!("{}: did not hold on {on}", name.join(" ")));
+        }
+        judged.push(crate::canary::state::RuleJudged {
+            rule: name.join(" "),
+            gain,
+            holds,
+        });
+    }
+    CanaryVerdict { kept, judged }
+}
+
+impl<B: Bencher> Search<'_, B> {
+    /// The tuning as written against NCCL's own at every collective and place it touches:
+    /// one replication per rule (and for the globals) there.
+    fn canary_family(&mut self, t: &Tuning, places: &[Place]) -> Result<Vec<CanaryHypothesis>, Error> {
+        let vars: BTreeMap<String, String> = t.globals.iter().map(|g| (g.name.clone(), g.value.clone())).collect();
+        let csv = crate::tune::onto::has_rules(t).then(|| tuning::csv(t));
+        let arm = Arm {
+            label: "the tuning as written".into(),
+            files: RunFiles::new(vars, csv),
+        };
+        let applies = |c: Collective, p: &Place| -> Vec<usize> {
+            (0..t.rules.len())
+                .filter(|i| t.rules[*i].collective == c && t.rules[*i].shape.is_none_or(|s| s == p.shape))
+                .collect()
+        };
+        let mut lanes = Vec::new();
+        for p in places {
+            for &c in &t.collectives {
+                let rules = applies(c, p);
+                if !rules.is_empty() || (!t.globals.is_empty() && c.csv().is_some()) {
+                    lanes.push((c, p, rules));
+                }
+            }
+        }
+        let count: usize = lanes
+            .iter()
+            .map(|(_, _, r)| r.len() + usize::from(!t.globals.is_empty()))
+            .sum();
+        let rounds = judge::confirm_rounds(self.rounds, count.max(1));
+        let mut family = Vec::new();
+        for (c, place, rules) in lanes {
+            let fresh = self.pairs(c, place, std::slice::from_ref(&arm), "canary", rounds, None)?;
+            let Some(Some(pairs)) = fresh.into_iter().next() else {
+                return Err(failed(format!(
+                    "the tuning as written did not run on the canary ({} at {}): nothing is promoted",
+                    c.perf(),
+                    place.shape
+                )));
+            };
+            self.trials.push(trial(
+                c,
+                place.shape,
+                &arm.label,
+                "canary",
+                pairs.len(),
+                &judge::at_sizes(&pairs, &self.gate),
+            ));
+            let sweep: Vec<u64> = pairs
+                .first()
+                .map(|p| p.baseline.rows.iter().map(|r| r.size).collect())
+                .unwrap_or_default();
+            let within = |r: &tuning::Rule| -> Vec<u64> {
+                sweep
+                    .iter()
+                    .copied()
+                    .filter(|s| (r.min_bytes..=r.max_bytes).contains(s))
+                    .collect()
+            };
+            for &i in &rules {
+                family.push(CanaryHypothesis {
+                    rule: Some(i),
+                    replication: judge::replicate(&pairs, &within(&t.rules[i])),
+                });
+            }
+            if !t.globals.is_empty() {
+                let free: Vec<u64> = sweep
+                    .iter()
+                    .copied()
+                    .filter(|s| !rules.iter().any(|&i| within(&t.rules[i]).contains(s)))
+                    .collect();
+                let sizes = if free.is_empty() { sweep.clone() } else { free };
+                family.push(CanaryHypothesis {
+                    rule: None,
+                    replication: judge::replicate(&pairs, &sizes),
+                });
+            }
+        }
+        Ok(family)
+    }
+}
+
 /// The shapes measured: one node (all its GPUs), then the whole set when it has more nodes.
 fn places(order: &[String], gpus: u32) -> Vec<Place> {
     let mut out = vec![Place {

@@ -159,7 +159,7 @@ pub(crate) fn with_tuning<'a>(
 }
 
 /// The plan's bundle with the tuning, where the node is given it.
-fn tuned_bundle(plain: Bundle, t: &WithTuning) -> Result<Bundle, Failure> {
+pub(crate) fn tuned_bundle(plain: Bundle, t: &WithTuning) -> Result<Bundle, Failure> {
     let (true, Some(class)) = (t.given, t.class.as_deref()) else {
         return Ok(plain);
     };

@@ -21,6 +21,8 @@ pub(crate) const MANIFEST: &str = "/etc/nccl/topo-tune/manifest.json";
 pub(crate) const STAGE_DIR: &str = "/etc/nccl/topo-tune/candidate";
 pub(crate) const STAGE_CONF: &str = "/etc/nccl/topo-tune/candidate/nccl.conf";
 pub(crate) const STAGE_TOPOLOGY: &str = "/etc/nccl/topo-tune/candidate/topology.xml";
+/// A staged tuning's rules file (what the staged nccl.conf's `NCCL_TUNER_CONFIG_FILE` names).
+pub(crate) const STAGE_TUNER_CSV: &str = "/etc/nccl/topo-tune/candidate/nccl-tuner.csv";
 pub(crate) const STAGE_ENV: &str = "/etc/nccl/topo-tune/candidate/nccl.env";
 /// The live settings as an env file, for the baseline of a launcher that takes env files.
 pub(crate) const STAGE_BASELINE_ENV: &str = "/etc/nccl/topo-tune/candidate/baseline.env";

@@ -89,6 +89,22 @@ pub(crate) fn verdict_table(v: &Verdict) -> String {
 pub(crate) fn render_apply<N: Serialize>(e: &Envelope<ApplyPayload, N>) -> String {
     let r = &e.payload.rollout;
     let mut out = String::new();
+    if let Some(t) = &r.tuning {
+        out.push_str(&format!(
+            "tuning of {} ({}), judged on the canary before any wave:\n",
+            t.tuning.set,
+            t.file.display()
+        ));
+        for j in &t.judged {
+            let gain = j
+                .gain
+                .as_ref()
+                .map_or_else(|| "not measured".into(), crate::tune::tuning::interval);
+            let word = if j.holds { "holds" } else { "dropped" };
+            out.push_str(&format!("  {}: {gain}: {word}\n", j.rule));
+        }
+        out.push('\n');
+    }
     for (i, w) in r.waves.iter().enumerate() {
         let phase = serde_json::to_value(w.phase)
             .ok()
