@@ -310,7 +310,12 @@ fn every_readme_using_it_line_runs_as_written() {
             .skip(1)
             .map(|w| w.strip_prefix('\'').and_then(|w| w.strip_suffix('\'')).unwrap_or(w))
             .collect();
-        let o = Run::new().current_dir(root).args(&args).run();
+        // The tuner plugin `tune` and `init --tuning` find beside a release binary.
+        let o = Run::new()
+            .current_dir(root)
+            .env("TOPO_TUNE_TUNER_PLUGIN", crate::common::tuner_plugin())
+            .args(&args)
+            .run();
         // 0, or 3 for --check with changes pending.
         let code = o.status.code();
         assert!(

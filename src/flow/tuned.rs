@@ -138,7 +138,7 @@ mod tests {
         let csv = d.path().join("nccl-tuner.csv");
         std::fs::write(&csv, tuning::csv(&sample()).replace("tree", "ring")).unwrap();
         let e = read(&given(d.path(), "")).unwrap_err().to_string();
-        assert!(e.contains("nccl-tuner.csv: line 3 differs"), "{e}");
+        assert!(e.contains("nccl-tuner.csv: line 4 differs"), "{e}");
         std::fs::remove_file(&csv).unwrap();
         assert!(
             read(&given(d.path(), "")).is_ok(),
@@ -151,6 +151,7 @@ mod tests {
 
         let mut empty = sample();
         empty.rules.clear();
+        empty.globals.clear();
         let d = dir_with(&empty);
         let e = read(&given(d.path(), "")).unwrap_err().to_string();
         assert!(e.contains("nothing to roll out"), "{e}");
