@@ -65,6 +65,8 @@ pub(crate) fn write_plan(
         let bundle = match bundle_for(inv, n, plan, planned, facts).and_then(|b| tuned_bundle(b, &t)) {
             Ok(b) => b,
             Err(f) => {
+                // Nothing is written there: the tuning is not given either.
+                let detail = WriteDetail { tuned: false, ..detail };
                 rows.push(Some(NodeRow::failed(&n.host, f, detail)));
                 continue;
             }
@@ -109,7 +111,7 @@ pub(crate) fn write_plan(
                     .extend(operator_warnings(&rep.operator, facts.nvlink.get(&o.host)));
                 NodeRow::ok(&o.host, rep.changed(), detail)
             }
-            Err(f) => NodeRow::failed(&o.host, f.clone(), detail),
+            Err(f) => NodeRow::failed(&o.host, f.clone(), WriteDetail { tuned: false, ..detail }),
         });
     }
     Ok(rows.into_iter().flatten().collect())
