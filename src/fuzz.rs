@@ -298,6 +298,28 @@ pub fn plan_json(data: &[u8]) -> String {
     outcome(r)
 }
 
+/// A tuning.json handed to `init --tuning` / `apply --tuning`: read and reviewed as they read
+/// it, then given to a class (`tune::onto`) and rendered into a drop-in and a rules file the
+/// writer accepts.
+pub fn tuning_json(data: &[u8]) -> String {
+    let r = crate::flow::tuned::from_text(&text(data)).and_then(|(tuning, csv)| {
+        let class = crate::model::plan::NcclClass {
+            name: "nccl-0".into(),
+            hosts: vec!["p5en-01".into()],
+            nccl_version: tuning.nccl_version,
+            settings: Vec::new(),
+            left_out: Vec::new(),
+            topology_xml: None,
+            gpu_ports: Vec::new(),
+        };
+        let tuned = crate::tune::onto::tuned_class(&class, &tuning, Some(&"a".repeat(64))).map_err(|e| e.0)?;
+        crate::apply::writer::Bundle::of(&tuned).map_err(|e| e.to_string())?;
+        nccl_tuner_topo_tune::rules::parse_strict(csv.as_bytes()).map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    outcome(r)
+}
+
 /// A PyTorch profiler trace through the streaming event reader, then everything that
 /// consumes a read trace: one rank's figures and the job's analysis (`diagnose --trace`).
 pub fn trace_events(data: &[u8]) -> String {

@@ -424,6 +424,11 @@ fn plan_json() {
 }
 
 #[test]
+fn tuning_json() {
+    fuzz("tuning_json", topo_tune::fuzz::tuning_json);
+}
+
+#[test]
 fn trace_events() {
     fuzz("trace_events", topo_tune::fuzz::trace_events);
 }

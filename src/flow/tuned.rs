@@ -45,25 +45,7 @@ pub(crate) fn read(given: &TuningGiven) -> Result<Rollable, Error> {
         (given.path.clone(), dir.join("nccl-tuner.csv"))
     };
     let text = crate::input::read_text(&file, MAX_TUNING, "tuning.json").map_err(|e| bad(&file, e.to_string()))?;
-    let tuning: Tuning = serde_json::from_str(&text).map_err(|e| {
-        bad(
-            &file,
-            format!(
-                "line {} column {}: {e} (write it with `topo-tune tune`)",
-                e.line(),
-                e.column()
-            ),
-        )
-    })?;
-    tuning::review(&tuning).map_err(|r| bad(&file, format!("{}: the tuning is not obeyed", r.0)))?;
-    if tuning.rules.is_empty() && tuning.globals.is_empty() {
-        return Err(bad(
-            &file,
-            "holds no rule and no global: NCCL's own choice held wherever it was measured, so there is nothing to roll out",
-        ));
-    }
-    let csv = tuning::csv(&tuning);
-    tuning::check_csv(&tuning, &csv).map_err(|r| bad(&file, r.0))?;
+    let (tuning, csv) = from_text(&text).map_err(|why| bad(&file, why))?;
     same_as_beside(&beside, &csv)?;
     let tuner = if crate::tune::onto::has_rules(&tuning) {
         let bytes = super::preflight::tuner_plugin(&given.plugin)?;
@@ -75,6 +57,29 @@ pub(crate) fn read(given: &TuningGiven) -> Result<Rollable, Error> {
         None
     };
     Ok(Rollable { file, tuning, tuner })
+}
+
+/// A tuning.json's text as a rollout obeys it, with the rules file it makes: this build's
+/// schema (unknown fields refused), reviewed (`tuning::review`), something to roll out, and a
+/// rules file the plugin reads whole with every rule. Pure (the fuzz target calls it).
+pub(crate) fn from_text(text: &str) -> Result<(Tuning, String), String> {
+    let tuning: Tuning = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "line {} column {}: {e} (write it with `topo-tune tune`)",
+            e.line(),
+            e.column()
+        )
+    })?;
+    tuning::review(&tuning).map_err(|r| format!("{}: the tuning is not obeyed", r.0))?;
+    if tuning.rules.is_empty() && tuning.globals.is_empty() {
+        return Err(
+            "holds no rule and no global: NCCL's own choice held wherever it was measured, so there is nothing to roll out"
+                .into(),
+        );
+    }
+    let csv = tuning::csv(&tuning);
+    tuning::check_csv(&tuning, &csv).map_err(|r| r.0)?;
+    Ok((tuning, csv))
 }
 
 /// The rules file `tune` wrote beside tuning.json, when there is one, must be the one the
@@ -129,6 +134,47 @@ mod tests {
             let t = r.tuner.unwrap();
             assert_eq!(t.csv, tuning::csv(&sample()));
             assert_eq!(t.plugin.unwrap().bytes().unwrap(), b"\x7fELF a plugin");
+        }
+    }
+
+    /// Hostile shapes of tuning.json: each refused with a reason, none obeyed.
+    #[test]
+    fn hostile_tunings_are_refused() {
+        let json = |t: &Tuning| serde_json::to_string(t).unwrap();
+        let mut cases: Vec<(String, &str)> = Vec::new();
+        let mut bell = sample();
+        bell.hardware = Some("8 GPU(s)\u{7}".into());
+        cases.push((json(&bell), "hardware"));
+        let mut upside = sample();
+        upside.rules[0].min_bytes = upside.rules[0].max_bytes + 1;
+        cases.push((json(&upside), "bounds"));
+        let mut overlap = sample();
+        let first = overlap.rules[0].clone();
+        overlap.rules.push(first);
+        cases.push((json(&overlap), "overlaps"));
+        let mut many = sample();
+        many.rules = (0..1100u64)
+            .map(|i| tuning::Rule {
+                min_bytes: i * 10,
+                max_bytes: i * 10 + 1,
+                ..sample().rules[0].clone()
+            })
+            .collect();
+        cases.push((json(&many), "more than"));
+        let mut chunk = sample();
+        chunk.globals[0].name = "NCCL_P2P_NET_CHUNKSIZE".into();
+        cases.push((json(&chunk), "never set by tune"));
+        let mut why = sample();
+        why.rules[0].why = "line\nbreak".into();
+        cases.push((json(&why), "one line"));
+        let extra = json(&sample()).replacen('{', "{\"obey\":true,", 1);
+        cases.push((extra, "unknown field"));
+        let twice = json(&sample()).replacen('{', "{\"schema\":1,", 1);
+        cases.push((twice, "duplicate field"));
+        cases.push(("[]".into(), "line 1"));
+        for (text, want) in cases {
+            let e = from_text(&text).unwrap_err();
+            assert!(e.contains(want), "{want}: {e}");
         }
     }
 
