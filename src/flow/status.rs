@@ -26,7 +26,9 @@ pub(crate) fn standing(s: &StatusSettings, printer: &Printer) -> Result<Standing
     let mine: Vec<&Rollout> = rollouts.iter().collect();
     let unfinished: Vec<String> = mine.iter().filter(|r| unfinished(r)).map(|r| r.id.clone()).collect();
     let jobs = write_jobs(&s.inv, s.output_dir.as_deref(), |_| State {
-        nccl_version: s.inv.nccl_version,
+        tuning: Some(crate::node::calls::TuningAsk {
+            nccl_version: s.inv.nccl_version,
+        }),
     });
     let outcomes = on_nodes(&s.inv, &s.reach, printer, jobs)?;
     let rows = outcomes

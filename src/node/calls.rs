@@ -326,7 +326,16 @@ impl Call for Unstage {
 /// What topo-tune wrote and staged on the node, and whether it still holds (`status`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct State {
-    /// cluster.yaml's NCCL version: what the node runs when its loader finds no NCCL.
+    /// `status`: also the live tuning and the NCCL the node runs (its loader's, else this,
+    /// cluster.yaml's). `None`: the files only — a rollout's check between rounds loads no
+    /// library and reads no rules file.
+    #[serde(default)]
+    pub(crate) tuning: Option<TuningAsk>,
+}
+
+/// What `status` tells a node so it can say which NCCL it runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct TuningAsk {
     #[serde(default)]
     pub(crate) nccl_version: Option<crate::model::NcclVersion>,
 }
@@ -336,12 +345,15 @@ impl Call for State {
     const KIND: &'static str = "state";
 
     fn here(&self, env: &NodeEnv) -> Result<NodeState, Failure> {
+        let Some(ask) = &self.tuning else {
+            return crate::apply::stage::state(&env.write_root).map_err(write_failure);
+        };
         // Only this machine's loader knows its NCCL (a described or paper node does not).
         let live = env.fsroot.is_none() && env.hwloc_xml.is_none() && env.write_root == std::path::Path::new("/");
         let nccl = live
             .then(crate::probe::nccl_lib::installed_version)
             .flatten()
-            .or(self.nccl_version);
+            .or(ask.nccl_version);
         crate::apply::stage::state_with_tuning(&env.write_root, nccl).map_err(write_failure)
     }
 
