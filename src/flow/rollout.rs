@@ -415,13 +415,12 @@ fn candidates(
     for n in &inv.nodes {
         let class = by_host.get(n.host.as_str()).copied();
         let tuned = super::write::with_tuning(plan, &n.host, class, tuned);
-        let made = candidate(inv, n, class, facts, has_output_dir).and_then(|b| {
-            let mut b = super::write::tuned_bundle(b, &tuned).map_err(|f| Refusal(f.message))?;
+        let made = candidate(inv, n, class, facts, has_output_dir, &tuned).map(|mut b| {
             // The record keeps the plugin's sha256 (in the drop-in), never its bytes.
             if let Some(t) = b.tuner.as_mut() {
                 t.plugin = None;
             }
-            Ok(b)
+            b
         });
         match made {
             Ok(b) => {
@@ -446,6 +445,7 @@ fn candidate(
     class: Option<&crate::model::plan::NcclClass>,
     facts: &Facts,
     has_output_dir: bool,
+    tuning: &super::write::WithTuning,
 ) -> Result<Bundle, Refusal> {
     if n.transport == TransportKind::Simulated && !has_output_dir {
         return Err(Refusal(
@@ -457,5 +457,5 @@ fn candidate(
     }
     let class = class.ok_or_else(|| Refusal("the plan gives this node no NCCL settings".into()))?;
     admit(inv, n, class, facts)?;
-    Bundle::of(class).map_err(|r| Refusal(format!("refused setting: {r}")))
+    super::write::bundle_of(class, tuning).map_err(|r| Refusal(format!("refused setting: {r}")))
 }

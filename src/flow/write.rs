@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::model::plan::{NcclClass, Plan};
 use crate::model::{Failure, FailureKind};
 use crate::nccl::guard::NvlinkGuard;
+use crate::nccl::table::Rejection;
 use crate::node::calls::{Rollback, Write};
 use crate::node::{write_target, NodeJob};
 use crate::report::envelope::NodeRow;
@@ -62,7 +63,7 @@ pub(crate) fn write_plan(
         };
         // The plan's own settings are admitted against the node; the tuning's (its plugin,
         // its globals) were checked when it was read.
-        let bundle = match bundle_for(inv, n, plan, planned, facts).and_then(|b| tuned_bundle(b, &t)) {
+        let bundle = match bundle_for(inv, n, plan, planned, facts, &t) {
             Ok(b) => b,
             Err(f) => {
                 // Nothing is written there: the tuning is not given either.
@@ -160,16 +161,16 @@ pub(crate) fn with_tuning<'a>(
     }
 }
 
-/// The plan's bundle with the tuning, where the node is given it.
-pub(crate) fn tuned_bundle(plain: Bundle, t: &WithTuning) -> Result<Bundle, Failure> {
-    let (true, Some(class)) = (t.given, t.class.as_deref()) else {
-        return Ok(plain);
-    };
-    let b = Bundle::of(class).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))?;
-    Ok(Bundle {
-        tuner: t.tuner.clone(),
-        ..b
-    })
+/// The bundle a node is written, rendered once: its class as given the tuning where it is
+/// (with the tuning's files), else the plan's own.
+pub(crate) fn bundle_of(class: &NcclClass, t: &WithTuning) -> Result<Bundle, Rejection> {
+    match (t.given, t.class.as_deref()) {
+        (true, Some(tuned)) => Ok(Bundle {
+            tuner: t.tuner.clone(),
+            ..Bundle::of(tuned)?
+        }),
+        _ => Bundle::of(class),
+    }
 }
 
 /// The operator's own settings that would take NVLink away where the node has it: kept (they
@@ -201,6 +202,7 @@ fn bundle_for(
     plan: &Plan,
     class: Option<&NcclClass>,
     facts: &Facts,
+    tuning: &WithTuning,
 ) -> Result<Bundle, Failure> {
     if let Some(f) = facts.failed.get(&n.host) {
         return Err(f.clone());
@@ -209,7 +211,7 @@ fn bundle_for(
         return Err(Failure::new(FailureKind::NotPlanned, unplanned_reason(plan, &n.host)));
     };
     admit(inv, n, class, facts).map_err(|why| Failure::new(FailureKind::NotPlanned, why.0))?;
-    Bundle::of(class).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))
+    bundle_of(class, tuning).map_err(|r| Failure::new(FailureKind::NotPlanned, format!("refused setting: {r}")))
 }
 
 /// `rollback` on every node: its last run undone (or the run named), one row per node.
