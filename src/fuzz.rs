@@ -312,9 +312,9 @@ pub fn tuning_json(data: &[u8]) -> String {
             topology_xml: None,
             gpu_ports: Vec::new(),
         };
-        let tuned = crate::tune::onto::tuned_class(&class, &tuning, Some(&"a".repeat(64))).map_err(|e| e.0)?;
-        crate::apply::writer::Bundle::of(&tuned).map_err(|e| e.to_string())?;
-        nccl_tuner_topo_tune::rules::parse_strict(csv.as_bytes()).map_err(|e| e.to_string())?;
+        let tuned = crate::tune::onto::tuned_class(&class, &tuning, Some(&"a".repeat(64)))?;
+        crate::apply::writer::Bundle::of(&tuned).map_err(|e| crate::model::Refusal(e.to_string()))?;
+        nccl_tuner_topo_tune::rules::parse_strict(csv.as_bytes()).map_err(|e| crate::model::Refusal(e.to_string()))?;
         Ok(())
     });
     outcome(r)

@@ -5,6 +5,7 @@
 use crate::apply::plugin::PluginCopy;
 use crate::apply::writer::Tuner;
 use crate::error::Error;
+use crate::model::Refusal;
 use crate::tune::tuning::{self, Tuning};
 use std::path::{Path, PathBuf};
 
@@ -45,7 +46,7 @@ pub(crate) fn read(given: &TuningGiven) -> Result<Rollable, Error> {
         (given.path.clone(), dir.join("nccl-tuner.csv"))
     };
     let text = crate::input::read_text(&file, MAX_TUNING, "tuning.json").map_err(|e| bad(&file, e.to_string()))?;
-    let (tuning, csv) = from_text(&text).map_err(|why| bad(&file, why))?;
+    let (tuning, csv) = from_text(&text).map_err(|why| bad(&file, why.0))?;
     same_as_beside(&beside, &csv)?;
     let tuner = if crate::tune::onto::has_rules(&tuning) {
         let bytes = super::preflight::tuner_plugin(&given.plugin)?;
@@ -62,23 +63,23 @@ pub(crate) fn read(given: &TuningGiven) -> Result<Rollable, Error> {
 /// A tuning.json's text as a rollout obeys it, with the rules file it makes: this build's
 /// schema (unknown fields refused), reviewed (`tuning::review`), something to roll out, and a
 /// rules file the plugin reads whole with every rule. Pure (the fuzz target calls it).
-pub(crate) fn from_text(text: &str) -> Result<(Tuning, String), String> {
+pub(crate) fn from_text(text: &str) -> Result<(Tuning, String), Refusal> {
     let tuning: Tuning = serde_json::from_str(text).map_err(|e| {
-        format!(
+        Refusal(format!(
             "line {} column {}: {e} (write it with `topo-tune tune`)",
             e.line(),
             e.column()
-        )
+        ))
     })?;
-    tuning::review(&tuning).map_err(|r| format!("{}: the tuning is not obeyed", r.0))?;
+    tuning::review(&tuning).map_err(|r| Refusal(format!("{}: the tuning is not obeyed", r.0)))?;
     if tuning.rules.is_empty() && tuning.globals.is_empty() {
-        return Err(
+        return Err(Refusal(
             "holds no rule and no global: NCCL's own choice held wherever it was measured, so there is nothing to roll out"
                 .into(),
-        );
+        ));
     }
     let csv = tuning::csv(&tuning);
-    tuning::check_csv(&tuning, &csv).map_err(|r| r.0)?;
+    tuning::check_csv(&tuning, &csv)?;
     Ok((tuning, csv))
 }
 
@@ -173,7 +174,7 @@ mod tests {
         cases.push((twice, "duplicate field"));
         cases.push(("[]".into(), "line 1"));
         for (text, want) in cases {
-            let e = from_text(&text).unwrap_err();
+            let e = from_text(&text).unwrap_err().0;
             assert!(e.contains(want), "{want}: {e}");
         }
     }
