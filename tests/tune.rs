@@ -217,6 +217,18 @@ fn bad_flags_are_usage_errors() {
     assert_eq!(o.code(), Some(69), "{}", o.stderr_text());
     assert!(o.stderr_text().contains("tuner plugin"), "{}", o.stderr_text());
     assert!(!c.dir.path().join("nodes").exists(), "nothing staged");
+    // An output directory the tuning cannot be written to is found before the first run
+    // (it failed after every run, at the end): a directory where tuning.json goes.
+    std::fs::create_dir_all(c.dir.path().join("out/tuning.json")).unwrap();
+    let o = c.cmd().run();
+    assert_eq!(o.code(), Some(65), "{}", o.stderr_text());
+    assert!(
+        o.stderr_text().contains("tuning.json: not a regular file"),
+        "{}",
+        o.stderr_text()
+    );
+    assert!(!c.dir.path().join("nodes").exists(), "nothing staged");
+    assert!(!c.dir.path().join("counter").exists(), "nothing measured");
 }
 
 /// The default run on two nodes measures every collective at two shapes: each collective's

@@ -1,7 +1,10 @@
 //! The rollout engine's way to the nodes (`canary::rollout::Fleet`): stage, unstage, state,
-//! promote, roll back and benchmark as node calls over each node's transport.
+//! promote, roll back as node calls over each node's transport, and benchmark through the
+//! measuring engine `tune` and `diagnose` use (`flow::measure`).
 
-use super::reach::{bench_target, benchmarks_on_nodes, on_nodes};
+use super::measure::nodes::NodeBencher;
+use super::measure::Run;
+use super::reach::on_nodes;
 use super::settings::ReachSettings;
 use crate::apply::stage::{NodeState, StageRecord};
 use crate::apply::writer::WriteReport;
@@ -10,10 +13,10 @@ use crate::canary::state::Rollout;
 use crate::config::{Inventory, NodeSpec};
 use crate::error::Error;
 use crate::model::{Failure, FailureKind};
-use crate::node::calls::{Bench, Rollback, Stage, State, Unstage, Write};
+use crate::node::calls::{Rollback, Stage, State, Unstage, Write};
 use crate::node::{write_target, Call, NodeJob};
 use crate::report::Printer;
-use crate::runner::{BenchAnswer, BenchRequest, Variant};
+use crate::runner::{BenchAnswer, Variant};
 
 /// The engine's way to the nodes: the node calls, over each node's transport.
 pub(crate) struct NodeFleet<'a> {
@@ -128,32 +131,27 @@ impl Fleet for NodeFleet<'_> {
         marker: &str,
     ) -> Result<Result<BenchAnswer, Failure>, Error> {
         let b = &r.options.benchmark;
-        let Some(first) = hosts.first().and_then(|h| self.spec(h)) else {
+        if hosts.first().and_then(|h| self.spec(h)).is_none() {
             return Ok(Err(Failure::new(FailureKind::NotPlanned, "no node to benchmark")));
-        };
-        let gpus = r.gpus_per_node(hosts);
-        let target = bench_target(first, b.runs_on, r.options.output_dir.as_deref())?;
-        let job = NodeJob {
-            node: first.clone(),
-            target,
-            call: Bench {
-                request: BenchRequest {
-                    template: b.command.clone(),
-                    variant,
-                    hosts: hosts.to_vec(),
-                    gpus_per_node: gpus,
-                    timeout_s: b.timeout_s,
-                    rail: None,
-                    marker: marker.to_string(),
-                    staged: None,
-                },
-            },
-        };
-        // The rollout prints its own progress lines: no bar for one run.
+        }
+        // The measuring engine tune and diagnose use, with the record's command (a resume
+        // checked it is cluster.yaml's); the rollout prints its own progress lines: no bar.
         let quiet = Printer::quiet(self.printer.format);
-        let mut outcomes = benchmarks_on_nodes(self.inv, self.reach, &quiet, vec![job], b.timeout_s, None)?;
-        Ok(outcomes
-            .pop()
-            .map_or_else(|| Err(Failure::new(FailureKind::Internal, "no answer")), |o| o.result))
+        let mut engine = NodeBencher::new(
+            self.inv,
+            self.reach,
+            &quiet,
+            r.options.output_dir.as_deref(),
+            None,
+            "apply",
+        );
+        let run = Run {
+            template: &b.command,
+            hosts,
+            gpus: r.gpus_per_node(hosts),
+            rail: None,
+            staged: None,
+        };
+        engine.one(&run, variant, marker, b.timeout_s)
     }
 }

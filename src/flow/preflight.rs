@@ -80,6 +80,21 @@ impl From<MissingPlugin> for crate::error::Error {
     }
 }
 
+/// `tune --output-dir`, checked before the first run so that hours of measuring do not end
+/// in "cannot write": the directory made or opened, the files `tune` writes there regular
+/// files (never a link or a directory, which the writer would refuse at the end) and the
+/// directory writable (a file made and removed).
+pub(crate) fn tuning_dir_writable(dir: &Path) -> Result<(), crate::apply::tree::TreeError> {
+    let tree = crate::apply::tree::Tree::open(dir)?;
+    for name in ["tuning.json", "nccl-tuner.csv"] {
+        tree.read(name, 64 << 20)?;
+    }
+    let check = ".topo-tune-write-check";
+    tree.write(check, b"", 0o600)?;
+    tree.remove(check)?;
+    Ok(())
+}
+
 /// The plugin's bytes: a regular file of at most 64 MiB that is an ELF shared object.
 pub(crate) fn tuner_plugin(path: &Path) -> Result<Vec<u8>, MissingPlugin> {
     let no = |why: String| MissingPlugin {

@@ -117,6 +117,7 @@ pub(crate) fn tune(s: &TuneSettings, printer: &Printer) -> Result<TuneOutcome, E
     // One tune or rollout of a cluster at a time: the run files of another would be removed.
     let store = crate::canary::state::Store::open(&s.state_dir)?;
     let _lock = store.lock(&s.cluster_config)?;
+    super::preflight::tuning_dir_writable(&s.tuning_dir).map_err(WriteError::from)?;
     let planned = gather_and_plan(&s.gather, printer, crate::flow::PREDICTION_BYTES, Ask::Snapshot)?;
     // What the tuning is measured on: the set's NCCL (its nodes', else cluster.yaml's).
     let nccl_version = planned.plan.nccl.classes.iter().find_map(|c| c.nccl_version);

@@ -72,6 +72,55 @@ impl<'a> NodeBencher<'a> {
 }
 
 impl NodeBencher<'_> {
+    /// The node call of one run: made on its first host (or the controller), with the
+    /// variant's files (the canary's candidate is staged beside the live ones) and the
+    /// marker a resume finds a killed run's processes by.
+    fn job(&self, r: &Run<'_>, variant: Variant, marker: &str, timeout_s: u64) -> Result<NodeJob<calls::Bench>, Error> {
+        let b = &self.inv.benchmark;
+        let first = self
+            .inv
+            .nodes
+            .iter()
+            .find(|n| r.hosts.first() == Some(&n.host))
+            .ok_or_else(|| Error::Usage("no node selected".into()))?;
+        Ok(NodeJob {
+            node: first.clone(),
+            target: bench_target(first, b.runs_on, self.output_dir)?,
+            call: calls::Bench {
+                request: BenchRequest {
+                    template: r.template.to_string(),
+                    variant,
+                    hosts: r.hosts.to_vec(),
+                    gpus_per_node: r.gpus,
+                    timeout_s,
+                    rail: r.rail,
+                    marker: marker.to_string(),
+                    staged: r.staged.cloned(),
+                },
+            },
+        })
+    }
+
+    /// One run of a canary wave's round (`apply`): the variant's files, the run marked for a
+    /// resume, bounded by `timeout_s`, answered as the node gave it — the rollout records the
+    /// command and its seconds and judges the figures itself. Not counted against `--budget`
+    /// (a rollout has none: its rounds are cluster.yaml's).
+    pub(crate) fn one(
+        &mut self,
+        run: &Run<'_>,
+        variant: Variant,
+        marker: &str,
+        timeout_s: u64,
+    ) -> Result<Result<crate::runner::BenchAnswer, Failure>, Error> {
+        let job = self.job(run, variant, marker, timeout_s)?;
+        self.rounds += 1;
+        let mut outcomes = benchmarks_on_nodes(self.inv, self.reach, self.printer, vec![job], timeout_s, None)?;
+        Ok(outcomes.pop().map_or_else(
+            || Err(Failure::new(crate::model::FailureKind::Internal, "no answer")),
+            |o| o.result,
+        ))
+    }
+
     /// One call on every node of `hosts`, where its files live (`--output-dir` trees for
     /// paper nodes); any node that fails fails the whole: a run with files on some nodes and
     /// not others would measure a job whose ranks disagree.
@@ -128,31 +177,10 @@ impl Bencher for NodeBencher<'_> {
         let Some(timeout_s) = self.budget.timeout(b.timeout_s) else {
             return Ok(None);
         };
-        let mut jobs = Vec::new();
-        for r in round {
-            let first = self
-                .inv
-                .nodes
-                .iter()
-                .find(|n| r.hosts.first() == Some(&n.host))
-                .ok_or_else(|| Error::Usage("no node selected".into()))?;
-            jobs.push(NodeJob {
-                node: first.clone(),
-                target: bench_target(first, b.runs_on, self.output_dir)?,
-                call: calls::Bench {
-                    request: BenchRequest {
-                        template: r.template.to_string(),
-                        variant: Variant::Baseline,
-                        hosts: r.hosts.to_vec(),
-                        gpus_per_node: r.gpus,
-                        timeout_s,
-                        rail: r.rail,
-                        marker: String::new(),
-                        staged: r.staged.cloned(),
-                    },
-                },
-            });
-        }
+        let jobs = round
+            .iter()
+            .map(|r| self.job(r, Variant::Baseline, "", timeout_s))
+            .collect::<Result<Vec<_>, Error>>()?;
         self.rounds += 1;
         let outcomes = benchmarks_on_nodes(
             self.inv,
