@@ -121,6 +121,22 @@ fn every_shared_trace_matches_the_python_check() {
     assert_eq!(t["sizes"]["unknown_size"], 0);
 }
 
+/// Absolute-µs timestamps (`1694128201435031.xxx`, as Kineto writes epoch time) are read to
+/// the nanosecond: through an f64 the `record_param_comms` that ends where its c10d op ends
+/// was pushed 96 ns past it, read as a second collective (2 instead of 1).
+#[test]
+fn absolute_microsecond_timestamps_keep_their_nanoseconds() {
+    let want = cross_check(&data("absolute-us.json"));
+    assert_eq!(want["kinds"]["allreduce"]["count"], 1);
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("absolute-us.json"))]);
+    let rank = &doc["trace"]["ranks"][0];
+    assert_eq!(rank["collectives"], 1, "{rank}");
+    // The GEMM starts 123 ns before the NCCL kernel: 1.878 µs of overlap, 4.124 µs busy (an
+    // f64 put both starts on one 256 ns grid point: 2.001 and 4.001).
+    assert_eq!(rank["steps"][0]["overlap_us"], 1.878, "{rank}");
+    assert_eq!(rank["steps"][0]["gpu_busy_us"], 4.124, "{rank}");
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are

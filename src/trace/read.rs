@@ -358,8 +358,10 @@ struct Event {
     complete: bool,
     cat: Option<Cat>,
     tid: u64,
-    ts: Option<f64>,
-    dur: Option<f64>,
+    /// `ts` and `dur` in nanoseconds, read from the number's text (`Some(None)`: given, but
+    /// not a number that is a time).
+    ts: Option<Option<i64>>,
+    dur: Option<Option<i64>>,
     correlation: Option<u64>,
     comm: CommArgs,
     has_name: bool,
@@ -403,8 +405,8 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
                     e.has_name = true;
                 }
                 EventKey::Tid => e.tid = map.next_value_seed(IdSeed)?,
-                EventKey::Ts => e.ts = Some(map.next_value_seed(NumberSeed)?),
-                EventKey::Dur => e.dur = Some(map.next_value_seed(NumberSeed)?),
+                EventKey::Ts => e.ts = Some(nanos(map.next_value::<&serde_json::value::RawValue>()?.get())),
+                EventKey::Dur => e.dur = Some(nanos(map.next_value::<&serde_json::value::RawValue>()?.get())),
                 EventKey::Args => {
                     let wanted =
                         !e.has_name || is_comm_op(&self.0.name) || matches!(e.cat, Some(Cat::Gpu | Cat::Runtime));
@@ -734,9 +736,70 @@ pub(crate) fn gpu_class(name: &str) -> GpuClass {
     }
 }
 
-/// Microseconds to nanoseconds, for a timestamp or duration that is a real one.
-fn nanos(us: f64) -> Option<i64> {
-    (us.is_finite() && us.abs() < 9.0e15).then(|| (us * 1000.0).round() as i64)
+/// Microseconds as the trace writes them (`1694128201435031.123`, `12`, `1.5e3`) to whole
+/// nanoseconds, exactly: read from the number's text, never through an f64, whose 53 bits
+/// hold an absolute-µs timestamp only to 256 ns once multiplied (a child pushed past its
+/// parent's end became a phantom collective). Rounded half away from zero at the nanosecond;
+/// `None` for what is not a JSON number or is beyond ±9·10¹⁸ ns.
+pub(crate) fn nanos(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let (negative, b) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        _ => (false, b),
+    };
+    let int_len = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let (int, rest) = b.split_at(int_len);
+    let (frac, rest) = match rest.split_first() {
+        Some((b'.', r)) => {
+            let n = r.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            r.split_at(n)
+        }
+        _ => (&[][..], rest),
+    };
+    let exp: i64 = match rest.split_first() {
+        None => 0,
+        Some((b'e' | b'E', r)) => {
+            let (sign, digits) = match r.split_first() {
+                Some((b'-', d)) => (-1, d),
+                Some((b'+', d)) => (1, d),
+                _ => (1, r),
+            };
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            // Beyond 10^±99 a time is 0 or out of range either way.
+            let d = std::str::from_utf8(digits).ok()?.parse::<i64>().unwrap_or(99).min(99);
+            sign * d
+        }
+        Some(_) => return None,
+    };
+    if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+        return None;
+    }
+    // The digits with the decimal point `point` places in, moved three places right (µs → ns).
+    let digits = || int.iter().chain(frac.iter());
+    let point = int.len() as i64 + exp + 3;
+    let mut whole: i64 = 0;
+    for (i, d) in digits().enumerate() {
+        if (i as i64) >= point {
+            break;
+        }
+        whole = whole.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+    }
+    let shown = int.len() + frac.len();
+    for _ in shown as i64..point.max(0) {
+        whole = whole.checked_mul(10)?;
+    }
+    // Half away from zero: the first dropped digit decides (any later ones cannot); with the
+    // point before the first digit, the first dropped one is a 0.
+    let first_dropped = usize::try_from(point).ok().and_then(|p| digits().nth(p));
+    if first_dropped.is_some_and(|d| *d >= b'5') {
+        whole = whole.checked_add(1)?;
+    }
+    (whole < 9_000_000_000_000_000_000).then_some(if negative { -whole } else { whole })
 }
 
 /// `ProfilerStep#12` → 12.
@@ -753,7 +816,7 @@ fn keep(state: &mut State, e: Event) {
         state.trace.skipped.no_time += 1;
         return;
     };
-    let (Some(start), Some(len)) = (nanos(ts), nanos(dur)) else {
+    let (Some(start), Some(len)) = (ts, dur) else {
         state.trace.skipped.bad_time += 1;
         return;
     };
@@ -882,6 +945,40 @@ mod tests {
                 bad_time: 2
             }
         );
+    }
+
+    /// Times are read from the number's text: an absolute-µs timestamp keeps its nanoseconds
+    /// (through an f64 they fell on a 256 ns grid).
+    #[test]
+    fn times_are_exact_nanoseconds_from_the_text() {
+        for (text, want) in [
+            ("1694128201435031.123", Some(1_694_128_201_435_031_123)),
+            ("1694128201435031.1235", Some(1_694_128_201_435_031_124)),
+            ("1694128201435031.12349999", Some(1_694_128_201_435_031_123)),
+            ("-2.5005", Some(-2501)),
+            ("12", Some(12_000)),
+            ("0", Some(0)),
+            ("0.0004", Some(0)),
+            ("0.0005", Some(1)),
+            ("1.5e3", Some(1_500_000)),
+            ("15E-4", Some(2)),
+            ("1e-9", Some(0)),
+            ("5e-4", Some(1)),
+            ("8999999999999999.999", Some(8_999_999_999_999_999_999)),
+            ("9000000000000000", None),
+            ("1e99", None),
+            ("\"soon\"", None),
+            ("null", None),
+            ("01", None),
+            ("1.", None),
+            ("1e", None),
+        ] {
+            assert_eq!(nanos(text), want, "{text}");
+        }
+        // Against f64 where f64 is exact: every whole ns below 2^40 µs.
+        for us in [0.001, 1.0, 10.5, 123456.789, 1_000_000.25] {
+            assert_eq!(nanos(&format!("{us}")), Some((us * 1000.0_f64).round() as i64), "{us}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ import gzip
 import json
 import re
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 
 # hta/common/types.py @ f4d0062c: the kernel classes, tried in this order.
 COMM = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
@@ -38,7 +39,9 @@ def kind_of(name):
 
 
 def ns(us):
-    return int(round(us * 1000.0))
+    # Exact: the number as written (json.load reads floats as Decimal here), µs to whole ns,
+    # half away from zero. A float holds an absolute-µs timestamp only to 256 ns.
+    return int((Decimal(us) * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
 def merge(spans):
@@ -90,7 +93,7 @@ def op_bytes(args):
 def main(path):
     opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
     with opener(path, "rt") as f:
-        doc = json.load(f)
+        doc = json.load(f, parse_float=Decimal)
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "ts" in e and "dur" in e]
     steps = sorted((int(m.group(1)), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
                    for e in events
