@@ -137,6 +137,20 @@ fn absolute_microsecond_timestamps_keep_their_nanoseconds() {
     assert_eq!(rank["steps"][0]["gpu_busy_us"], 4.124, "{rank}");
 }
 
+/// A `record_param_comms` that names nothing inside a `wait()` span is the wait's own, not a
+/// collective (2 "unknown" collectives before); a real all-to-all issued inside an
+/// awaitable's `wait()` stays one.
+#[test]
+fn a_wait_is_not_a_collective() {
+    let want = cross_check(&data("waits.json"));
+    assert!(want["kinds"].get("unknown").is_none() && want["kinds"].get("record_param_comms").is_none());
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("waits.json"))]);
+    let t = &doc["trace"];
+    assert_eq!(t["ranks"][0]["collectives"], 1, "{t}");
+    assert_eq!(t["sizes"]["kinds"][0]["kind"], "alltoall");
+    assert_eq!(t["sizes"]["unknown_size"], 0);
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are

@@ -209,6 +209,19 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
     }
 }
 
+/// Whether a group lies inside a wait span of its thread (`waits` sorted by thread and
+/// start): a `record_param_comms` that names no collective there is the wait's own.
+fn in_a_wait(waits: &[read::Span], g: &Issued) -> bool {
+    let upto = waits.partition_point(|w| (w.tid, w.start) <= (g.tid, g.start));
+    // Wait spans nest at most a few deep; the nearest ones that began before are enough.
+    waits[..upto]
+        .iter()
+        .rev()
+        .take_while(|w| w.tid == g.tid)
+        .take(64)
+        .any(|w| g.end <= w.end)
+}
+
 /// The step whose CPU span holds `ts`.
 fn step_at(steps: &[read::Step], ts: i64) -> Option<usize> {
     let i = steps.partition_point(|s| s.start <= ts);
@@ -237,10 +250,11 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
     let (world, pg_sizes) = group_sizes(&t);
     let mut ops = std::mem::take(&mut t.ops);
     let groups = groups(&mut ops);
+    t.waits.sort_unstable_by_key(|w| (w.tid, w.start));
     let mut issued: Vec<Issued> = groups
         .iter()
         .map(|g| issued(&ops, g))
-        .filter(|g| g.kind != "wait")
+        .filter(|g| g.kind != "wait" && !(g.kind == "unknown" && in_a_wait(&t.waits, g)))
         .collect();
     let launched_by = launches_inside(&issued, &mut t.launches);
     // Then by correlation, to find when each GPU event was launched (HTA's step rule).

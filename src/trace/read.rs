@@ -150,7 +150,19 @@ pub(crate) struct RawTrace {
     pub(crate) launches: Vec<Launch>,
     pub(crate) ops: Vec<CommOp>,
     pub(crate) steps: Vec<Step>,
+    /// CPU spans that wait for a collective (`## Request wait() ##`, torchrec's
+    /// `All2All_Pooled_Wait`): a `record_param_comms` that names nothing inside one is the
+    /// wait's, not a collective.
+    pub(crate) waits: Vec<Span>,
     pub(crate) skipped: Skipped,
+}
+
+/// A CPU span on one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) tid: u64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
 }
 
 /// Why a trace could not be read.
@@ -685,6 +697,15 @@ fn op_kind(name: &str) -> Option<OpKind> {
     }
 }
 
+/// A CPU span that waits for a collective: `wait` in its name (a Python `work.wait()`
+/// annotation, an awaitable's `wait()`, `c10d::wait`), and not a collective op itself.
+fn is_wait(name: &str) -> bool {
+    name.len() < 512
+        && name.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"wait"))
+        && name != "record_param_comms"
+        && !name.starts_with("nccl:")
+}
+
 fn is_comm_op(name: &str) -> bool {
     op_kind(name).is_some()
 }
@@ -858,6 +879,8 @@ fn keep(state: &mut State, e: Event) {
         Some(Cat::CpuOp) | Some(Cat::Annotation) => {
             if let Some(number) = step_number(name) {
                 t.steps.push(Step { number, start, end });
+            } else if is_wait(name) {
+                t.waits.push(Span { tid: e.tid, start, end });
             } else if let Some(kind) = op_kind(name) {
                 t.ops.push(CommOp {
                     kind,

@@ -111,12 +111,25 @@ def main(path):
         return a is not b and a["tid"] == b["tid"] and ns(b["ts"]) <= ns(a["ts"]) and \
             ns(a["ts"]) + ns(a["dur"]) <= ns(b["ts"]) + ns(b["dur"])
     outer = [o for o in ops if not any(inside(o, p) for p in ops)]
+    # Spans that wait for a collective: `wait` in the name, not a collective op themselves. A
+    # group that names no collective (no `Collective name`, no c10d op, no nccl: title) inside
+    # one is the wait's record_param_comms, not a collective.
+    waits = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")
+             and "wait" in e["name"].lower() and e["name"] != "record_param_comms"
+             and not e["name"].startswith("nccl:") and not re.match(r"^ProfilerStep#\d+$", e["name"])]
+
+    def in_wait(o):
+        return any(w["tid"] == o["tid"] and ns(w["ts"]) <= ns(o["ts"]) and
+                   ns(o["ts"]) + ns(o["dur"]) <= ns(w["ts"]) + ns(w["dur"]) for w in waits)
     colls = []
     launched_by = {}
     for o in outer:
         members = [o] + [p for p in ops if inside(p, o)]
         rpcs = [p for p in members if p["name"] == "record_param_comms"]
         kind = next((kind_of(p["args"]["Collective name"]) for p in rpcs if "Collective name" in p.get("args", {})), None)
+        named = kind or any(not p["name"] == "record_param_comms" for p in members)
+        if not named and in_wait(o):
+            continue
         kind = kind or kind_of(o["name"])
         sizes = [op_bytes(p.get("args", {})) for p in rpcs]
         if rpcs and all(sizes):
