@@ -151,6 +151,38 @@ fn a_wait_is_not_a_collective() {
     assert_eq!(t["sizes"]["unknown_size"], 0);
 }
 
+/// Sizes nested in a `nccl:*` title under a `record_param_comms` without one are the
+/// collective's (all three were "the profiler recorded no shapes" before); the title holds the
+/// send buffer, so an all-gather's message is that times its group; an all-to-all of `[[0],[0]]`
+/// is 0 bytes, not unknown.
+#[test]
+fn nested_nccl_sizes_and_zero_byte_all_to_alls_are_sizes() {
+    let want = cross_check(&data("nested-sizes.json"));
+    let k = &want["kinds"];
+    assert_eq!(
+        (
+            &k["allreduce"]["bytes"],
+            &k["allgather"]["bytes"],
+            &k["alltoall"]["bytes"]
+        ),
+        (
+            &394_241u64.saturating_mul(4).into(),
+            &(2u64 << 20 << 2).into(),
+            &0.into()
+        )
+    );
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("nested-sizes.json"))]);
+    let sizes = &doc["trace"]["sizes"];
+    assert_eq!(sizes["unknown_size"], 0, "{sizes}");
+    let buckets: Vec<(u64, u64)> = sizes["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["from_bytes"].as_u64().unwrap(), b["to_bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(buckets, vec![(0, 1), (1 << 20, 2 << 20), (8 << 20, 16 << 20)]);
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are
@@ -169,8 +201,13 @@ fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
         .collect();
     assert_eq!(kinds, ["allgather", "allreduce", "alltoall"]);
     assert!(!kinds.contains(&"sendrecv"));
-    // The two ranks' collectives match one to one (10 each).
-    assert_eq!(doc["trace"]["skew"]["matched"], 10);
+    // The all-reduces' sizes are in their nested `nccl:all_reduce` titles: a sampled trace
+    // keeps other all-reduces on each rank, and two of the pairs its order makes are of
+    // different sizes — not the same collective, so not matched (with the sizes unread, all
+    // 10 were matched and judged).
+    assert_eq!(doc["trace"]["skew"]["matched"], 8);
+    assert_eq!(doc["trace"]["skew"]["mismatched"], 2);
+    assert_eq!(doc["trace"]["sizes"]["unknown_size"], 0);
     let v = doc["trace"]["verdict"].as_str().unwrap();
     assert!(v.starts_with("communication 31% of the step, 26% exposed"), "{v}");
 }

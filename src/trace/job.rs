@@ -127,7 +127,9 @@ fn bucket_of(bytes: u64) -> u32 {
 
 /// The size histogram and the small-message share.
 pub(crate) fn sizes(ranks: &[RankIn], small_below: u64, small_from: &'static str) -> Sizes {
-    let mut histogram: BTreeMap<u32, SizeBucket> = BTreeMap::new();
+    // Keyed by the power of two below the size; `None` (first) holds the 0-byte collectives
+    // (an all-to-all with nothing to send), shown as 0 to 1 B.
+    let mut histogram: BTreeMap<Option<u32>, SizeBucket> = BTreeMap::new();
     let mut kinds: BTreeMap<String, KindFigures> = BTreeMap::new();
     let (mut time, mut small_time, mut count, mut small_count, mut unknown) = (0.0, 0.0, 0u64, 0u64, 0u64);
     for c in ranks.iter().flat_map(|r| &r.figures.collectives) {
@@ -148,10 +150,10 @@ pub(crate) fn sizes(ranks: &[RankIn], small_below: u64, small_from: &'static str
         };
         count += 1;
         time += c.gpu_us;
-        let b = bucket_of(bytes);
+        let b = (bytes > 0).then(|| bucket_of(bytes));
         let e = histogram.entry(b).or_insert_with(|| SizeBucket {
-            from_bytes: 1 << b,
-            to_bytes: 1u64.checked_shl(b + 1).unwrap_or(u64::MAX),
+            from_bytes: b.map_or(0, |b| 1 << b),
+            to_bytes: b.map_or(1, |b| 1u64.checked_shl(b + 1).unwrap_or(u64::MAX)),
             count: 0,
             gpu_us: 0.0,
         });

@@ -116,7 +116,9 @@ pub(crate) fn bus_factor(kind: &str, n: u64) -> Option<f64> {
     })
 }
 
-/// An op's bytes from its arguments: `In/Out msg nelems` × dtype, else `Input Dims`.
+/// An op's bytes from its arguments: `In/Out msg nelems` × dtype, else `Input Dims`. A zero
+/// count says nothing (a wait records 0), but shapes of zero elements (`[[0],[0]]`: an
+/// all-to-all with nothing to send) are a collective of 0 bytes, not one without a size.
 fn op_bytes(a: &CommArgs) -> Option<u64> {
     let size = a.dtype.as_deref().and_then(read::dtype_size);
     let by_count = match (a.in_nelems, a.out_nelems, size) {
@@ -126,7 +128,7 @@ fn op_bytes(a: &CommArgs) -> Option<u64> {
     };
     by_count
         .filter(|b| *b > 0)
-        .or_else(|| a.input_bytes.iter().flatten().copied().max().filter(|b| *b > 0))
+        .or_else(|| a.input_bytes.iter().flatten().copied().max())
 }
 
 /// The outermost collective op on each thread with the ops nested in it.
@@ -159,6 +161,8 @@ struct Issued {
     group_size: Option<u64>,
     pg: String,
     source: &'static str,
+    /// `bytes` is the send buffer only (from a `nccl:*` title).
+    send_only: bool,
     tid: u64,
     start: i64,
     end: i64,
@@ -181,16 +185,14 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
     let rpc_bytes: Option<u64> = (!rpcs.is_empty())
         .then(|| rpcs.iter().map(|o| op_bytes(&o.args)).sum::<Option<u64>>())
         .flatten();
-    let (bytes, source) = match rpc_bytes {
-        Some(b) => (Some(b), "record_param_comms"),
-        None => match all
-            .iter()
-            .filter(|o| o.kind == OpKind::C10d)
-            .find_map(|o| op_bytes(&o.args))
-        {
-            Some(b) => (Some(b), "c10d"),
-            None => (None, if rpcs.is_empty() { "c10d" } else { "record_param_comms" }),
-        },
+    let of_kind = |kind: OpKind| all.iter().filter(|o| o.kind == kind).find_map(|o| op_bytes(&o.args));
+    // A nested `nccl:*` title carries the send buffer only (ProcessGroupNCCL records its
+    // input tensors): an all-gather's message is that times the group (done in `collectives`).
+    let (bytes, source, send_only) = match (rpc_bytes, of_kind(OpKind::C10d), of_kind(OpKind::NcclTitle)) {
+        (Some(b), _, _) => (Some(b), "record_param_comms", false),
+        (None, Some(b), _) => (Some(b), "c10d", false),
+        (None, None, Some(b)) => (Some(b), "nccl", true),
+        (None, None, None) => (None, if rpcs.is_empty() { "c10d" } else { "record_param_comms" }, false),
     };
     let first = |f: fn(&CommArgs) -> Option<&String>| all.iter().find_map(|o| f(&o.args).cloned());
     Issued {
@@ -203,6 +205,7 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
         } else {
             source
         },
+        send_only,
         tid: all[0].tid,
         start: all[0].start,
         end: all[0].end,
@@ -374,6 +377,7 @@ fn kernel_issued(a: &CommArgs, start: i64) -> Issued {
         group_size: a.group_size,
         pg: a.pg_name.clone().unwrap_or_default(),
         source: "kernel",
+        send_only: false,
         tid: u64::MAX,
         start,
         end: start,
@@ -402,12 +406,16 @@ fn collectives(
         let spans = intervals::merge(work[i].clone());
         let ns = intervals::total(&spans);
         let n = g.group_size.or_else(|| pg_sizes.get(&g.pg).copied()).or(world);
-        let algbw = g.bytes.filter(|_| ns > 0).map(|b| b as f64 / ns as f64);
+        let bytes = match (g.send_only, g.kind.as_str()) {
+            (true, "allgather") => g.bytes.zip(n).and_then(|(b, n)| b.checked_mul(n)),
+            _ => g.bytes,
+        };
+        let algbw = bytes.filter(|_| ns > 0).map(|b| b as f64 / ns as f64);
         let busbw = algbw.zip(n.and_then(|n| bus_factor(&g.kind, n))).map(|(a, f)| a * f);
         let s = seq.entry((g.pg.as_str(), g.kind.as_str())).or_insert(0);
         out.push(Collective {
             kind: g.kind.clone(),
-            bytes: g.bytes,
+            bytes,
             group_size: n,
             pg: g.pg.clone(),
             seq: *s,

@@ -82,10 +82,11 @@ def op_bytes(args):
     inn, out = args.get("In msg nelems"), args.get("Out msg nelems")
     if size and (inn or out):
         return max(inn or 0, out or 0) * size
+    # Shapes of zero elements ([[0],[0]]: nothing to send) are 0 bytes, not unknown.
     best = None
     for d, t in zip(args.get("Input Dims") or [], args.get("Input type") or []):
         n, s = elements(d), CPP.get(t)
-        if n and s and (best is None or n * s > best):
+        if n is not None and s and (best is None or n * s > best):
             best = n * s
     return best
 
@@ -132,10 +133,20 @@ def main(path):
             continue
         kind = kind or kind_of(o["name"])
         sizes = [op_bytes(p.get("args", {})) for p in rpcs]
-        if rpcs and all(sizes):
+        c10d = [b for p in members if p["name"].startswith("c10d::") for b in [op_bytes(p.get("args", {}))] if b is not None]
+        # A nested nccl: title records the send buffer: an all-gather's message is that
+        # times its group.
+        title = [b for p in members if p["name"].startswith("nccl:") for b in [op_bytes(p.get("args", {}))] if b is not None]
+        group = next((p["args"]["Group size"] for p in members if "Group size" in p.get("args", {})),
+                     (doc.get("distributedInfo") or {}).get("world_size"))
+        if rpcs and all(s is not None for s in sizes):
             nbytes = sum(sizes)
+        elif c10d:
+            nbytes = c10d[0]
+        elif title:
+            nbytes = title[0] * group if kind == "allgather" and group else (None if kind == "allgather" else title[0])
         else:
-            nbytes = next((b for p in members if p["name"].startswith("c10d::") for b in [op_bytes(p.get("args", {}))] if b), None)
+            nbytes = None
         if kind == "wait":
             continue
         c = {"kind": kind, "bytes": nbytes, "start": ns(o["ts"]), "spans": []}
