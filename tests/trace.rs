@@ -78,6 +78,11 @@ fn cross_check(trace: &Path) -> serde_json::Value {
             );
         }
     }
+    let overall = &t["ranks"][0]["overall"];
+    for f in ["gpu_busy_us", "compute_us", "comm_us", "overlap_us", "exposed_us"] {
+        let (g, w) = (overall[f].as_f64().unwrap(), want["overall"][f].as_f64().unwrap());
+        assert!(close(g, w), "{} overall: {f} {g} vs Python {w}", trace.display());
+    }
     let kinds = want["kinds"].as_object().unwrap();
     let got_kinds = t["sizes"]["kinds"].as_array().unwrap();
     assert_eq!(
@@ -181,6 +186,30 @@ fn nested_nccl_sizes_and_zero_byte_all_to_alls_are_sizes() {
         .map(|b| (b["from_bytes"].as_u64().unwrap(), b["to_bytes"].as_u64().unwrap()))
         .collect();
     assert_eq!(buckets, vec![(0, 1), (1 << 20, 2 << 20), (8 << 20, 16 << 20)]);
+}
+
+/// GPU work that runs past the end of the step that launched it is cut there and said: the
+/// all-reduce launched in step 1 runs 160 µs into step 2 — step 1 was 200 % communication,
+/// the rank busy 240 µs in a 200 µs span (every step's sum), the verdict "100 % of the step".
+#[test]
+fn work_past_its_step_is_cut_and_said_and_the_rank_is_one_union() {
+    let want = cross_check(&data("past-step.json"));
+    assert_eq!(want["overall"]["gpu_busy_us"], 80.0);
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("past-step.json"))]);
+    let t = &doc["trace"];
+    let rank = &t["ranks"][0];
+    for s in rank["steps"].as_array().unwrap() {
+        assert!(s["comm_us"].as_f64().unwrap() <= s["step_us"].as_f64().unwrap(), "{s}");
+    }
+    assert_eq!(rank["overall"]["gpu_busy_us"], 80.0, "{rank}");
+    assert_eq!(rank["past_step"]["kernels"], 1);
+    assert_eq!(rank["past_step"]["us"], 160.0);
+    let v = t["verdict"].as_str().unwrap();
+    assert!(v.starts_with("communication 20% of the step, 20% exposed"), "{v}");
+    assert!(
+        v.contains("1 GPU event(s) on 1 rank(s) ran past the end of the profiler step"),
+        "{v}"
+    );
 }
 
 #[test]

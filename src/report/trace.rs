@@ -121,6 +121,10 @@ pub(crate) fn sentence(f: &Finding) -> String {
                 |h| format!("doctor on {h}"),
             )
         ),
+        Finding::PastStep { kernels, us, ranks } => format!(
+            "{kernels} GPU event(s) on {ranks} rank(s) ran past the end of the profiler step that launched them ({} ms cut): each step counts only what ran inside it; the step ends on the CPU before its GPU work (no synchronisation at the step's end)",
+            ms(*us)
+        ),
         Finding::CommIsSmall => "communication is a small part of the step: tuning the fabric will not pay here; the time is compute or input".into(),
         Finding::Doctor { host, said } => doctor_sentence(host, said),
     }

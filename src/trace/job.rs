@@ -429,6 +429,9 @@ pub(crate) enum Finding {
         last_share: f64,
         judged: u64,
     },
+    /// GPU work that ran past the end of the profiler step it was launched in, on `ranks`
+    /// ranks: cut there (the step's figures count only what ran inside it).
+    PastStep { kernels: u64, us: f64, ranks: usize },
     /// Communication is too small a part of the step for the fabric to matter.
     CommIsSmall,
     /// doctor on the straggler's host (added by the flow that can reach it).
@@ -469,6 +472,18 @@ pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Ske
         out.push(Finding::Comm {
             share: j.comm_share,
             exposed: j.exposed_share,
+        });
+    }
+    let past: Vec<&super::rank::PastStep> = ranks
+        .iter()
+        .map(|r| &r.figures.past_step)
+        .filter(|p| p.kernels > 0)
+        .collect();
+    if !past.is_empty() {
+        out.push(Finding::PastStep {
+            kernels: past.iter().map(|p| p.kernels).sum(),
+            us: past.iter().map(|p| p.us).sum(),
+            ranks: past.len(),
         });
     }
     out.extend(small_messages(j, sizes));

@@ -80,6 +80,7 @@ pub(crate) struct RankReport {
     pub(crate) collectives: usize,
     pub(crate) collectives_without_size: usize,
     pub(crate) anonymous_comm_kernels: u64,
+    pub(crate) past_step: rank::PastStep,
 }
 
 /// What the traces say.
@@ -147,5 +148,6 @@ fn rank_report(r: &RankTrace) -> RankReport {
         collectives: f.collectives.len(),
         collectives_without_size: f.collectives.iter().filter(|c| c.bytes.is_none()).count(),
         anonymous_comm_kernels: f.anonymous_comm_kernels,
+        past_step: f.past_step,
     }
 }

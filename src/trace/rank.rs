@@ -80,6 +80,18 @@ pub(crate) struct RankFigures {
     pub(crate) collectives: Vec<Collective>,
     /// Communication kernels no collective op or argument names (their time still counts).
     pub(crate) anonymous_comm_kernels: u64,
+    /// GPU work that ran past the end of the step it was launched in (cut there).
+    pub(crate) past_step: PastStep,
+}
+
+/// GPU work cut at the end of its profiler step: a step's figures count only what ran inside
+/// it, so no share of the step exceeds 100 %.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub(crate) struct PastStep {
+    /// GPU events that ran past their step's end.
+    pub(crate) kernels: u64,
+    /// The time they ran past it, µs.
+    pub(crate) us: f64,
 }
 
 /// A collective's canonical kind from any of PyTorch's spellings (`c10d::_allgather_base_`,
@@ -263,8 +275,8 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
     // Then by correlation, to find when each GPU event was launched (HTA's step rule).
     t.launches.sort_unstable_by_key(|l| l.correlation);
     t.gpu.sort_unstable_by_key(|g| (g.start, g.end));
-    let walk = walk(&t, &mut issued, &launched_by);
-    let collectives = collectives(&issued, walk.work, &t.steps, &pg_sizes, world);
+    let mut walk = walk(&t, &mut issued, &launched_by);
+    let collectives = collectives(&issued, std::mem::take(&mut walk.work), &t.steps, &pg_sizes, world);
     let whole_trace = whole_span(&t.gpu);
     let steps_out: Vec<StepFigures> = walk
         .per_step
@@ -278,12 +290,21 @@ pub(crate) fn figures(mut t: RawTrace) -> RankFigures {
             step_figures(number, span, runs, &walk.compute_all, &collectives)
         })
         .collect();
-    let overall = sum(&steps_out);
+    // The whole rank as one union, never a sum of the steps' (work launched in one step and
+    // running beside the next's would count twice).
+    let steps_us = sum(&steps_out);
+    let mut overall = step_figures(None, 0, walk.whole, &walk.compute_all, &[]);
+    overall.step_us = steps_us.step_us;
+    overall.collectives = steps_us.collectives;
     RankFigures {
         steps: steps_out,
         overall,
         collectives,
         anonymous_comm_kernels: walk.anonymous,
+        past_step: PastStep {
+            kernels: walk.past_step.0,
+            us: walk.past_step.1 as f64 / 1000.0,
+        },
     }
 }
 
@@ -311,9 +332,13 @@ struct Walk {
     /// Each collective's GPU spans.
     work: Vec<Vec<Span>>,
     per_step: Vec<StepRuns>,
+    /// The whole rank's, every step's work in one union.
+    whole: StepRuns,
     /// Computation on every stream, merged.
     compute_all: Vec<Span>,
     anonymous: u64,
+    /// GPU events cut at their step's end, and the nanoseconds cut.
+    past_step: (u64, i64),
 }
 
 /// Each GPU event (sorted by start), once: its class (comm when a collective launched it),
@@ -327,8 +352,10 @@ fn walk(t: &RawTrace, issued: &mut Vec<Issued>, launched_by: &HashMap<u64, usize
     let mut w = Walk {
         work: vec![Vec::new(); issued.len()],
         per_step: vec![StepRuns::default(); t.steps.len().max(1)],
+        whole: StepRuns::default(),
         compute_all: Vec::new(),
         anonymous: 0,
+        past_step: (0, 0),
     };
     for g in &t.gpu {
         let span = (g.start, g.end);
@@ -357,14 +384,20 @@ fn walk(t: &RawTrace, issued: &mut Vec<Issued>, launched_by: &HashMap<u64, usize
         } else {
             step_at(&t.steps, at)
         };
-        if let Some(r) = si.and_then(|si| w.per_step.get_mut(si)) {
-            r.busy.add(span);
-            match class {
-                GpuClass::Comm => intervals::push_sorted(&mut r.comm, span),
-                GpuClass::Compute => r.compute.add(span),
-                _ => {}
+        let Some(si) = si else { continue };
+        // Cut at the end of its step (the start stays: the spans stay sorted by it).
+        let span = match t.steps.get(si) {
+            Some(s) if span.1 > s.end => {
+                w.past_step.0 += 1;
+                w.past_step.1 += span.1 - span.0.max(s.end);
+                (span.0, s.end)
             }
+            _ => span,
+        };
+        if let Some(r) = w.per_step.get_mut(si) {
+            r.add(span, class);
         }
+        w.whole.add(span, class);
     }
     w
 }
@@ -443,6 +476,18 @@ struct StepRuns {
     busy: intervals::Run,
     compute: intervals::Run,
     comm: Vec<Span>,
+}
+
+impl StepRuns {
+    /// One GPU span, fed in order of its start.
+    fn add(&mut self, span: Span, class: GpuClass) {
+        self.busy.add(span);
+        match class {
+            GpuClass::Comm => intervals::push_sorted(&mut self.comm, span),
+            GpuClass::Compute => self.compute.add(span),
+            _ => {}
+        }
+    }
 }
 
 fn step_figures(

@@ -165,6 +165,7 @@ def main(path):
 
     per = {n: {"all": [], "comm": [], "compute": []} for n, _, _ in steps} if steps else {None: {"all": [], "comm": [], "compute": []}}
     compute_all = []
+    whole = {"all": [], "comm": [], "compute": []}
     for g in gpu:
         a = g.get("args", {})
         span = (ns(g["ts"]), ns(g["ts"]) + ns(g["dur"]))
@@ -183,6 +184,15 @@ def main(path):
         key = step_of(at) if steps else None
         if key is None and steps:
             continue
+        if steps:
+            # Cut at the end of the step that launched it.
+            end = next(e for n, _, e in steps if n == key)
+            span = (span[0], min(span[1], end))
+        whole["all"].append(span)
+        if is_comm:
+            whole["comm"].append(span)
+        if compute:
+            whole["compute"].append(span)
         per[key]["all"].append(span)
         if is_comm:
             per[key]["comm"].append(span)
@@ -201,6 +211,11 @@ def main(path):
             "compute_us": length(merge(p["compute"])) / 1000, "comm_us": length(comm) / 1000,
             "overlap_us": overlap / 1000, "exposed_us": (length(comm) - overlap) / 1000,
         })
+    # The whole rank: one union of every step's (cut) work, never a sum of the steps'.
+    comm = merge(whole["comm"])
+    overlap = common(comm, compute_all)
+    overall = {"gpu_busy_us": length(merge(whole["all"])) / 1000, "compute_us": length(merge(whole["compute"])) / 1000,
+               "comm_us": length(comm) / 1000, "overlap_us": overlap / 1000, "exposed_us": (length(comm) - overlap) / 1000}
     kinds = {}
     for c in colls:
         k = kinds.setdefault(c["kind"], {"count": 0, "bytes": 0, "unknown": 0, "small": 0, "gpu_us": 0.0})
@@ -211,7 +226,7 @@ def main(path):
         else:
             k["bytes"] += c["bytes"]
             k["small"] += c["bytes"] < (1 << 20)
-    print(json.dumps({"rank": (doc.get("distributedInfo") or {}).get("rank"), "steps": out_steps, "kinds": kinds}))
+    print(json.dumps({"rank": (doc.get("distributedInfo") or {}).get("rank"), "steps": out_steps, "overall": overall, "kinds": kinds}))
 
 
 if __name__ == "__main__":
