@@ -212,6 +212,28 @@ fn work_past_its_step_is_cut_and_said_and_the_rank_is_one_union() {
     );
 }
 
+/// A CUDA-graph replay (vLLM's default) replays `multimem_all_reduce_kernel` — its real
+/// name, in an anonymous namespace — with no CPU op around it: communication by its own
+/// name (before: "no collective in the traces", 0 % communication).
+#[test]
+fn a_graph_replay_of_symmetric_memory_all_reduces_is_communication() {
+    let want = cross_check(&data("graph-replay.json"));
+    assert_eq!(want["overall"]["comm_us"], 20.0);
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("graph-replay.json"))]);
+    let t = &doc["trace"];
+    assert_eq!(t["ranks"][0]["anonymous_comm_kernels"], 2);
+    let v = t["verdict"].as_str().unwrap();
+    assert!(v.starts_with("communication 25% of the step, 25% exposed"), "{v}");
+    assert!(
+        v.contains("2 communication kernel(s) ran with no CPU op issuing them"),
+        "{v}"
+    );
+    assert!(
+        !v.contains("FSDP") && !v.contains("bucket"),
+        "no training advice without sizes: {v}"
+    );
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are

@@ -121,6 +121,9 @@ pub(crate) fn sentence(f: &Finding) -> String {
                 |h| format!("doctor on {h}"),
             )
         ),
+        Finding::UnissuedComm { kernels } => format!(
+            "{kernels} communication kernel(s) ran with no CPU op issuing them (a CUDA-graph replay, or a collective outside torch.distributed): counted as communication by their names, their collectives and sizes unknown"
+        ),
         Finding::PastStep { kernels, us, ranks } => format!(
             "{kernels} GPU event(s) on {ranks} rank(s) ran past the end of the profiler step that launched them ({} ms cut): each step counts only what ran inside it; the step ends on the CPU before its GPU work (no synchronisation at the step's end)",
             ms(*us)
@@ -235,7 +238,7 @@ fn ranks_table(r: &TraceReport) -> String {
         }
         if k.anonymous_comm_kernels > 0 {
             notes.push(format!(
-                "{} NCCL kernel(s) no collective op launched (counted as communication, no size)",
+                "{} communication kernel(s) no collective op launched (counted as communication, no size)",
                 k.anonymous_comm_kernels
             ));
         }

@@ -400,6 +400,9 @@ pub(crate) fn shares(ranks: &[RankIn]) -> JobShares {
 pub(crate) enum Finding {
     /// No collective at all in the traces.
     NoCollectives,
+    /// Communication kernels that no CPU op issued (a CUDA-graph replay replays kernels
+    /// without their ops): counted as communication, their collectives and sizes unknown.
+    UnissuedComm { kernels: u64 },
     /// Collectives found through their CPU ops, none with GPU work; `one_rank` when every group
     /// has one rank (NCCL moves no data).
     NoGpuWork { collectives: usize, one_rank: bool },
@@ -456,7 +459,8 @@ pub(crate) enum DoctorSaid {
 
 /// The verdict's parts, in the order an operator acts on them.
 pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Skew, ranks: &[RankIn]) -> Vec<Finding> {
-    if j.collectives == 0 {
+    let unissued: u64 = ranks.iter().map(|r| r.figures.anonymous_comm_kernels).sum();
+    if j.collectives == 0 && (unissued == 0 || j.comm_us == 0.0) {
         return vec![Finding::NoCollectives];
     }
     let mut out = Vec::new();
@@ -473,6 +477,9 @@ pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Ske
             share: j.comm_share,
             exposed: j.exposed_share,
         });
+    }
+    if unissued > 0 {
+        out.push(Finding::UnissuedComm { kernels: unissued });
     }
     let past: Vec<&super::rank::PastStep> = ranks
         .iter()

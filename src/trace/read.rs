@@ -710,21 +710,45 @@ fn is_comm_op(name: &str) -> bool {
     op_kind(name).is_some()
 }
 
-/// PyTorch's symmetric-memory collectives (torch >= 2.5, `torch.distributed._symmetric_memory`:
-/// `multimem_all_reduce_kernel`, `one_shot_all_reduce_kernel`, `two_shot_all_reduce_kernel`,
-/// `multimem_all_gather_kernel`): communication over NVLink without NCCL. HTA 0.5 classes them
-/// as computation; topo-tune counts them as communication (docs/trace.md).
+/// Collectives that run as kernels of their own, without NCCL: PyTorch's symmetric memory
+/// (torch >= 2.5: `multimem_all_reduce_kernel`, `multimem_one_shot_all_reduce_kernel`,
+/// `one_shot_all_reduce_kernel`, `two_shot_all_reduce_kernel_inplace`,
+/// `multimem_all_gather_kernel`) and vLLM's custom all-reduce (`cross_device_reduce_1stage`,
+/// `_2stage`). HTA 0.5 classes them as computation; topo-tune counts them as communication
+/// (docs/diagnose.md). Judged by the kernel's own name, wherever it lives: the real one is
+/// `void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(…)`, and in a
+/// CUDA-graph replay no CPU op surrounds its launch.
 fn is_symm_mem_kernel(name: &str) -> bool {
-    // A prefix compare first: this runs for every computation kernel of every trace, and
-    // they live in PyTorch's `c10d::symmetric_memory` namespace (demangled as Kineto writes it).
-    let Some(rest) = name
-        .strip_prefix("void ")
-        .unwrap_or(name)
-        .strip_prefix("c10d::symmetric_memory::")
-    else {
-        return false;
-    };
-    rest.starts_with("multimem_") || rest.contains("shot_all_reduce")
+    let own = callable(name);
+    own.starts_with("multimem_")
+        || own.starts_with("one_shot_all_reduce")
+        || own.starts_with("two_shot_all_reduce")
+        || own.starts_with("cross_device_reduce_")
+}
+
+/// A demangled kernel's own name: its return type, namespaces, template and parameters cut
+/// (`void (anonymous namespace)::foo<int>(int*)` → `foo`).
+fn callable(name: &str) -> &str {
+    let s = name.trim_start();
+    let s = s.strip_prefix("void ").unwrap_or(s);
+    let mut end = s.len();
+    let mut i = 0;
+    while let Some(off) = s[i..].find(['<', '(']) {
+        let at = i + off;
+        let rest = &s[at..];
+        let skip = ["(anonymous namespace)", "<unnamed>", "{anonymous}"]
+            .iter()
+            .find(|p| rest.starts_with(**p))
+            .map(|p| p.len());
+        match skip {
+            Some(n) => i = at + n,
+            None => {
+                end = at;
+                break;
+            }
+        }
+    }
+    s[..end].rsplit("::").next().unwrap_or("")
 }
 
 /// HTA's kernel classes (hta/common/types.py, in its order: communication, then memory, then
@@ -916,10 +940,24 @@ mod tests {
         );
         assert_eq!(gpu_class("Memcpy DtoD (Device -> Device)"), GpuClass::Memory);
         assert_eq!(gpu_class("cudaStreamSynchronize"), GpuClass::Other);
-        // Symmetric-memory all-reduce: communication (HTA 0.5 says computation).
-        for k in ["void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 16u>(c10::BFloat16*, unsigned long, unsigned long, unsigned int**, unsigned long, unsigned long)", "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16>"] {
+        // Symmetric-memory and vLLM custom all-reduces: communication (HTA 0.5 says
+        // computation), by the kernel's own name in any namespace.
+        for k in [
+            "void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 16u>(c10::BFloat16*, unsigned long, unsigned long, unsigned int**, unsigned long, unsigned long)",
+            "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 16>",
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
+            "void <unnamed>::multimem_all_reduce_kernel<c10::BFloat16, (int)16>(c10::BFloat16*)",
+            "void c10d::symmetric_memory::(anonymous namespace)::two_shot_all_reduce_kernel_inplace<float, 16, 8>(float*)",
+            "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, __nv_bfloat16*, int, int)",
+            "multimem_all_gather_kernel",
+        ] {
             assert_eq!(gpu_class(k), GpuClass::Comm, "{k}");
         }
+        // A kernel that only mentions one in its template arguments is not one.
+        assert_eq!(
+            gpu_class("void at::native::elementwise_kernel<128, 4, multimem_all_reduce_kernel>(int)"),
+            GpuClass::Compute
+        );
         assert_eq!(op_kind("symm_mem::multimem_all_reduce_"), Some(OpKind::C10d));
         assert_eq!(gpu_class("void all_reduce_kernel_like_gemm"), GpuClass::Compute);
     }

@@ -19,6 +19,21 @@ NOT_COMPUTE = re.compile(
     r"|(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)"
     r"|(^collective_subgraph_execution)"
 )
+# topo-tune's one departure from HTA: collectives that run as kernels of their own (PyTorch's
+# symmetric memory, vLLM's custom all-reduce) are communication, by the kernel's own name.
+SYMM = re.compile(r"^(multimem_|one_shot_all_reduce|two_shot_all_reduce|cross_device_reduce_)")
+
+
+def own_name(name):
+    s = name.strip()
+    if s.startswith("void "):
+        s = s[len("void "):]
+    for anon in ("(anonymous namespace)", "<unnamed>", "{anonymous}"):
+        s = s.replace(anon, "")
+    s = re.split(r"[<(]", s, maxsplit=1)[0]
+    return s.split("::")[-1]
+
+
 DTYPE = {"Double": 8, "Long": 8, "Float": 4, "Int": 4, "Half": 2, "BFloat16": 2, "Short": 2,
          "Byte": 1, "Char": 1, "Bool": 1}
 CPP = {"double": 8, "long": 8, "long int": 8, "int64_t": 8, "float": 4, "int": 4,
@@ -171,7 +186,7 @@ def main(path):
         span = (ns(g["ts"]), ns(g["ts"]) + ns(g["dur"]))
         c = launched_by.get(a.get("correlation"))
         name = g["name"]
-        is_comm = c is not None or bool(COMM.match(name))
+        is_comm = c is not None or bool(COMM.match(name)) or bool(SYMM.match(own_name(name)))
         if c is None and COMM.match(name) and "Collective name" in a:
             c = {"kind": kind_of(a["Collective name"]), "bytes": op_bytes(a), "start": span[0], "spans": []}
             colls.append(c)
