@@ -234,6 +234,79 @@ fn a_graph_replay_of_symmetric_memory_all_reduces_is_communication() {
     );
 }
 
+/// Ranks of two jobs are refused, naming the files and what they disagree on (a world of 8
+/// and one of 2 were read as one job, exit 0, "no collective matched").
+#[test]
+fn two_jobs_traces_are_refused_naming_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let rank0 = std::fs::read_to_string(data("past-step.json")).unwrap();
+    assert!(rank0.contains(r#""rank": 0, "world_size": 8"#));
+    let write = |name: &str, text: String| {
+        std::fs::write(d.join(name), text).unwrap();
+        d.join(name)
+    };
+    let cases = [
+        (r#""rank": 1, "world_size": 2"#.to_string(), "world size 8 and 2"),
+        (
+            r#""rank": 1, "world_size": 8, "nccl_version": "2.21.5""#.to_string(),
+            "",
+        ),
+        (r#""rank": 9, "world_size": 8"#.to_string(), "rank 9 in a world of 8"),
+        (
+            r#""rank": 1, "world_size": 8, "pg_config": [{"pg_name": "0", "pg_size": 4, "ranks": [0, 1, 2, 3]}]"#
+                .to_string(),
+            "",
+        ),
+    ];
+    for (dist, want) in cases {
+        let _ = std::fs::remove_dir_all(d.join("job"));
+        std::fs::create_dir(d.join("job")).unwrap();
+        let a = write("job/rank-0.json", rank0.clone());
+        let b = write("job/rank-1.json", rank0.replace(r#""rank": 0, "world_size": 8"#, &dist));
+        let (code, err) = human(&[os("--trace"), os(&d.join("job"))]);
+        if want.is_empty() {
+            // Another NCCL or group on one rank alone: the other says nothing of it.
+            assert_eq!(code, Some(0), "{dist}: {err}");
+            continue;
+        }
+        assert_eq!(code, Some(65), "{dist}: {err}");
+        assert!(err.contains("are not one job's traces") && err.contains(want), "{err}");
+        if want.contains("world size") {
+            assert!(
+                err.contains(&a.display().to_string()) && err.contains(&b.display().to_string()),
+                "{err}"
+            );
+        }
+    }
+    // Both say, and disagree: refused.
+    std::fs::remove_dir_all(d.join("job")).unwrap();
+    std::fs::create_dir(d.join("job")).unwrap();
+    for (name, nccl, pg) in [("rank-0.json", "2.21.5", 8), ("rank-1.json", "2.27.3", 8)] {
+        let rank = if name == "rank-0.json" { 0 } else { 1 };
+        write(
+            &format!("job/{name}"),
+            rank0.replace(
+                r#""rank": 0, "world_size": 8"#,
+                &format!(r#""rank": {rank}, "world_size": 8, "nccl_version": "{nccl}", "pg_config": [{{"pg_name": "0", "pg_size": {pg}}}]"#),
+            ),
+        );
+    }
+    let (code, err) = human(&[os("--trace"), os(&d.join("job"))]);
+    assert_eq!(code, Some(65), "{err}");
+    assert!(err.contains("NCCL 2.21.5 and 2.27.3"), "{err}");
+    write(
+        "job/rank-1.json",
+        rank0.replace(
+            r#""rank": 0, "world_size": 8"#,
+            r#""rank": 1, "world_size": 8, "nccl_version": "2.21.5", "pg_config": [{"pg_name": "0", "pg_size": 2}]"#,
+        ),
+    );
+    let (code, err) = human(&[os("--trace"), os(&d.join("job"))]);
+    assert_eq!(code, Some(65), "{err}");
+    assert!(err.contains("process group `0` of 8 and of 2 ranks"), "{err}");
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are

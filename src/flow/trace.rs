@@ -233,6 +233,7 @@ fn read_all(
             second: w[1].file.clone(),
         });
     }
+    trace::one_job(&ranks)?;
     Ok(ranks)
 }
 

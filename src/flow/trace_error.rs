@@ -19,6 +19,9 @@ pub(crate) enum TraceError {
     NoRank { file: String },
     #[error("{first} and {second} both claim rank {rank}: one job's traces, one file per rank")]
     SameRank { rank: u32, first: String, second: String },
+    /// Files that disagree on the job (world size, NCCL, process groups): two jobs' traces.
+    #[error("{0} (give one job's ranks)")]
+    TwoJobs(#[from] crate::trace::TwoJobs),
     #[error("{path}: no .json or .json.gz trace in it")]
     NoTraces { path: String },
     #[error("more than {0} trace files: refused")]

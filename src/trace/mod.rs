@@ -23,9 +23,68 @@ pub(crate) struct RankTrace {
     pub(crate) group: Option<String>,
     pub(crate) world_size: Option<i64>,
     pub(crate) nccl_version: Option<String>,
+    /// Its process groups as `distributedInfo.pg_config` lists them: name and size.
+    pub(crate) groups: Vec<(String, Option<u64>)>,
     pub(crate) events: u64,
     pub(crate) skipped: read::Skipped,
     pub(crate) figures: rank::RankFigures,
+}
+
+/// Most process groups kept per rank (a job has a handful; a trace may list thousands).
+const MAX_GROUPS: usize = 4096;
+
+/// Why a set of traces is not one job's: what two files disagree on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{first} and {second} are not one job's traces: {what}")]
+pub(crate) struct TwoJobs {
+    pub(crate) first: String,
+    pub(crate) second: String,
+    pub(crate) what: String,
+}
+
+/// The ranks are one job's: the same world size, NCCL version and process groups (a group
+/// both list has one size), and every rank inside its world. Ranks that do not say are not
+/// judged on what they do not say.
+pub(crate) fn one_job(ranks: &[RankTrace]) -> Result<(), TwoJobs> {
+    let two = |a: &RankTrace, b: &RankTrace, what: String| TwoJobs {
+        first: a.file.clone(),
+        second: b.file.clone(),
+        what,
+    };
+    for r in ranks {
+        if let Some(w) = r.world_size.filter(|w| i64::from(r.rank) >= *w) {
+            return Err(two(r, r, format!("rank {} in a world of {w}", r.rank)));
+        }
+    }
+    let first_with = |f: &dyn Fn(&RankTrace) -> bool| ranks.iter().find(|r| f(r));
+    if let Some(a) = first_with(&|r| r.world_size.is_some()) {
+        if let Some(b) = first_with(&|r| r.world_size.is_some_and(|w| Some(w) != a.world_size)) {
+            let (x, y) = (a.world_size.unwrap_or(0), b.world_size.unwrap_or(0));
+            return Err(two(a, b, format!("world size {x} and {y}")));
+        }
+    }
+    if let Some(a) = first_with(&|r| r.nccl_version.is_some()) {
+        if let Some(b) = first_with(&|r| r.nccl_version.is_some() && r.nccl_version != a.nccl_version) {
+            let v = |r: &RankTrace| r.nccl_version.clone().unwrap_or_default();
+            return Err(two(a, b, format!("NCCL {} and {}", v(a), v(b))));
+        }
+    }
+    let mut sizes: std::collections::HashMap<&str, (&RankTrace, u64)> = std::collections::HashMap::new();
+    for r in ranks {
+        for (name, size) in &r.groups {
+            let Some(size) = *size else { continue };
+            match sizes.get(name.as_str()) {
+                Some((a, n)) if *n != size => {
+                    return Err(two(a, r, format!("process group `{name}` of {n} and of {size} ranks")));
+                }
+                Some(_) => {}
+                None => {
+                    sizes.insert(name, (r, size));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl RankTrace {
@@ -46,6 +105,17 @@ impl RankTrace {
             host,
             world_size: dist.world_size,
             nccl_version: dist.nccl_version,
+            groups: dist
+                .pg_config
+                .iter()
+                .take(MAX_GROUPS)
+                .map(|g| {
+                    let size = g
+                        .pg_size
+                        .or_else(|| (!g.ranks.is_empty()).then_some(g.ranks.len() as u64));
+                    (g.pg_name.clone(), size)
+                })
+                .collect(),
             events,
             skipped,
             figures: rank::figures(raw),
