@@ -112,10 +112,14 @@ pub(crate) fn sentence(f: &Finding) -> String {
             host,
             last_share,
             judged,
+            waiting_us,
+            transfer_us,
         } => format!(
-            "rank {rank}{} arrives last in {} of {judged} matched collectives: {}",
+            "rank {rank}{} arrives last in {} of {judged} matched collectives ({} ms of kernel time waiting for the last rank, {} ms transferring): {}",
             host.as_deref().map(|h| format!(" ({h})")).unwrap_or_default(),
             whole_pct(*last_share),
+            ms(*waiting_us),
+            ms(*transfer_us),
             host.as_deref().map_or_else(
                 || "name its host (--hostfile) and run doctor there".to_string(),
                 |h| format!("doctor on {h}"),
@@ -255,8 +259,9 @@ fn sizes_table(r: &TraceReport) -> String {
         "Collective",
         "Count",
         "GPU ms",
+        "Waiting ms",
         "Under limit",
-        "Under-limit GPU ms",
+        "Under-limit transfer ms",
         "No size",
     ]);
     for k in &s.kinds {
@@ -264,6 +269,7 @@ fn sizes_table(r: &TraceReport) -> String {
             k.kind.clone(),
             k.count.to_string(),
             ms(k.gpu_us),
+            ms(k.waiting_us),
             k.small.to_string(),
             ms(k.small_gpu_us),
             k.unknown_size.to_string(),

@@ -46,7 +46,11 @@ pub(crate) struct KindFigures {
     pub(crate) kind: String,
     pub(crate) count: u64,
     pub(crate) gpu_us: f64,
+    /// Of `gpu_us`, the time ranks' kernels waited for the last rank to arrive (in a
+    /// collective matched across ranks: each one's kernel time less the last arriver's).
+    pub(crate) waiting_us: f64,
     pub(crate) small: u64,
+    /// The small ones' transfer time (their GPU time less the waiting).
     pub(crate) small_gpu_us: f64,
     pub(crate) unknown_size: u64,
 }
@@ -60,7 +64,9 @@ pub(crate) struct Sizes {
     pub(crate) small_from: &'static str,
     pub(crate) histogram: Vec<SizeBucket>,
     pub(crate) kinds: Vec<KindFigures>,
-    /// Share of communication GPU time in collectives below `small_below`.
+    /// Share of communication GPU time that is the transfer of collectives below
+    /// `small_below` (waiting for the last rank is not their cost: fewer, larger messages
+    /// would not shorten it).
     pub(crate) small_time_share: f64,
     /// Share of collectives (by count) below `small_below`.
     pub(crate) small_count_share: f64,
@@ -125,24 +131,34 @@ fn bucket_of(bytes: u64) -> u32 {
     63 - bytes.max(1).leading_zeros()
 }
 
-/// The size histogram and the small-message share.
-pub(crate) fn sizes(ranks: &[RankIn], small_below: u64, small_from: &'static str) -> Sizes {
+/// The size histogram and the small-message share; `transfer[rank][collective]` is each
+/// collective's own transfer time ([`transfers`]).
+pub(crate) fn sizes(ranks: &[RankIn], transfer: &[Vec<f64>], small_below: u64, small_from: &'static str) -> Sizes {
     // Keyed by the power of two below the size; `None` (first) holds the 0-byte collectives
     // (an all-to-all with nothing to send), shown as 0 to 1 B.
     let mut histogram: BTreeMap<Option<u32>, SizeBucket> = BTreeMap::new();
     let mut kinds: BTreeMap<String, KindFigures> = BTreeMap::new();
     let (mut time, mut small_time, mut count, mut small_count, mut unknown) = (0.0, 0.0, 0u64, 0u64, 0u64);
-    for c in ranks.iter().flat_map(|r| &r.figures.collectives) {
+    let mine = ranks.iter().enumerate().flat_map(|(ri, r)| {
+        r.figures
+            .collectives
+            .iter()
+            .enumerate()
+            .map(move |(ci, c)| (c, transfer.get(ri).and_then(|t| t.get(ci)).copied().unwrap_or(c.gpu_us)))
+    });
+    for (c, transfer_us) in mine {
         let k = kinds.entry(c.kind.clone()).or_insert_with(|| KindFigures {
             kind: c.kind.clone(),
             count: 0,
             gpu_us: 0.0,
+            waiting_us: 0.0,
             small: 0,
             small_gpu_us: 0.0,
             unknown_size: 0,
         });
         k.count += 1;
         k.gpu_us += c.gpu_us;
+        k.waiting_us += c.gpu_us - transfer_us;
         let Some(bytes) = c.bytes else {
             k.unknown_size += 1;
             unknown += 1;
@@ -161,9 +177,9 @@ pub(crate) fn sizes(ranks: &[RankIn], small_below: u64, small_from: &'static str
         e.gpu_us += c.gpu_us;
         if bytes < small_below {
             small_count += 1;
-            small_time += c.gpu_us;
+            small_time += transfer_us;
             k.small += 1;
-            k.small_gpu_us += c.gpu_us;
+            k.small_gpu_us += transfer_us;
         }
     }
     Sizes {
@@ -225,6 +241,47 @@ pub(crate) fn bandwidth(ranks: &[RankIn], sweep: &[SizeFigures]) -> Vec<Bandwidt
             })
         })
         .collect()
+}
+
+/// Whether two ranks' collectives at one place are the same collective: one group size, and
+/// one size (all-to-all sizes differ between ranks by design: uneven splits).
+fn same_collective(a: &Collective, b: &Collective) -> bool {
+    a.group_size == b.group_size
+        && (a.kind == "alltoall" || a.bytes.is_none() || b.bytes.is_none() || a.bytes == b.bytes)
+}
+
+/// Each collective's own transfer time, µs (`[rank][collective]`): in a collective matched
+/// across ranks, the last arriver's kernel time — the others' kernels are longer by the time
+/// they waited for it; a collective no other rank matches keeps its whole time (nothing
+/// tells its waiting apart).
+pub(crate) fn transfers(ranks: &[RankIn]) -> Vec<Vec<f64>> {
+    let mut out: Vec<Vec<f64>> = ranks
+        .iter()
+        .map(|r| r.figures.collectives.iter().map(|c| c.gpu_us).collect())
+        .collect();
+    let mut by_key: BTreeMap<(&str, &str, u64), Vec<(usize, usize, &Collective)>> = BTreeMap::new();
+    for (ri, r) in ranks.iter().enumerate() {
+        for (ci, c) in r.figures.collectives.iter().enumerate() {
+            by_key
+                .entry((c.pg.as_str(), c.kind.as_str(), c.seq))
+                .or_default()
+                .push((ri, ci, c));
+        }
+    }
+    for members in by_key.values().filter(|m| m.len() >= 2) {
+        if members.iter().any(|(_, _, c)| !same_collective(members[0].2, c)) {
+            continue;
+        }
+        let timed: Vec<&(usize, usize, &Collective)> = members.iter().filter(|(_, _, c)| c.gpu_us > 0.0).collect();
+        if timed.len() < 2 {
+            continue;
+        }
+        let shortest = timed.iter().map(|(_, _, c)| c.gpu_us).fold(f64::INFINITY, f64::min);
+        for (ri, ci, _) in timed {
+            out[*ri][*ci] = shortest;
+        }
+    }
+    out
 }
 
 /// Each rank's collective at one place (process group, kind, order), with its rank's index.
@@ -301,13 +358,8 @@ impl Tally {
     /// One collective as the ranks ran it: the members that ran GPU work, when two or more did
     /// and the ranks agree on what it was.
     fn judge<'m, 'a>(&mut self, members: &'m [(usize, &'a Collective)]) -> Option<Vec<&'m (usize, &'a Collective)>> {
-        // All-to-all sizes differ between ranks by design (uneven splits); others do not.
         let first = members[0].1;
-        let differs = |c: &Collective| {
-            c.group_size != first.group_size
-                || (c.kind != "alltoall" && c.bytes.is_some() && first.bytes.is_some() && c.bytes != first.bytes)
-        };
-        if members.iter().any(|(_, c)| differs(c)) {
+        if members.iter().any(|(_, c)| !same_collective(first, c)) {
             self.mismatched += 1;
             return None;
         }
@@ -431,6 +483,10 @@ pub(crate) enum Finding {
         host: Option<String>,
         last_share: f64,
         judged: u64,
+        /// Every rank's kernel time spent waiting for the last to arrive, µs, and the
+        /// transfers themselves.
+        waiting_us: f64,
+        transfer_us: f64,
     },
     /// GPU work that ran past the end of the profiler step it was launched in, on `ranks`
     /// ranks: cut there (the step's figures count only what ran inside it).
@@ -513,6 +569,8 @@ pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Ske
             host: r.host.clone(),
             last_share: r.last_share,
             judged: skew.judged,
+            waiting_us: sizes.kinds.iter().map(|k| k.waiting_us).sum(),
+            transfer_us: sizes.kinds.iter().map(|k| k.gpu_us - k.waiting_us).sum(),
         });
     }
     if j.comm_us > 0.0 && j.comm_share < SMALL_COMM && j.exposed_share < SMALL_EXPOSED {

@@ -185,7 +185,8 @@ pub(crate) fn analyse(ranks: &[RankTrace], sweep: Option<&SweepRef>) -> TraceRep
         Some(c) => (c, "sweep"),
         None => (job::SMALL_DEFAULT, "default"),
     };
-    let sizes = job::sizes(&inputs, small_below, small_from);
+    let transfer = job::transfers(&inputs);
+    let sizes = job::sizes(&inputs, &transfer, small_below, small_from);
     let bandwidth = sweep.map(|s| job::bandwidth(&inputs, &s.rows)).unwrap_or_default();
     let skew = job::skew(&inputs);
     let shares = job::shares(&inputs);
