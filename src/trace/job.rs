@@ -250,6 +250,10 @@ fn same_collective(a: &Collective, b: &Collective) -> bool {
         && (a.kind == "alltoall" || a.bytes.is_none() || b.bytes.is_none() || a.bytes == b.bytes)
 }
 
+/// Each rank's collective at one place (process group, kind, order), with its rank's and its
+/// own index.
+type Placed<'a> = BTreeMap<(&'a str, &'a str, u64), Vec<(usize, usize, &'a Collective)>>;
+
 /// Each collective's own transfer time, µs (`[rank][collective]`): in a collective matched
 /// across ranks, the last arriver's kernel time — the others' kernels are longer by the time
 /// they waited for it; a collective no other rank matches keeps its whole time (nothing
@@ -259,7 +263,7 @@ pub(crate) fn transfers(ranks: &[RankIn]) -> Vec<Vec<f64>> {
         .iter()
         .map(|r| r.figures.collectives.iter().map(|c| c.gpu_us).collect())
         .collect();
-    let mut by_key: BTreeMap<(&str, &str, u64), Vec<(usize, usize, &Collective)>> = BTreeMap::new();
+    let mut by_key: Placed = BTreeMap::new();
     for (ri, r) in ranks.iter().enumerate() {
         for (ci, c) in r.figures.collectives.iter().enumerate() {
             by_key
