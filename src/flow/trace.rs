@@ -21,6 +21,9 @@ use std::sync::Mutex;
 const MAX_FILES: usize = 65_536;
 /// Most bytes one trace may hold once decompressed.
 const MAX_TRACE_BYTES: u64 = 16 << 30;
+/// Most collectives kept across every rank (64 bytes each: 640 MB); a job past it is refused
+/// rather than read into swap. 64 ranks of 124,000 collectives each fit under 1 GiB.
+pub(crate) const MAX_COLLECTIVES: usize = 10_000_000;
 
 /// The report, with doctor's word on the straggler's host when it was asked.
 pub(crate) struct TraceOutcome {
@@ -34,7 +37,7 @@ pub(crate) fn diagnose_traces(s: &TraceSettings, printer: &Printer) -> Result<Tr
         Some(f) => Some(hostfile(f, s.ranks_per_node)?),
         None => None,
     };
-    let ranks = read_all(&files, s.workers, |rank| {
+    let ranks = read_all(&files, s.workers, MAX_COLLECTIVES, |rank| {
         let host = hosts.as_deref().and_then(|h| h.get(rank as usize).cloned());
         let group = s
             .ranks_per_node
@@ -192,9 +195,11 @@ fn rank_in_name(path: &Path) -> Option<u32> {
 fn read_all(
     files: &[PathBuf],
     workers: usize,
+    max_collectives: usize,
     host: impl Fn(u32) -> (Option<String>, Option<String>) + Sync,
 ) -> Result<Vec<RankTrace>, TraceError> {
     let next = AtomicUsize::new(0);
+    let kept = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<RankTrace, TraceError>>>> =
         Mutex::new((0..files.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
@@ -202,6 +207,9 @@ fn read_all(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = files.get(i) else { break };
+                if kept.load(Ordering::Relaxed) > max_collectives {
+                    break;
+                }
                 let one = read_one(path).and_then(|raw| {
                     let file = path.display().to_string();
                     let rank = raw
@@ -212,7 +220,16 @@ fn read_all(
                         .or_else(|| rank_in_name(path))
                         .ok_or(TraceError::NoRank { file: file.clone() })?;
                     let (h, group) = host(rank);
-                    Ok(RankTrace::new(rank, file, h, group, raw))
+                    let t = RankTrace::new(rank, file, h, group, raw);
+                    let so_far =
+                        kept.fetch_add(t.figures.collectives.len(), Ordering::Relaxed) + t.figures.collectives.len();
+                    if so_far > max_collectives {
+                        return Err(TraceError::TooManyCollectives {
+                            limit: max_collectives,
+                            file: t.file,
+                        });
+                    }
+                    Ok(t)
                 });
                 if let Ok(mut r) = results.lock() {
                     r[i] = Some(one);
@@ -317,6 +334,28 @@ fn load_sweep(path: &Path) -> Result<SweepRef, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memory budget is a stated number of collectives across every rank: past it the
+    /// traces are refused (naming the file that crossed it), not read into swap.
+    #[test]
+    fn past_the_collective_budget_the_traces_are_refused() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces");
+        // 3 collectives a rank (nested-sizes.json), as ranks 0 and 1.
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(data.join("nested-sizes.json")).unwrap();
+        for r in 0..2 {
+            let t = text.replace("\"rank\": 0", &format!("\"rank\": {r}"));
+            std::fs::write(dir.path().join(format!("rank-{r}.json")), t).unwrap();
+        }
+        let files = trace_files(&[dir.path().to_path_buf()]).unwrap();
+        let none = |_| (None, None);
+        assert_eq!(read_all(&files, 2, 6, none).unwrap().len(), 2);
+        let Err(e) = read_all(&files, 1, 5, none) else {
+            panic!("6 collectives read under a budget of 5");
+        };
+        let e = e.to_string();
+        assert!(e.contains("the traces hold more than 5 collectives together"), "{e}");
+    }
 
     #[test]
     fn ranks_from_file_names() {

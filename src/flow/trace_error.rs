@@ -22,6 +22,8 @@ pub(crate) enum TraceError {
     /// Files that disagree on the job (world size, NCCL, process groups): two jobs' traces.
     #[error("{0} (give one job's ranks)")]
     TwoJobs(#[from] crate::trace::TwoJobs),
+    #[error("{file}: the traces hold more than {limit} collectives together (diagnose keeps 64 bytes of each): read fewer ranks, or profile fewer steps")]
+    TooManyCollectives { limit: usize, file: String },
     #[error("{path}: no .json or .json.gz trace in it")]
     NoTraces { path: String },
     #[error("more than {0} trace files: refused")]

@@ -3,6 +3,7 @@
 //! of communication in small messages, the bandwidth each size achieves against an
 //! nccl-tests sweep, and the verdict line. Pure: figures in, figures and sentences out.
 
+use super::name::Name;
 use super::rank::{share, Collective, RankFigures};
 use crate::bench::parse::SizeFigures;
 use serde::Serialize;
@@ -147,8 +148,8 @@ pub(crate) fn sizes(ranks: &[RankIn], transfer: &[Vec<f64>], small_below: u64, s
             .map(move |(ci, c)| (c, transfer.get(ri).and_then(|t| t.get(ci)).copied().unwrap_or(c.gpu_us)))
     });
     for (c, transfer_us) in mine {
-        let k = kinds.entry(c.kind.clone()).or_insert_with(|| KindFigures {
-            kind: c.kind.clone(),
+        let k = kinds.entry(c.kind.as_str().to_string()).or_insert_with(|| KindFigures {
+            kind: c.kind.as_str().to_string(),
             count: 0,
             gpu_us: 0.0,
             waiting_us: 0.0,
@@ -159,7 +160,7 @@ pub(crate) fn sizes(ranks: &[RankIn], transfer: &[Vec<f64>], small_below: u64, s
         k.count += 1;
         k.gpu_us += c.gpu_us;
         k.waiting_us += c.gpu_us - transfer_us;
-        let Some(bytes) = c.bytes else {
+        let Some(bytes) = c.bytes() else {
             k.unknown_size += 1;
             unknown += 1;
             continue;
@@ -211,10 +212,10 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 pub(crate) fn bandwidth(ranks: &[RankIn], sweep: &[SizeFigures]) -> Vec<Bandwidth> {
     let mut near: BTreeMap<usize, (Vec<f64>, f64)> = BTreeMap::new();
     for c in ranks.iter().flat_map(|r| &r.figures.collectives) {
-        let (Some(bytes), Some(busbw)) = (c.bytes, c.busbw_gbps) else {
+        let (Some(bytes), Some(busbw)) = (c.bytes(), c.busbw_gbps()) else {
             continue;
         };
-        if c.kind != "allreduce" || c.group_size.unwrap_or(0) < 2 || busbw <= 0.0 {
+        if c.kind.as_str() != "allreduce" || c.group_size().unwrap_or(0) < 2 || busbw <= 0.0 {
             continue;
         }
         let distance = |row: &SizeFigures| ((bytes as f64).log2() - (row.size.max(1) as f64).log2()).abs();
@@ -246,13 +247,13 @@ pub(crate) fn bandwidth(ranks: &[RankIn], sweep: &[SizeFigures]) -> Vec<Bandwidt
 /// Whether two ranks' collectives at one place are the same collective: one group size, and
 /// one size (all-to-all sizes differ between ranks by design: uneven splits).
 fn same_collective(a: &Collective, b: &Collective) -> bool {
-    a.group_size == b.group_size
-        && (a.kind == "alltoall" || a.bytes.is_none() || b.bytes.is_none() || a.bytes == b.bytes)
+    a.group_size() == b.group_size()
+        && (a.kind.as_str() == "alltoall" || a.bytes().is_none() || b.bytes().is_none() || a.bytes() == b.bytes())
 }
 
-/// Each rank's collective at one place (process group, kind, order), with its rank's and its
+/// Each rank's collective at one place (process group, kind, order), as its rank's and its
 /// own index.
-type Placed<'a> = BTreeMap<(&'a str, &'a str, u64), Vec<(usize, usize, &'a Collective)>>;
+type Placed = BTreeMap<(Name, Name, u32), Vec<(u32, u32)>>;
 
 /// Each collective's own transfer time, µs (`[rank][collective]`): in a collective matched
 /// across ranks, the last arriver's kernel time — the others' kernels are longer by the time
@@ -266,30 +267,33 @@ pub(crate) fn transfers(ranks: &[RankIn]) -> Vec<Vec<f64>> {
     let mut by_key: Placed = BTreeMap::new();
     for (ri, r) in ranks.iter().enumerate() {
         for (ci, c) in r.figures.collectives.iter().enumerate() {
+            // Indices, not references: 8 bytes a collective while the job is matched.
             by_key
-                .entry((c.pg.as_str(), c.kind.as_str(), c.seq))
+                .entry((c.pg, c.kind, c.seq))
                 .or_default()
-                .push((ri, ci, c));
+                .push((ri as u32, ci as u32));
         }
     }
+    let at = |(ri, ci): (u32, u32)| &ranks[ri as usize].figures.collectives[ci as usize];
     for members in by_key.values().filter(|m| m.len() >= 2) {
-        if members.iter().any(|(_, _, c)| !same_collective(members[0].2, c)) {
+        let first = at(members[0]);
+        if members.iter().any(|m| !same_collective(first, at(*m))) {
             continue;
         }
-        let timed: Vec<&(usize, usize, &Collective)> = members.iter().filter(|(_, _, c)| c.gpu_us > 0.0).collect();
+        let timed: Vec<(u32, u32)> = members.iter().copied().filter(|m| at(*m).gpu_us > 0.0).collect();
         if timed.len() < 2 {
             continue;
         }
-        let shortest = timed.iter().map(|(_, _, c)| c.gpu_us).fold(f64::INFINITY, f64::min);
-        for (ri, ci, _) in timed {
-            out[*ri][*ci] = shortest;
+        let shortest = timed.iter().map(|m| at(*m).gpu_us).fold(f64::INFINITY, f64::min);
+        for (ri, ci) in timed {
+            out[ri as usize][ci as usize] = shortest;
         }
     }
     out
 }
 
 /// Each rank's collective at one place (process group, kind, order), with its rank's index.
-type Matched<'a> = BTreeMap<(&'a str, &'a str, u64), Vec<(usize, &'a Collective)>>;
+type Matched<'a> = BTreeMap<(Name, Name, u32), Vec<(usize, &'a Collective)>>;
 
 /// Collectives matched across ranks and who arrives last. The last to arrive at a collective
 /// waits least: its kernel is the shortest, the others' longer by how long they waited. Kernel
@@ -298,10 +302,7 @@ pub(crate) fn skew(ranks: &[RankIn]) -> Skew {
     let mut by_key: Matched = BTreeMap::new();
     for (ri, r) in ranks.iter().enumerate() {
         for c in &r.figures.collectives {
-            by_key
-                .entry((c.pg.as_str(), c.kind.as_str(), c.seq))
-                .or_default()
-                .push((ri, c));
+            by_key.entry((c.pg, c.kind, c.seq)).or_default().push((ri, c));
         }
     }
     let mut tally = Tally::new(ranks.len());
@@ -413,7 +414,7 @@ fn host_spreads<'a>(
 ) {
     let mut starts: HashMap<&str, Vec<i64>> = HashMap::new();
     for (ri, c) in timed {
-        if let (Some(h), Some(s)) = (ranks[*ri].group, c.gpu_start_ns) {
+        if let (Some(h), Some(s)) = (ranks[*ri].group, c.gpu_start_ns()) {
             starts.entry(h).or_default().push(s);
         }
     }
@@ -527,7 +528,7 @@ pub(crate) fn verdict(j: &JobShares, sizes: &Sizes, bw: &[Bandwidth], skew: &Ske
     if j.comm_us == 0.0 {
         let one_rank = ranks
             .iter()
-            .all(|r| r.figures.collectives.iter().all(|c| c.group_size.unwrap_or(1) <= 1));
+            .all(|r| r.figures.collectives.iter().all(|c| c.group_size().unwrap_or(1) <= 1));
         out.push(Finding::NoGpuWork {
             collectives: j.collectives,
             one_rank,

@@ -6,6 +6,7 @@
 
 pub(crate) mod intervals;
 pub(crate) mod job;
+pub(crate) mod name;
 pub(crate) mod rank;
 pub(crate) mod read;
 pub(crate) mod scan;
@@ -217,7 +218,7 @@ fn rank_report(r: &RankTrace) -> RankReport {
         overall: f.overall.clone(),
         steps: f.steps.clone(),
         collectives: f.collectives.len(),
-        collectives_without_size: f.collectives.iter().filter(|c| c.bytes.is_none()).count(),
+        collectives_without_size: f.collectives.iter().filter(|c| c.bytes().is_none()).count(),
         anonymous_comm_kernels: f.anonymous_comm_kernels,
         past_step: f.past_step,
     }

@@ -5,38 +5,73 @@
 //! computation, their overlap and the exposed communication (HTA's method).
 
 use super::intervals::{self, Span};
+use super::name::Name;
 use super::read::{self, CommArgs, CommOp, GpuClass, OpKind, RawTrace};
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// One collective as one rank ran it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One collective as one rank ran it: 64 bytes (a collective-heavy rank keeps hundreds of
+/// thousands; names are held once for the process, absent figures are sentinels behind the
+/// accessors).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Collective {
     /// `allreduce`, `allgather`, `reducescatter`, `alltoall`, `broadcast`, `reduce`,
     /// `sendrecv`, `barrier`, or the name PyTorch gave.
-    pub(crate) kind: String,
-    /// The larger of its input and output, as nccl-tests counts a size.
-    pub(crate) bytes: Option<u64>,
-    pub(crate) group_size: Option<u64>,
+    pub(crate) kind: Name,
     /// Its process group's name (`""` when the trace does not say).
-    pub(crate) pg: String,
+    pub(crate) pg: Name,
+    /// The larger of its input and output, as nccl-tests counts a size; `u64::MAX`: unknown.
+    bytes: u64,
+    /// 0: unknown.
+    group_size: u32,
     /// Its place among the collectives of its kind and process group on this rank, from 0
     /// (NCCL runs one communicator's collectives in the same order on every rank).
-    pub(crate) seq: u64,
-    pub(crate) step: Option<u64>,
-    /// Where its figures come from: `record_param_comms`, `c10d`, `nccl`, or `kernel`.
-    pub(crate) source: &'static str,
+    pub(crate) seq: u32,
+    /// `u64::MAX`: in no step.
+    step: u64,
     /// When the CPU issued it, ns on this host's clock.
     pub(crate) issued_ns: i64,
-    /// When its first GPU work started, ns.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) gpu_start_ns: Option<i64>,
+    /// When its first GPU work started, ns; `i64::MIN`: it ran none.
+    gpu_start_ns: i64,
     /// The union of its GPU work, µs (0 when it launched none: one rank).
     pub(crate) gpu_us: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) algbw_gbps: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) busbw_gbps: Option<f64>,
+    /// Where its figures come from.
+    pub(crate) source: Source,
+}
+
+/// Where a collective's figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    RecordParamComms,
+    C10d,
+    Nccl,
+    Kernel,
+}
+
+impl Collective {
+    pub(crate) fn bytes(&self) -> Option<u64> {
+        (self.bytes != u64::MAX).then_some(self.bytes)
+    }
+    pub(crate) fn group_size(&self) -> Option<u64> {
+        (self.group_size != 0).then_some(u64::from(self.group_size))
+    }
+    pub(crate) fn step(&self) -> Option<u64> {
+        (self.step != u64::MAX).then_some(self.step)
+    }
+    pub(crate) fn gpu_start_ns(&self) -> Option<i64> {
+        (self.gpu_start_ns != i64::MIN).then_some(self.gpu_start_ns)
+    }
+    /// Bytes over GPU time, GB/s.
+    pub(crate) fn algbw_gbps(&self) -> Option<f64> {
+        self.bytes()
+            .filter(|_| self.gpu_us > 0.0)
+            .map(|b| b as f64 / (self.gpu_us * 1000.0))
+    }
+    /// The algorithm bandwidth × nccl-tests' bus factor for its kind and group.
+    pub(crate) fn busbw_gbps(&self) -> Option<f64> {
+        let f = self.group_size().and_then(|n| bus_factor(self.kind.as_str(), n))?;
+        Some(self.algbw_gbps()? * f)
+    }
 }
 
 /// One step's figures (or the whole trace's, summed over its steps).
@@ -73,7 +108,7 @@ pub(crate) fn share(part: f64, whole: f64) -> f64 {
 }
 
 /// What one rank's trace shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RankFigures {
     pub(crate) steps: Vec<StepFigures>,
     pub(crate) overall: StepFigures,
@@ -172,7 +207,7 @@ struct Issued {
     bytes: Option<u64>,
     group_size: Option<u64>,
     pg: String,
-    source: &'static str,
+    source: Source,
     /// `bytes` is the send buffer only (from a `nccl:*` title).
     send_only: bool,
     tid: u64,
@@ -201,10 +236,18 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
     // A nested `nccl:*` title carries the send buffer only (ProcessGroupNCCL records its
     // input tensors): an all-gather's message is that times the group (done in `collectives`).
     let (bytes, source, send_only) = match (rpc_bytes, of_kind(OpKind::C10d), of_kind(OpKind::NcclTitle)) {
-        (Some(b), _, _) => (Some(b), "record_param_comms", false),
-        (None, Some(b), _) => (Some(b), "c10d", false),
-        (None, None, Some(b)) => (Some(b), "nccl", true),
-        (None, None, None) => (None, if rpcs.is_empty() { "c10d" } else { "record_param_comms" }, false),
+        (Some(b), _, _) => (Some(b), Source::RecordParamComms, false),
+        (None, Some(b), _) => (Some(b), Source::C10d, false),
+        (None, None, Some(b)) => (Some(b), Source::Nccl, true),
+        (None, None, None) => (
+            None,
+            if rpcs.is_empty() {
+                Source::C10d
+            } else {
+                Source::RecordParamComms
+            },
+            false,
+        ),
     };
     let first = |f: fn(&CommArgs) -> Option<&String>| all.iter().find_map(|o| f(&o.args).cloned());
     Issued {
@@ -213,7 +256,7 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
         group_size: all.iter().find_map(|o| o.args.group_size),
         pg: first(|a| a.pg_name.as_ref()).unwrap_or_default(),
         source: if all.iter().all(|o| o.kind == OpKind::NcclTitle) {
-            "nccl"
+            Source::Nccl
         } else {
             source
         },
@@ -409,7 +452,7 @@ fn kernel_issued(a: &CommArgs, start: i64) -> Issued {
         bytes: op_bytes(a),
         group_size: a.group_size,
         pg: a.pg_name.clone().unwrap_or_default(),
-        source: "kernel",
+        source: Source::Kernel,
         send_only: false,
         tid: u64::MAX,
         start,
@@ -432,7 +475,7 @@ fn collectives(
 ) -> Vec<Collective> {
     let mut order: Vec<usize> = (0..issued.len()).collect();
     order.sort_by_key(|&i| (issued[i].start, i));
-    let mut seq: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut seq: HashMap<(&str, &str), u32> = HashMap::new();
     let mut out = Vec::with_capacity(order.len());
     for i in order {
         let g = &issued[i];
@@ -443,26 +486,23 @@ fn collectives(
             (true, "allgather") => g.bytes.zip(n).and_then(|(b, n)| b.checked_mul(n)),
             _ => g.bytes,
         };
-        let algbw = bytes.filter(|_| ns > 0).map(|b| b as f64 / ns as f64);
-        let busbw = algbw.zip(n.and_then(|n| bus_factor(&g.kind, n))).map(|(a, f)| a * f);
         let s = seq.entry((g.pg.as_str(), g.kind.as_str())).or_insert(0);
+        let step = if steps.is_empty() {
+            None
+        } else {
+            step_at(steps, g.start).map(|si| steps[si].number)
+        };
         out.push(Collective {
-            kind: g.kind.clone(),
-            bytes,
-            group_size: n,
-            pg: g.pg.clone(),
+            kind: Name::of(&g.kind),
+            pg: Name::of(&g.pg),
+            bytes: bytes.filter(|b| *b != u64::MAX).unwrap_or(u64::MAX),
+            group_size: n.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
             seq: *s,
-            step: if steps.is_empty() {
-                None
-            } else {
-                step_at(steps, g.start).map(|si| steps[si].number)
-            },
+            step: step.unwrap_or(u64::MAX),
             source: g.source,
             issued_ns: g.start,
-            gpu_start_ns: spans.first().map(|s| s.0),
+            gpu_start_ns: spans.first().map_or(i64::MIN, |s| s.0),
             gpu_us: ns as f64 / 1000.0,
-            algbw_gbps: algbw,
-            busbw_gbps: busbw,
         });
         *s += 1;
     }
@@ -508,7 +548,7 @@ fn step_figures(
         comm_us: us(comm_ns),
         overlap_us: us(overlap_ns),
         exposed_us: us(comm_ns - overlap_ns),
-        collectives: collectives.iter().filter(|c| c.step == number).count(),
+        collectives: collectives.iter().filter(|c| c.step() == number).count(),
     }
 }
 
@@ -572,13 +612,14 @@ mod tests {
         assert_eq!((s.overlap_us, s.exposed_us, s.gpu_busy_us), (20.0, 20.0, 60.0));
         let c = &f.collectives[0];
         assert_eq!(
-            (c.kind.as_str(), c.bytes, c.group_size, c.source),
-            ("allreduce", Some(4 << 20), Some(4), "record_param_comms")
+            (c.kind.as_str(), c.bytes(), c.group_size(), c.source),
+            ("allreduce", Some(4 << 20), Some(4), Source::RecordParamComms)
         );
         // 4 MiB in 40 µs: 104.9 GB/s algbw, × 2·3/4 bus factor.
         let algbw = (4u64 << 20) as f64 / 40_000.0;
-        assert_eq!(c.algbw_gbps, Some(algbw));
-        assert_eq!(c.busbw_gbps, Some(algbw * 1.5));
+        assert_eq!(c.algbw_gbps(), Some(algbw));
+        assert_eq!(c.busbw_gbps(), Some(algbw * 1.5));
+        assert_eq!(std::mem::size_of::<Collective>(), 64);
         assert_eq!(f.anonymous_comm_kernels, 0);
     }
 }
