@@ -307,6 +307,25 @@ fn two_jobs_traces_are_refused_naming_the_files() {
     assert!(err.contains("process group `0` of 8 and of 2 ranks"), "{err}");
 }
 
+/// An all-to-all's size is its send side, as the docs say and nccl-tests counts it: an uneven
+/// one sending 1,000 floats and receiving 3,000 is 4,000 B, from `In msg nelems` or from the
+/// c10d op's input tensor (both were 12,000 B, the receive side, before); an all-gather
+/// keeps the larger (its output).
+#[test]
+fn an_all_to_all_is_sized_by_what_it_sends() {
+    let want = cross_check(&data("alltoall-send.json"));
+    assert_eq!(want["kinds"]["alltoall"]["bytes"], 8000);
+    assert_eq!(want["kinds"]["allgather"]["bytes"], 16000);
+    let (_, doc, _) = diagnose(&[os("--trace"), os(&data("alltoall-send.json"))]);
+    let buckets: Vec<(u64, u64)> = doc["trace"]["sizes"]["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["from_bytes"].as_u64().unwrap(), b["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(buckets, vec![(2048, 2), (8192, 1)]);
+}
+
 #[test]
 fn the_sampled_job_names_its_kinds_from_the_cpu_op_not_the_kernel() {
     // Every NCCL kernel of this job is named `ncclKernel_SendRecv_…`; the collectives are

@@ -166,16 +166,29 @@ pub(crate) fn bus_factor(kind: &str, n: u64) -> Option<f64> {
 /// An op's bytes from its arguments: `In/Out msg nelems` × dtype, else `Input Dims`. A zero
 /// count says nothing (a wait records 0), but shapes of zero elements (`[[0],[0]]`: an
 /// all-to-all with nothing to send) are a collective of 0 bytes, not one without a size.
-fn op_bytes(a: &CommArgs) -> Option<u64> {
+///
+/// Most kinds take the larger of input and output (nccl-tests' size: an all-gather's output,
+/// a reduce-scatter's input). An all-to-all takes its send side — `In msg nelems`, else the
+/// op's send tensor — as nccl-tests'
+/// alltoall size is the send buffer, and in an uneven all-to-all each rank's own. `send` is
+/// the position of the send tensor among the op's inputs for an all-to-all (`None`: another
+/// kind): 0 for `record_param_comms` and a `nccl:*` title, 1 for `c10d::alltoall_base_(output,
+/// input, …)`.
+fn op_bytes(a: &CommArgs, send: Option<usize>) -> Option<u64> {
+    let alltoall = send.is_some();
     let size = a.dtype.as_deref().and_then(read::dtype_size);
     let by_count = match (a.in_nelems, a.out_nelems, size) {
+        (Some(i), _, Some(s)) if alltoall => i.checked_mul(s),
         (Some(i), o, Some(s)) => i.max(o.unwrap_or(0)).checked_mul(s),
         (None, Some(o), Some(s)) => o.checked_mul(s),
         _ => None,
     };
-    by_count
-        .filter(|b| *b > 0)
-        .or_else(|| a.input_bytes.iter().flatten().copied().max())
+    let by_shape = if let Some(i) = send {
+        a.input_bytes.get(i).copied().flatten()
+    } else {
+        a.input_bytes.iter().flatten().copied().max()
+    };
+    by_count.filter(|b| *b > 0).or(by_shape)
 }
 
 /// The outermost collective op on each thread with the ops nested in it.
@@ -229,10 +242,19 @@ fn issued(ops: &[CommOp], members: &[usize]) -> Issued {
         .or_else(|| named(OpKind::C10d))
         .or_else(|| named(OpKind::NcclTitle))
         .unwrap_or_else(|| "unknown".into());
+    let alltoall = kind == "alltoall";
     let rpc_bytes: Option<u64> = (!rpcs.is_empty())
-        .then(|| rpcs.iter().map(|o| op_bytes(&o.args)).sum::<Option<u64>>())
+        .then(|| {
+            rpcs.iter()
+                .map(|o| op_bytes(&o.args, alltoall.then_some(0)))
+                .sum::<Option<u64>>()
+        })
         .flatten();
-    let of_kind = |kind: OpKind| all.iter().filter(|o| o.kind == kind).find_map(|o| op_bytes(&o.args));
+    let of_kind = |kind: OpKind| {
+        all.iter()
+            .filter(|o| o.kind == kind)
+            .find_map(|o| op_bytes(&o.args, alltoall.then_some(usize::from(kind == OpKind::C10d))))
+    };
     // A nested `nccl:*` title carries the send buffer only (ProcessGroupNCCL records its
     // input tensors): an all-gather's message is that times the group (done in `collectives`).
     let (bytes, source, send_only) = match (rpc_bytes, of_kind(OpKind::C10d), of_kind(OpKind::NcclTitle)) {
@@ -449,7 +471,10 @@ fn walk(t: &RawTrace, issued: &mut Vec<Issued>, launched_by: &HashMap<u64, usize
 fn kernel_issued(a: &CommArgs, start: i64) -> Issued {
     Issued {
         kind: a.collective.as_deref().map_or_else(|| "unknown".into(), canonical_kind),
-        bytes: op_bytes(a),
+        bytes: op_bytes(
+            a,
+            (a.collective.as_deref().map(canonical_kind).as_deref() == Some("alltoall")).then_some(0),
+        ),
         group_size: a.group_size,
         pg: a.pg_name.clone().unwrap_or_default(),
         source: Source::Kernel,

@@ -92,18 +92,24 @@ def elements(dims):
     return n
 
 
-def op_bytes(args):
+def op_bytes(args, send=None):
+    # An all-to-all's size is its send side (nccl-tests' alltoall size is the send buffer):
+    # `In msg nelems`, else the send tensor, input `send` of the op (0 for record_param_comms
+    # and nccl: titles, 1 for c10d::alltoall_base_(output, input, ...)). Other kinds: the
+    # larger of input and output.
     size = DTYPE.get(args.get("dtype"))
     inn, out = args.get("In msg nelems"), args.get("Out msg nelems")
-    if size and (inn or out):
+    if send is not None and size and inn:
+        return inn * size
+    if send is None and size and (inn or out):
         return max(inn or 0, out or 0) * size
     # Shapes of zero elements ([[0],[0]]: nothing to send) are 0 bytes, not unknown.
-    best = None
-    for d, t in zip(args.get("Input Dims") or [], args.get("Input type") or []):
-        n, s = elements(d), CPP.get(t)
-        if n is not None and s and (best is None or n * s > best):
-            best = n * s
-    return best
+    sizes = [elements(d) * CPP[t] if elements(d) is not None and CPP.get(t) else None
+             for d, t in zip(args.get("Input Dims") or [], args.get("Input type") or [])]
+    if send is not None:
+        return sizes[send] if send < len(sizes) else None
+    known = [b for b in sizes if b is not None]
+    return max(known) if known else None
 
 
 def main(path):
@@ -147,11 +153,14 @@ def main(path):
         if not named and in_wait(o):
             continue
         kind = kind or kind_of(o["name"])
-        sizes = [op_bytes(p.get("args", {})) for p in rpcs]
-        c10d = [b for p in members if p["name"].startswith("c10d::") for b in [op_bytes(p.get("args", {}))] if b is not None]
+        a2a = kind == "alltoall"
+        sizes = [op_bytes(p.get("args", {}), 0 if a2a else None) for p in rpcs]
+        c10d = [b for p in members if p["name"].startswith("c10d::")
+                for b in [op_bytes(p.get("args", {}), 1 if a2a else None)] if b is not None]
         # A nested nccl: title records the send buffer: an all-gather's message is that
         # times its group.
-        title = [b for p in members if p["name"].startswith("nccl:") for b in [op_bytes(p.get("args", {}))] if b is not None]
+        title = [b for p in members if p["name"].startswith("nccl:")
+                 for b in [op_bytes(p.get("args", {}), 0 if a2a else None)] if b is not None]
         group = next((p["args"]["Group size"] for p in members if "Group size" in p.get("args", {})),
                      (doc.get("distributedInfo") or {}).get("world_size"))
         if rpcs and all(s is not None for s in sizes):
@@ -188,7 +197,8 @@ def main(path):
         name = g["name"]
         is_comm = c is not None or bool(COMM.match(name)) or bool(SYMM.match(own_name(name)))
         if c is None and COMM.match(name) and "Collective name" in a:
-            c = {"kind": kind_of(a["Collective name"]), "bytes": op_bytes(a), "start": span[0], "spans": []}
+            k = kind_of(a["Collective name"])
+            c = {"kind": k, "bytes": op_bytes(a, 0 if k == "alltoall" else None), "start": span[0], "spans": []}
             colls.append(c)
         if c is not None:
             c["spans"].append(span)
