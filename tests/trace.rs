@@ -482,6 +482,10 @@ fn small_message_advice_rests_on_the_transfer_not_the_waiting() {
         let late = if r == 3 { 245.0 } else { 0.0 };
         std::fs::write(dir.path().join(format!("trace-{r}.json")), made_rank(r, 4, 1.0e9, late)).unwrap();
     }
+    // Each rank's own figures as the independent reading has them.
+    for r in 0..4 {
+        cross_check(&dir.path().join(format!("trace-{r}.json")));
+    }
     let (code, doc, err) = diagnose(&[os("--trace"), os(dir.path())]);
     assert_eq!(code, Some(0), "{err}");
     assert_schema("diagnose-trace", &doc);
