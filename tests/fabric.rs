@@ -54,6 +54,38 @@ fn level_count(doc: &Value, level: u64) -> usize {
         .count()
 }
 
+/// The NDR plane with a management leaf beside its compute units, as every real site has one:
+/// `MGMT-LEAF-01` carries a login, a Slurm and a cache host (one port each) and two uplinks,
+/// to spines 08 and 09 (each spine's block lists the link too).
+fn beside_management(t: String) -> String {
+    let leaf = "S-00000000000a0001";
+    let spines = [("S-2c5eab0300c261c0", 4), ("S-2c5eab0300c26200", 5)];
+    let mut out = String::new();
+    for line in t.lines() {
+        match spines
+            .iter()
+            .find(|(id, _)| line.starts_with(&format!("Switch\t65 \"{id}\"")))
+        {
+            Some((_, port)) => {
+                out += &line.replacen("Switch\t65", "Switch\t66", 1);
+                out += &format!("\n[66]\t\"{leaf}\"[{port}]\t\t# \"MF0;MGMT-LEAF-01:MQM9700/U1\" lid 900 4xNDR\n");
+            }
+            None => {
+                out += line;
+                out.push('\n');
+            }
+        }
+    }
+    out + &format!(
+        "\nSwitch\t41 \"{leaf}\"\t\t# \"MF0;MGMT-LEAF-01:MQM9700/U1\" enhanced port 0 lid 900 lmc 0\n\
+         [1]\t\"H-00000000000b0001\"[1](b0001) \t\t# \"login01 mlx5_0\" lid 901 4xNDR\n\
+         [2]\t\"H-00000000000b0002\"[1](b0002) \t\t# \"slurm01 mlx5_0\" lid 902 4xNDR\n\
+         [3]\t\"H-00000000000b0003\"[1](b0003) \t\t# \"cache01 mlx5_0\" lid 903 4xNDR\n\
+         [4]\t\"S-2c5eab0300c261c0\"[66]\t\t# \"MF0;B10-P1-IBSPINE-08:MQM9701/U1\" lid 154 4xNDR\n\
+         [5]\t\"S-2c5eab0300c26200\"[66]\t\t# \"MF0;B10-P1-IBSPINE-09:MQM9701/U1\" lid 31 4xNDR\n"
+    )
+}
+
 /// A copy of a capture with `edit` applied, in `dir`.
 fn edited(dir: &Path, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let text = std::fs::read_to_string(data(name)).unwrap();
@@ -490,4 +522,41 @@ fn an_aws_answer_that_lists_an_instance_twice_is_refused() {
         .as_str()
         .unwrap()
         .contains("a network node twice"));
+}
+
+/// Management leaves beside the compute units do not make the fabric non-rail: the compute
+/// groups' 4 rails stand, the management group says why it has none, fabric.yaml keeps
+/// `rails: 4`, and the missing-leaf check stays on (before: `rails: null`, no `rails:`
+/// written, the unit short of IBLEAF-03-01 unsaid).
+#[test]
+fn management_hosts_beside_the_compute_units_keep_the_rails() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = edited(dir.path(), NDR, beside_management);
+    let (_, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        site.to_str().unwrap(),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(doc["rails"], 4, "{}", doc["msg"]);
+    assert_eq!((level_count(&doc, 1), level_count(&doc, 2)), (32, 9));
+    let mgmt = doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "MGMT-LEAF-01")
+        .unwrap();
+    assert!(mgmt["rails"].is_null());
+    assert_eq!(mgmt["single_port_hosts"], true);
+    let why = mgmt["not_rail_optimised"].as_str().unwrap();
+    assert!(why.contains("3 host(s) have one port each"), "{why}");
+    let short = findings(&doc, "missing-leaf");
+    assert!(
+        short.len() == 1 && short[0].starts_with("su-1 has 3 rail leaf"),
+        "{short:?}"
+    );
+    assert_eq!(findings(&doc, "wrong-rail").len(), 2);
+    let yaml = std::fs::read_to_string(dir.path().join("fabric.yaml")).unwrap();
+    assert!(yaml.contains("\n  rails: 4\n"), "{yaml}");
 }

@@ -40,6 +40,11 @@ pub(crate) fn render(e: &Envelope<FabricPayload, NoDetail>) -> String {
     let d = &e.payload.discovered;
     let mut out = level_tables(d);
     out.push_str(&groups_table(d));
+    for g in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
+        if let Some(why) = &g.not_rail_optimised {
+            let _ = writeln!(out, "{}: {why}", g.name);
+        }
+    }
     for f in &d.findings {
         out.push_str(&finding(f));
     }

@@ -60,7 +60,9 @@ pub(crate) struct Discovered {
     pub(crate) switches: Vec<Switch>,
     pub(crate) hosts: Vec<Host>,
     pub(crate) groups: Vec<Group>,
-    /// Rails per host when every group is rail-optimised with the same count; `null` when not.
+    /// Rails per host of the compute groups (those whose hosts spread their ports over rail
+    /// leaves); `null` when there are none, or a group of multi-port hosts is not
+    /// rail-optimised. Groups of one-port hosts (login, storage, management) do not decide it.
     pub(crate) rails: Option<u32>,
     /// Ports no host name can be given to (an unset node description, a default host name).
     pub(crate) unnamed_ports: Vec<UnnamedPort>,
@@ -117,6 +119,13 @@ pub(crate) struct Group {
     pub(crate) leaves: Vec<String>,
     pub(crate) hosts: Vec<String>,
     pub(crate) rails: Option<u32>,
+    /// Why the group has no rails, when it has hosts and none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) not_rail_optimised: Option<String>,
+    /// Its hosts have one port each: login, storage or management hosts beside the compute
+    /// fabric, not a compute group that lacks rails.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) single_port_hosts: bool,
     /// The switches above the group's leaves.
     pub(crate) spines: Vec<String>,
     /// What the group's leaves carry up together, Gb/s (each link at its rate).
@@ -524,6 +533,21 @@ fn group(i: usize, m: &[&str], sw: &BTreeMap<String, Switch>, hosts: &mut BTreeM
         .into_iter()
         .collect();
     spines.sort_by_cached_key(|s| natural_key(s));
+    let single_port_hosts = !gh.is_empty() && gh.iter().all(|h| hosts[h].len() <= 1);
+    let not_rail_optimised = (rails.is_none() && !gh.is_empty()).then(|| {
+        if single_port_hosts {
+            format!(
+                "its {} host(s) have one port each (login, storage or management hosts): no rails",
+                gh.len()
+            )
+        } else {
+            format!(
+                "its {} host(s) land every port on one leaf ({}): not rail-optimised",
+                gh.len(),
+                m.join(", ")
+            )
+        }
+    });
     Group {
         name: if m.len() == 1 {
             m[0].to_string()
@@ -533,6 +557,8 @@ fn group(i: usize, m: &[&str], sw: &BTreeMap<String, Switch>, hosts: &mut BTreeM
         leaves,
         hosts: gh,
         rails,
+        not_rail_optimised,
+        single_port_hosts,
         spines,
         uplink_gbps: 0.0,
     }
@@ -717,14 +743,19 @@ fn group_uplink_gbps(g: &Group, nodes: &[Node], ids: &HashMap<&str, String>, sw:
         .fold(0.0, |a, b| a + b)
 }
 
-/// The fabric's rails: every group with hosts rail-optimised, the most rails any has (a group
-/// short of a leaf is a finding, not another fabric).
+/// The fabric's rails: its compute groups' — every group of multi-port hosts rail-optimised,
+/// the most rails any has (a group short of a leaf is a finding, not another fabric). Groups
+/// of one-port hosts beside them (login, storage, management) are left out: every real fabric
+/// carries some, and they have no rails to keep.
 fn common_rails(groups: &[Group]) -> Option<u32> {
-    let with_hosts: Vec<&Group> = groups.iter().filter(|g| !g.hosts.is_empty()).collect();
-    if with_hosts.is_empty() || with_hosts.iter().any(|g| g.rails.is_none()) {
+    let compute: Vec<&Group> = groups
+        .iter()
+        .filter(|g| !g.hosts.is_empty() && !g.single_port_hosts)
+        .collect();
+    if compute.is_empty() || compute.iter().any(|g| g.rails.is_none()) {
         return None;
     }
-    with_hosts.iter().filter_map(|g| g.rails).max()
+    compute.iter().filter_map(|g| g.rails).max()
 }
 
 /// Groups with fewer rail leaves than the fabric has rails: a leaf missing (or down), its
