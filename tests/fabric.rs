@@ -560,3 +560,39 @@ fn management_hosts_beside_the_compute_units_keep_the_rails() {
     let yaml = std::fs::read_to_string(dir.path().join("fabric.yaml")).unwrap();
     assert!(yaml.contains("\n  rails: 4\n"), "{yaml}");
 }
+
+/// A leaf whose hosts are all gone hangs below the spines like a leaf: level 1 and a finding,
+/// not a third level above them (before: 3 levels, ib6 on top, its uplinks not counted).
+#[test]
+fn a_leaf_without_hosts_stays_a_leaf() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = edited(dir.path(), FDR, |t| {
+        let mut current = String::new();
+        let mut kept = Vec::new();
+        for l in t.lines() {
+            if l.starts_with("Switch") || l.starts_with("Ca") {
+                current = l.to_string();
+            }
+            let ib6_host = current.contains("\"MF0;ib6:SX6036/U1\"") && l.starts_with('[') && l.contains("\"H-");
+            if !ib6_host {
+                kept.push(l);
+            }
+        }
+        kept.join("\n") + "\n"
+    });
+    let (_, doc) = capture(&empty);
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(
+        (level_count(&doc, 1), level_count(&doc, 2), level_count(&doc, 3)),
+        (6, 2, 0)
+    );
+    let ib6 = doc["switches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "ib6")
+        .unwrap();
+    assert_eq!((ib6["level"].as_u64(), ib6["uplinks"].as_u64()), (Some(1), Some(8)));
+    let w = findings(&doc, "leaf-without-hosts");
+    assert!(w.len() == 1 && w[0].starts_with("ib6 carries no host port"), "{w:?}");
+}

@@ -233,7 +233,13 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
     for ports in hosts.values_mut() {
         ports.sort_by_cached_key(|p| natural_key(&p.port));
     }
-    levels(&mut sw);
+    let empty = levels(&mut sw);
+    findings.extend(empty.iter().map(|name| Finding {
+        severity: Severity::Warn,
+        code: "leaf-without-hosts",
+        what: format!("{name} carries no host port and hangs below the spines like a leaf: a leaf whose hosts are down, uncabled or not yet installed"),
+        fix: format!("check {name}'s host cables and the hosts behind it (iblinkinfo -S on {name}); a spare leaf left in the fabric can stay"),
+    }));
     let mut groups = groups(&sw, &mut hosts);
     findings.extend(miscabled(&groups, &hosts));
     findings.extend(uplink_findings(&sw, &groups));
@@ -399,8 +405,9 @@ fn leaves(sw: &BTreeMap<String, Switch>) -> BTreeSet<String> {
     }
 }
 
-/// Level 1: the leaves; level k+1: switches joined to level k not yet placed.
-fn levels(sw: &mut BTreeMap<String, Switch>) {
+/// Level 1: the leaves; level k+1: switches joined to level k not yet placed. Returns the
+/// leaves without hosts (placed at level 1, not above the spines).
+fn levels(sw: &mut BTreeMap<String, Switch>) -> Vec<String> {
     let mut frontier: Vec<String> = leaves(sw).into_iter().collect();
     let mut level = 1;
     while !frontier.is_empty() {
@@ -416,6 +423,27 @@ fn levels(sw: &mut BTreeMap<String, Switch>) {
             .collect();
         frontier = next.into_iter().collect();
         level += 1;
+    }
+    // A switch without hosts above the spines that only hangs below them, cabled to spines a
+    // leaf reaches (a subset of some leaf's peers): a leaf whose hosts are gone or not cabled,
+    // not a core. A core reaches spines no one leaf does (one per pod), or sits above a level
+    // the leaves do not reach.
+    let leaf_peers: Vec<BTreeSet<&String>> = sw
+        .values()
+        .filter(|s| s.level == Some(1))
+        .map(|s| s.links.keys().collect())
+        .collect();
+    let empty_leaves: Vec<String> = sw
+        .values()
+        .filter(|s| s.host_ports == 0 && s.level == Some(3) && !s.links.is_empty())
+        .filter(|s| s.links.keys().all(|p| sw[p].level == Some(2)))
+        .filter(|s| leaf_peers.iter().any(|lp| s.links.keys().all(|p| lp.contains(p))))
+        .map(|s| s.name.clone())
+        .collect();
+    for name in &empty_leaves {
+        if let Some(s) = sw.get_mut(name) {
+            s.level = Some(1);
+        }
     }
     let up: Vec<(String, u32)> = sw
         .values()
@@ -434,6 +462,7 @@ fn levels(sw: &mut BTreeMap<String, Switch>) {
             s.uplinks = n;
         }
     }
+    empty_leaves
 }
 
 /// Switches with host ports joined by hosts that have ports on both: each set a group, its
