@@ -596,3 +596,74 @@ fn a_leaf_without_hosts_stays_a_leaf() {
     let w = findings(&doc, "leaf-without-hosts");
     assert!(w.len() == 1 && w[0].starts_with("ib6 carries no host port"), "{w:?}");
 }
+
+/// The fabric a capture gives, less what names its file.
+fn derived(path: &Path) -> Value {
+    let (_, mut doc) = capture(path);
+    for k in ["msg", "source", "command", "elapsed_ms", "written", "changed"] {
+        doc.as_object_mut().unwrap().remove(k);
+    }
+    doc
+}
+
+/// Other dialects of the same fabric read as the same fabric: `ibnetdiscover -g` (its
+/// `Chassis N (guid …)` and `Non-Chassis Nodes` lines, `[ext N]` external ports),
+/// ibdiagnet's `.ibnetdiscover` with Quantum-2 port labels (`[1](1/1/1)`, CA sides
+/// `[1](B9D0F0/0/0/1)(guid)`), and a terminal log whose lines end in carriage returns only
+/// (each refused before, naming a line).
+#[test]
+fn every_ibnetdiscover_dialect_reads_as_the_same_fabric() {
+    let dir = tempfile::tempdir().unwrap();
+    let grouped = edited(dir.path(), FDR, |t| {
+        let mut out = String::new();
+        for (i, l) in t.lines().enumerate() {
+            if l.starts_with("vendid=") && i < 12 {
+                out += "\nChassis 1 (guid 0xf4521403001165a0)\n\n# Spine Nodes\n\nNon-Chassis Nodes\n";
+            }
+            // Every switch-to-switch port gets its external port number, both ends.
+            if l.starts_with('[') && l.contains("\"S-") {
+                let (port, rest) = l.split_once(']').unwrap();
+                let (peer, tail) = rest.split_once("]\t").unwrap();
+                out += &format!("{port}][ext 7]{peer}][ext 9]\t{tail}\n");
+            } else {
+                out += l;
+                out.push('\n');
+            }
+        }
+        out
+    });
+    let (code, doc) = capture(&grouped);
+    assert_ne!(code, Some(65), "{}", doc["msg"]);
+    let _ = std::fs::rename(&grouped, dir.path().join("grouped.ibnetdiscover"));
+    assert_eq!(derived(&dir.path().join("grouped.ibnetdiscover")), derived(&data(FDR)));
+
+    let labelled = edited(dir.path(), NDR, |t| {
+        t.lines()
+            .map(|l| {
+                if !l.starts_with('[') {
+                    return l.to_string();
+                }
+                let (port, rest) = l.split_once(']').unwrap();
+                let n: u32 = port[1..].parse().unwrap();
+                let label = format!("({}/{}/1)", n.div_ceil(2), 2 - n % 2);
+                match rest.split_once("](") {
+                    // A host peer: `"H-…"[1](guid)` gets the CA's label before its GUID.
+                    Some((peer, guid)) if rest.contains("\"H-") => {
+                        format!("{port}]{label}{peer}](B9D0F0/0/0/1)({guid}")
+                    }
+                    _ => format!("{port}]{label}{rest}"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    });
+    assert_eq!(derived(&labelled), derived(&data(NDR)));
+
+    let cr_only = edited(dir.path(), FDR, |t| t.replace('\n', "\r"));
+    assert_eq!(derived(&cr_only), derived(&data(FDR)));
+    // One lone CR among LF lines is still refused: mangled, not a dialect.
+    let mixed = edited(dir.path(), FDR, |t| t.replacen("\n[2]", "\r[2]", 1));
+    let (code, doc) = capture(&mixed);
+    assert_eq!(code, Some(65), "{}", doc["msg"]);
+}

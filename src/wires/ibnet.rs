@@ -96,8 +96,15 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Node>, ParseError> {
     let mut nodes: Vec<Node> = Vec::new();
     // ibnetdiscover lists each node once: a node twice is two captures pasted together.
     let mut first_line: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    // A terminal log may end lines with CR LF; a lone CR is not a line end ibnetdiscover writes.
-    for (i, raw) in text.split('\n').enumerate() {
+    // A terminal log may end lines with CR LF, or (a log whose lines hold only carriage
+    // returns) with CR alone: read either. A lone CR in a file of LF lines is ambiguous
+    // (mangled, or two logs pasted together) and refused below.
+    let end = if !text.contains('\n') && text.contains('\r') {
+        '\r'
+    } else {
+        '\n'
+    };
+    for (i, raw) in text.split(end).enumerate() {
         let n = i + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if line.len() > MAX_LINE {
@@ -156,11 +163,60 @@ fn shown(t: &str) -> String {
     t.chars().take(80).flat_map(char::escape_debug).collect()
 }
 
-/// `vendid=0x2c9`, `devid=…`, `sysimgguid=…`, `switchguid=…(…)`, `caguid=…`, `rtguid=…`.
+/// `vendid=0x2c9`, `devid=…`, `sysimgguid=…`, `switchguid=…(…)`, `caguid=…`, `rtguid=…`;
+/// and what `ibnetdiscover -g` adds between blocks (infiniband-diags' `dump_topology`):
+/// `Chassis 3 (guid 0x…)`, `Non-Chassis Nodes`, and Xsigo's `Hostname: …`.
 fn header(t: &str) -> bool {
-    ["vendid=", "devid=", "sysimgguid=", "switchguid=", "caguid=", "rtguid="]
-        .iter()
-        .any(|h| t.starts_with(h))
+    [
+        "vendid=",
+        "devid=",
+        "sysimgguid=",
+        "switchguid=",
+        "caguid=",
+        "rtguid=",
+        "Hostname: ",
+    ]
+    .iter()
+    .any(|h| t.starts_with(h))
+        || t == "Non-Chassis Nodes"
+        || chassis_line(t)
+}
+
+/// `Chassis 3` or `Chassis 3 (guid 0x2c90200448ec8)`, as `out_chassis` prints it.
+fn chassis_line(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix("Chassis ") else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    digits > 0
+        && (tail.is_empty()
+            || tail
+                .strip_prefix(" (guid 0x")
+                .and_then(|g| g.strip_suffix(')'))
+                .is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_hexdigit())))
+}
+
+/// What may follow a port number: `-g`'s external port (`[ext 5]`) and ibdiagnet's port
+/// label (`(1/1/1)` on a Quantum-2 switch, `(B9D0F0/0/0/1)` on a CA), skipped.
+fn skip_labels(mut s: &str) -> Option<&str> {
+    loop {
+        let t = s.trim_start();
+        if let Some(r) = t.strip_prefix("[ext ") {
+            let (n, rest) = r.split_once(']')?;
+            n.parse::<u32>().ok()?;
+            s = rest;
+        } else if let Some(r) = t.strip_prefix('(') {
+            let (label, rest) = r.split_once(')')?;
+            let ok = label.contains('/') && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'/');
+            if !ok {
+                return Some(s);
+            }
+            s = rest;
+        } else {
+            return Some(s);
+        }
+    }
 }
 
 /// The text between the first pair of double quotes after `from`, and what follows it.
@@ -247,10 +303,12 @@ fn skip_guid(s: &str) -> Option<&str> {
 fn port_line(t: &str, n: usize, kind: Kind) -> Result<Link, ParseError> {
     let malformed = || bad(n, format!("not a port line `[p] \"peer\"[q] # …`: {:?}", shown(t)));
     let (port, rest) = bracketed(t).ok_or_else(malformed)?;
+    let rest = skip_labels(rest).ok_or_else(malformed)?;
     let rest = skip_guid(rest).ok_or_else(malformed)?;
     let (peer, rest) = quoted(rest).ok_or_else(malformed)?;
     node_id(peer).ok_or_else(|| bad(n, format!("peer {:?}: not S-, H- or R- and 16 hex digits", shown(peer))))?;
     let (peer_port, rest) = bracketed(rest).ok_or_else(malformed)?;
+    let rest = skip_labels(rest).ok_or_else(malformed)?;
     let rest = skip_guid(rest.trim_start()).ok_or_else(malformed)?;
     let comment = rest.split_once('#').map(|(_, c)| c.trim()).unwrap_or_default();
     // A switch's line: `"desc" lid L 4xNDR`; a CA's: `lid L lmc M "desc" lid L 4xNDR`.
@@ -377,6 +435,29 @@ mod tests {
         let cr = BLOCKS.replace("lid 647 4xNDR\n[35]", "lid 647 4xNDR\r[35]");
         assert!(parse(&cr).unwrap_err().message.contains("carriage return"));
         assert_eq!(lid_after("lid 65535 4xNDR"), None);
+    }
+
+    #[test]
+    fn grouping_lines_and_port_labels_are_read_and_near_misses_refused() {
+        assert!(chassis_line("Chassis 3 (guid 0x2c90200448ec8)") && chassis_line("Chassis 12"));
+        for t in [
+            "Chassis",
+            "Chassis x",
+            "Chassis 3 (guid 0x)",
+            "Chassis 3 (guid zz)",
+            "Chassis 3 extra",
+        ] {
+            assert!(!chassis_line(t), "{t}");
+        }
+        let l = port_line(
+            "[17][ext 5](9/1/1)\t\"H-e09d7303007a4bd8\"[1](B9D0F0/0/0/1)(e09d7303007a4bd8) \t\t# \"a08 mlx5_5\" lid 647 4xNDR",
+            1,
+            Kind::Switch,
+        )
+        .unwrap();
+        assert_eq!((l.port, l.peer_port, l.ca_lid), (17, 1, Some(647)));
+        assert!(port_line("[17](not a label)\t\"H-e09d7303007a4bd8\"[1]", 1, Kind::Switch).is_err());
+        assert!(port_line("[17][ext x]\t\"H-e09d7303007a4bd8\"[1]", 1, Kind::Switch).is_err());
     }
 
     use proptest::prelude::*;
