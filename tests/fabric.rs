@@ -327,15 +327,15 @@ fn the_written_section_plans_and_cluster_yaml_is_held_against_the_wires() {
     let written = dir.path().join("fabric.yaml");
     assert_eq!(doc["written"], written.display().to_string());
     let text = std::fs::read_to_string(&written).unwrap();
-    assert!(text.contains("  racks:\n    rack-ib1: {leaf: ib1}\n"), "{text}");
+    assert!(text.contains("  racks:\n    \"rack-ib1\": {leaf: \"ib1\"}\n"), "{text}");
     // Pasted into a cluster.yaml of paper nodes: it plans.
     let cfg = dir.path().join("cluster.yaml");
     std::fs::write(
         &cfg,
         text.replace("}\n  - host", "}\n    simulate: aws-p4d\n  - host")
             .replace(
-                "labels: {rack: rack-ib7}",
-                "labels: {rack: rack-ib7}\n    simulate: aws-p4d",
+                "labels: {rack: \"rack-ib7\"}",
+                "labels: {rack: \"rack-ib7\"}\n    simulate: aws-p4d",
             ),
     )
     .unwrap();
@@ -666,4 +666,38 @@ fn every_ibnetdiscover_dialect_reads_as_the_same_fabric() {
     let mixed = edited(dir.path(), FDR, |t| t.replacen("\n[2]", "\r[2]", 1));
     let (code, doc) = capture(&mixed);
     assert_eq!(code, Some(65), "{}", doc["msg"]);
+}
+
+/// A port described by something that is not one host name (a range, a list) is an unnamed
+/// port with a finding that quotes it — before, `gpu[1-3]` and `gpu1,gpu2` became hosts in
+/// fabric.yaml and `plan --fabric` wrote `Nodes=gpu[1-3],…` into topology.conf.
+#[test]
+fn a_description_that_is_not_one_host_name_names_no_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = edited(dir.path(), FDR, |t| {
+        t.replacen("\"stage112 mlx4_0\"", "\"gpu[1-3] mlx5_9\"", 1)
+            .replacen("\"stage114 mlx4_0\"", "\"gpu1,gpu2\"", 1)
+    });
+    let (_, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        odd.to_str().unwrap(),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    crate::common::assert_schema("fabric", &doc);
+    let hosts: Vec<&str> = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert!(!hosts.iter().any(|h| h.contains('[') || h.contains(',')), "{hosts:?}");
+    let w = findings(&doc, "not-a-host-name");
+    assert!(
+        w.len() == 1 && w[0].contains("\"gpu[1-3] mlx5_9\"") && w[0].contains("\"gpu1,gpu2\""),
+        "{w:?}"
+    );
+    assert_eq!(doc["unnamed_ports"].as_array().unwrap().len(), 2);
+    let yaml = std::fs::read_to_string(dir.path().join("fabric.yaml")).unwrap();
+    assert!(!yaml.contains("gpu"), "{yaml}");
 }

@@ -52,6 +52,9 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     let id_of = |k: usize| format!("S-{k:016x}");
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    // Links already made (either way round): a lookup, not a scan of a node's links (quadratic
+    // under a node with 20,000 instances below it).
+    let mut joined: std::collections::HashSet<(usize, usize)> = std::collections::HashSet::new();
     for (i, inst) in a.instances.iter().enumerate() {
         check_instance(i, inst, &mut seen)?;
         let group = inst
@@ -75,17 +78,15 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
         }
         // Each level joined to the one below it (top first), and the bottom to the instance.
         for pair in inst.network_nodes.windows(2) {
-            let below = id_of(index[&pair[1]]);
-            if let Some(up) = switches.get_mut(&pair[0]) {
-                if !up.links.iter().any(|l| l.peer == below) {
-                    up.links.push(link(&below, None));
-                }
+            let (a, b) = (index[&pair[0]], index[&pair[1]]);
+            if !joined.insert((a.min(b), a.max(b))) {
+                continue;
             }
-            let above = id_of(index[&pair[0]]);
+            if let Some(up) = switches.get_mut(&pair[0]) {
+                up.links.push(link(&id_of(b), None));
+            }
             if let Some(down) = switches.get_mut(&pair[1]) {
-                if !down.links.iter().any(|l| l.peer == above) {
-                    down.links.push(link(&above, None));
-                }
+                down.links.push(link(&id_of(a), None));
             }
         }
         let host = format!("H-{:016x}", i + 1);

@@ -15,6 +15,12 @@ pub(crate) fn rack_and_leaf(group: &super::derive::Group) -> (String, String) {
     }
 }
 
+/// A name as YAML reads it back unchanged: double-quoted, escaped (JSON's string syntax is
+/// YAML's double-quoted scalar).
+fn q(name: &str) -> String {
+    serde_json::to_string(name).unwrap_or_else(|_| "\"\"".into())
+}
+
 /// The `fabric:` section and `nodes:` entries; `source` is named in the header comment.
 pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
     let mut out = String::new();
@@ -51,17 +57,17 @@ pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
         };
         let mut fields = Vec::new();
         if let Some(s) = spine {
-            fields.push(format!("spine: {s}"));
+            fields.push(format!("spine: {}", q(s)));
         }
         if g.uplink_gbps > 0.0 {
             fields.push(format!("uplink_gbps: {}", g.uplink_gbps));
         }
-        let _ = writeln!(out, "    {leaf}: {{{}}}", fields.join(", "));
+        let _ = writeln!(out, "    {}: {{{}}}", q(&leaf), fields.join(", "));
     }
     out.push_str("  racks:\n");
     for g in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
         let (rack, leaf) = rack_and_leaf(g);
-        let _ = writeln!(out, "    {rack}: {{leaf: {leaf}}}");
+        let _ = writeln!(out, "    {}: {{leaf: {}}}", q(&rack), q(&leaf));
     }
     if let Some(r) = d.rails {
         let _ = writeln!(out, "  rails: {r}");
@@ -71,7 +77,7 @@ pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
         let (rack, _) = rack_and_leaf(g);
         // One entry per range: a node entry's `host` is one pattern, not a comma list.
         for pattern in crate::config::select::split_top_level(&crate::emit::slurm::compress(&g.hosts)) {
-            let _ = writeln!(out, "  - host: \"{pattern}\"\n    labels: {{rack: {rack}}}");
+            let _ = writeln!(out, "  - host: {}\n    labels: {{rack: {}}}", q(&pattern), q(&rack));
         }
     }
     out
