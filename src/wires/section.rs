@@ -77,7 +77,7 @@ pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
         let (rack, _) = rack_and_leaf(g);
         // One entry per range: a node entry's `host` is one pattern, not a comma list.
         for pattern in crate::config::select::split_top_level(&crate::emit::slurm::compress(&g.hosts)) {
-            let _ = writeln!(out, "  - host: {}\n    labels: {{rack: {}}}", q(&pattern), q(&rack));
+            let _ = writeln!(out, "  - host: {}\n    labels: {{rack: {}}}", q(pattern), q(&rack));
         }
     }
     out
