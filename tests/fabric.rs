@@ -701,3 +701,58 @@ fn a_description_that_is_not_one_host_name_names_no_host() {
     let yaml = std::fs::read_to_string(dir.path().join("fabric.yaml")).unwrap();
     assert!(!yaml.contains("gpu"), "{yaml}");
 }
+
+/// Quiet nothing: a capture with switches and no named host is refused (it wrote an empty
+/// fabric.yaml, exit 0), and two planes pasted into one file are a failing finding (read as
+/// one fabric without a word before).
+#[test]
+fn no_host_and_two_planes_in_one_file_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let anonymous = edited(dir.path(), FDR, |t| {
+        t.lines()
+            .map(|l| match l.find("# \"") {
+                Some(i) if l.starts_with('[') && l.contains("\"H-") => {
+                    format!("{}# \"MT4099 ConnectX3 Mellanox Technologies\" lid 1 4xQDR", &l[..i])
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    });
+    let out = dir.path().join("out");
+    let (code, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        anonymous.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(65), "{doc}");
+    let msg = doc["error"]["message"]
+        .as_str()
+        .or(doc["msg"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(msg.contains("no port that names a host"), "{doc}");
+    assert!(!out.join("fabric.yaml").exists(), "nothing written");
+
+    let text = std::fs::read_to_string(data(FDR)).unwrap();
+    let other = text
+        .replace("S-f4521403", "S-a4521403")
+        .replace("H-24be05", "H-34be05")
+        .replace("H-0002c9", "H-1002c9")
+        .replace("H-f45214", "H-a45214")
+        .replace("\"stage", "\"plane2-stage")
+        .replace("MF0;ib", "MF0;p2ib");
+    let both = dir.path().join("both.ibnetdiscover");
+    std::fs::write(&both, format!("{text}\n{other}")).unwrap();
+    let (code, doc) = capture(&both);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()), "{}", doc["msg"]);
+    let w = findings(&doc, "disconnected");
+    assert!(
+        w.len() == 1 && w[0].starts_with("the capture holds 2 fabrics no link joins"),
+        "{w:?}"
+    );
+    // One plane alone: no such finding.
+    assert!(findings(&capture(&data(FDR)).1, "disconnected").is_empty());
+}

@@ -27,6 +27,13 @@ pub(crate) enum FabricError {
         file: String,
         source: crate::wires::ibnet::ParseError,
     },
+    /// Switches, and no port that names a host: nothing to place, and nothing is written.
+    #[error("{file}: {switches} switch(es) and no port that names a host ({unnamed} unnamed port(s)): nothing to place; set each HCA's node description to `<hostname> <hca>` (rdma-ndd) or pass --guid-map FILE")]
+    NoHosts {
+        file: String,
+        switches: usize,
+        unnamed: usize,
+    },
 }
 
 impl crate::exit::Classify for FabricError {
@@ -76,7 +83,18 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
         Some(p) => crate::wires::guid_map(&read(p, "GUID map")?).map_err(parse_err(p))?,
         None => Default::default(),
     };
-    let discovered = derive::derive(&nodes, &names);
+    let mut discovered = derive::derive(&nodes, &names);
+    if matches!(s.source, FabricSource::Ibnetdiscover(_)) {
+        discovered.findings.extend(derive::planes(&discovered.switches));
+    }
+    if discovered.hosts.is_empty() {
+        return Err(FabricError::NoHosts {
+            file: source.display().to_string(),
+            switches: discovered.switches.len(),
+            unnamed: discovered.unnamed_ports.len(),
+        }
+        .into());
+    }
     let diff = s.cluster.as_ref().map(|inv| compare::diff(&discovered, inv));
     let written = match &s.output_dir {
         Some(dir) => Some(write(

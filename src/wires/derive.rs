@@ -376,6 +376,53 @@ impl Reading {
     }
 }
 
+/// Parts of an ibnetdiscover capture no link joins, when two or more carry hosts: two planes
+/// pasted into one file (or a fabric cut in two), which no one fabric model describes. (An
+/// AWS answer lists no level above its top nodes: its parts are never joined, and it is not
+/// asked.)
+pub(crate) fn planes(switches: &[Switch]) -> Option<Finding> {
+    let sw: BTreeMap<&str, &Switch> = switches.iter().map(|s| (s.name.as_str(), s)).collect();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut parts: Vec<(String, usize, u32)> = Vec::new();
+    for start in sw.keys().copied() {
+        if !seen.insert(start) {
+            continue;
+        }
+        let (mut switches, mut host_ports) = (0usize, 0u32);
+        let mut stack = vec![start];
+        while let Some(x) = stack.pop() {
+            switches += 1;
+            host_ports += sw[x].host_ports;
+            for p in sw[x].links.keys() {
+                if sw.contains_key(p.as_str()) && seen.insert(p) {
+                    stack.push(p);
+                }
+            }
+        }
+        if host_ports > 0 {
+            parts.push((start.to_string(), switches, host_ports));
+        }
+    }
+    if parts.len() < 2 {
+        return None;
+    }
+    let shown: Vec<String> = parts
+        .iter()
+        .take(8)
+        .map(|(first, n, h)| format!("{n} switch(es) with {h} host port(s), from {first}"))
+        .collect();
+    Some(Finding {
+        severity: Severity::Fail,
+        code: "disconnected",
+        what: format!(
+            "the capture holds {} fabrics no link joins ({}): two planes in one file, or a fabric cut in two",
+            parts.len(),
+            shown.join("; ")
+        ),
+        fix: "capture each plane on its own (ibnetdiscover from a port of that plane) and read each file on its own; if it is one fabric, find the cut links (iblinkinfo)".into(),
+    })
+}
+
 /// Descriptions that are not one host name, quoted (the first 20, and how many more).
 fn not_host_names(quoted: &[String]) -> Option<Finding> {
     let first = quoted.first()?;
