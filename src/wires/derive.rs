@@ -280,30 +280,36 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
 
 /// What the switch blocks' port lines give, gathered port by port.
 #[derive(Default)]
-struct Reading {
+struct Reading<'a> {
     sw: BTreeMap<String, Switch>,
     hosts: BTreeMap<String, Vec<HostPort>>,
     unnamed: Vec<UnnamedPort>,
     aggregation_nodes: usize,
     findings: Vec<Finding>,
     /// (host, HCA) → the port that claimed it first.
-    seen_ports: HashMap<(String, String), String>,
+    seen_ports: HashMap<(String, String), &'a str>,
     /// (between switches, lanes, speed, where) of every link end.
-    link_rates: Vec<(bool, Option<u32>, Option<String>, String)>,
+    /// Where is the switch and its port: a message is made only for a slow link.
+    link_rates: Vec<LinkRate<'a>>,
     /// Ports whose description is not one host name, quoted with where they are.
     not_names: Vec<String>,
 }
 
-impl Reading {
+/// One link end's rate: between switches, lanes, speed, the switch and its port.
+type LinkRate<'a> = (bool, Option<u32>, Option<&'a str>, &'a str, u32);
+
+impl<'a> Reading<'a> {
     /// One port line of switch `me`: a link to a switch, a SHARP node, a named host port, or
     /// an unnamed one.
-    fn port(&mut self, me: &str, l: &super::ibnet::Link, ids: &HashMap<&str, String>, names: &HashMap<String, String>) {
-        self.link_rates.push((
-            l.peer.starts_with("S-"),
-            l.width,
-            l.speed.clone(),
-            format!("{me} port {}", l.port),
-        ));
+    fn port(
+        &mut self,
+        me: &'a str,
+        l: &'a super::ibnet::Link,
+        ids: &HashMap<&str, String>,
+        names: &HashMap<String, String>,
+    ) {
+        self.link_rates
+            .push((l.peer.starts_with("S-"), l.width, l.speed.as_deref(), me, l.port));
         if let Some(peer) = ids.get(l.peer.as_str()) {
             if let Some(s) = self.sw.get_mut(me) {
                 *s.links.entry(peer.clone()).or_insert(0) += 1;
@@ -351,10 +357,10 @@ impl Reading {
     }
 
     /// A host port claimed twice, or without a LID.
-    fn check_port(&mut self, me: &str, l: &super::ibnet::Link, host: &str, hca: &str) {
+    fn check_port(&mut self, me: &str, l: &'a super::ibnet::Link, host: &str, hca: &str) {
         if let Some(other) = self
             .seen_ports
-            .insert((host.to_string(), hca.to_string()), l.peer.clone())
+            .insert((host.to_string(), hca.to_string()), l.peer.as_str())
         {
             if other != l.peer {
                 self.findings.push(Finding {
@@ -834,29 +840,29 @@ fn uplink_findings(sw: &BTreeMap<String, Switch>, groups: &[Group]) -> Vec<Findi
 
 /// A link slower than the usual link of its kind (host links, switch links): fewer lanes or
 /// an older speed.
-fn slow_links(links: &[(bool, Option<u32>, Option<String>, String)]) -> Vec<Finding> {
+fn slow_links(links: &[LinkRate]) -> Vec<Finding> {
     let mut out = Vec::new();
     for inter in [false, true] {
-        let mut counts: BTreeMap<(u32, String), usize> = BTreeMap::new();
-        for (_, w, s, _) in links.iter().filter(|l| l.0 == inter) {
+        let mut counts: BTreeMap<(u32, &str), usize> = BTreeMap::new();
+        for (_, w, s, _, _) in links.iter().filter(|l| l.0 == inter) {
             if let (Some(w), Some(s)) = (w, s) {
-                *counts.entry((*w, s.clone())).or_default() += 1;
+                *counts.entry((*w, *s)).or_default() += 1;
             }
         }
         let Some(((w, s), _)) = counts.iter().max_by_key(|(_, n)| **n) else {
             continue;
         };
         let Some(usual) = gbps(Some(*w), Some(s)) else { continue };
-        for (_, lw, ls, at) in links.iter().filter(|l| l.0 == inter) {
-            if let Some(g) = gbps(*lw, ls.as_deref()) {
+        for (_, lw, ls, me, port) in links.iter().filter(|l| l.0 == inter) {
+            if let Some(g) = gbps(*lw, *ls) {
                 if g < usual {
                     out.push(Finding {
                         severity: Severity::Warn,
                         code: "slow-link",
                         what: format!(
-                            "{at}: {}x{} ({g} Gb/s) where the fabric's {} links run {w}x{s} ({usual} Gb/s)",
+                            "{me} port {port}: {}x{} ({g} Gb/s) where the fabric's {} links run {w}x{s} ({usual} Gb/s)",
                             lw.unwrap_or(0),
-                            ls.as_deref().unwrap_or("?"),
+                            ls.unwrap_or("?"),
                             if inter { "switch" } else { "host" }
                         ),
                         fix: "reseat or replace the cable or transceiver; check both ends' port settings (ibportstate)"
