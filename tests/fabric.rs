@@ -756,3 +756,61 @@ fn no_host_and_two_planes_in_one_file_are_said() {
     // One plane alone: no such finding.
     assert!(findings(&capture(&data(FDR)).1, "disconnected").is_empty());
 }
+
+/// Cabling that cannot be is said, not read silently: a switch cabled to itself and a port
+/// listed twice fail, a host port on a spine is a warning, and an unnamed port without a LID
+/// is `no-lid` too (only named ones were before).
+#[test]
+fn cabling_that_cannot_be_is_a_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = edited(dir.path(), FDR, |t| {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        let (mut doubled, mut looped) = (false, false);
+        for l in t.lines() {
+            if l.starts_with("Switch") {
+                current = l.to_string();
+            }
+            let in_ib1 = current.contains("\"MF0;ib1:SX6036/U1\"");
+            let in_ib2 = current.contains("\"MF0;ib2:SX6036/U1\"");
+            if in_ib1 && l.starts_with("[1]") && !doubled {
+                out.push(l.to_string());
+                doubled = true;
+            }
+            if in_ib2 && l.starts_with('[') && l.contains("\"MF0;ib7:SX6036/U1\"") && !looped {
+                // ib2's own id in place of ib7's.
+                out.push(l.replace("S-f4521403007eaa70", "S-f4521403001155a0"));
+                looped = true;
+                continue;
+            }
+            out.push(l.to_string());
+        }
+        out.join("\n") + "\n"
+    });
+    let (code, doc) = capture(&odd);
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()), "{}", doc["msg"]);
+    let w = findings(&doc, "impossible-cabling");
+    assert!(w.iter().any(|f| f.starts_with("ib1 port 1 is listed twice")), "{w:?}");
+    assert!(w.iter().any(|f| f.contains("is cabled to ib2 itself")), "{w:?}");
+    let spine = findings(&doc, "host-on-spine");
+    assert!(
+        spine.iter().any(|f| f.starts_with("tank1 mlx4_0 is cabled to ib7")),
+        "{spine:?}"
+    );
+
+    let no_lid = edited(dir.path(), NDR, |t| {
+        t.replacen(
+            "\"MT4129 ConnectX7   Mellanox Technologies\" lid 229 4xNDR",
+            "\"MT4129 ConnectX7   Mellanox Technologies\" lid 0 4xNDR",
+            1,
+        )
+    });
+    let (_, doc) = capture(&no_lid);
+    let w = findings(&doc, "no-lid");
+    assert!(
+        w.iter()
+            .any(|f| f.contains("(unnamed, on A09-P1-IBLEAF-01-01 port 2) has no LID")),
+        "{w:?}"
+    );
+}

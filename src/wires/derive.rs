@@ -226,10 +226,7 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
         ..Reading::default()
     };
     for n in nodes.iter().filter(|n| n.kind == Kind::Switch) {
-        let me = &switch_ids[n.id.as_str()];
-        for l in &n.links {
-            r.port(me, l, &switch_ids, names);
-        }
+        r.block(n, &switch_ids[n.id.as_str()], &switch_ids, names);
     }
     let Reading {
         mut sw,
@@ -239,13 +236,16 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
         mut findings,
         link_rates,
         not_names,
+        impossible,
         ..
     } = r;
+    findings.extend(impossible.into_iter().map(impossible_cabling));
     findings.extend(not_host_names(&not_names));
     for ports in hosts.values_mut() {
         ports.sort_by_cached_key(|p| natural_key(&p.port));
     }
     let empty = levels(&mut sw);
+    findings.extend(hosts_on_spines(&sw, &hosts));
     findings.extend(empty.iter().map(|name| Finding {
         severity: Severity::Warn,
         code: "leaf-without-hosts",
@@ -293,12 +293,37 @@ struct Reading<'a> {
     link_rates: Vec<LinkRate<'a>>,
     /// Ports whose description is not one host name, quoted with where they are.
     not_names: Vec<String>,
+    /// Cabling that cannot be: a switch cabled to itself, a port listed twice.
+    impossible: Vec<String>,
 }
 
 /// One link end's rate: between switches, lanes, speed, the switch and its port.
 type LinkRate<'a> = (bool, Option<u32>, Option<&'a str>, &'a str, u32);
 
 impl<'a> Reading<'a> {
+    /// A switch's block, port by port; cabling that cannot be is noted, not read.
+    fn block(&mut self, n: &'a Node, me: &'a str, ids: &HashMap<&str, String>, names: &HashMap<String, String>) {
+        let mut listed = std::collections::HashSet::new();
+        for l in &n.links {
+            // Port 0 is an AWS answer's (it numbers no ports).
+            if l.port != 0 && !listed.insert(l.port) {
+                self.impossible.push(format!(
+                    "{me} port {} is listed twice (line {}): one port, one cable",
+                    l.port, l.line
+                ));
+                continue;
+            }
+            if l.peer == n.id {
+                self.impossible.push(format!(
+                    "{me} port {} is cabled to {me} itself (port {}, line {})",
+                    l.port, l.peer_port, l.line
+                ));
+                continue;
+            }
+            self.port(me, l, ids, names);
+        }
+    }
+
     /// One port line of switch `me`: a link to a switch, a SHARP node, a named host port, or
     /// an unnamed one.
     fn port(
@@ -333,6 +358,14 @@ impl<'a> Reading<'a> {
             .filter(|(h, c)| plain_names(h, c))
             .or_else(|| names.get(&guid).map(|h| (h.clone(), format!("H-{guid}"))));
         let Some((host, hca)) = named else {
+            if l.ca_lid.is_none() {
+                self.findings.push(Finding {
+                    severity: Severity::Fail,
+                    code: "no-lid",
+                    what: format!("{} (unnamed, on {me} port {}) has no LID", l.peer, l.port),
+                    fix: "the subnet manager has not configured this port: check opensm/UFM's log and that the port is ACTIVE (ibstat)".into(),
+                });
+            }
             self.unnamed.push(UnnamedPort {
                 id: l.peer.clone(),
                 desc,
@@ -427,6 +460,41 @@ pub(crate) fn planes(switches: &[Switch]) -> Option<Finding> {
         ),
         fix: "capture each plane on its own (ibnetdiscover from a port of that plane) and read each file on its own; if it is one fabric, find the cut links (iblinkinfo)".into(),
     })
+}
+
+fn impossible_cabling(what: String) -> Finding {
+    Finding {
+        severity: Severity::Fail,
+        code: "impossible-cabling",
+        what,
+        fix: "capture the fabric again (ibnetdiscover); if it stays, the capture was edited or the switch misreports its ports".into(),
+    }
+}
+
+/// Host ports cabled to a switch above the leaves: their traffic to a leaf's hosts takes one
+/// hop less than their peers', and a rail-optimised layout has no place for them.
+fn hosts_on_spines(sw: &BTreeMap<String, Switch>, hosts: &BTreeMap<String, Vec<HostPort>>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (h, ports) in hosts {
+        for p in ports {
+            let Some(level) = sw.get(&p.switch).and_then(|s| s.level).filter(|l| *l >= 2) else {
+                continue;
+            };
+            out.push(Finding {
+                severity: Severity::Warn,
+                code: "host-on-spine",
+                what: format!(
+                    "{h} {} is cabled to {} port {} (level {level}), a switch above the leaves",
+                    p.port, p.switch, p.switch_port
+                ),
+                fix: format!(
+                    "move {h} {} to a leaf port, or note it as a service host cabled to a spine by design",
+                    p.port
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// Descriptions that are not one host name, quoted (the first 20, and how many more).
