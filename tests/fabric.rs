@@ -814,3 +814,88 @@ fn cabling_that_cannot_be_is_a_finding() {
         "{w:?}"
     );
 }
+
+/// An AWS answer's hosts are instance ids: `--host-map` and cluster.yaml's `instance_id`
+/// labels turn them into the cluster's host names, so `plan --fabric` places the nodes
+/// (before, fabric.yaml held `i-…` hosts no cluster.yaml node is, and every node was unplaced).
+#[test]
+fn aws_instances_are_mapped_to_host_names_and_plan_uses_the_fabric() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = data("aws-p3dn-16-instance-topology.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&answer).unwrap()).unwrap();
+    let ids: Vec<String> = doc["Instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["InstanceId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 16);
+    // 15 through --host-map, the 16th through its node's label.
+    let map = dir.path().join("hosts.map");
+    let lines: String = ids[..15]
+        .iter()
+        .enumerate()
+        .map(|(k, id)| format!("{id} p3dn-{:02}   # rack row {}\n", k + 1, k / 4))
+        .collect();
+    std::fs::write(&map, lines).unwrap();
+    let cfg = dir.path().join("cluster.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "nodes:\n  - host: \"p3dn-[01-15]\"\n    simulate: aws-p4d\n  - host: p3dn-16\n    labels: {{instance_id: {}}}\n    simulate: aws-p4d\n",
+            ids[15]
+        ),
+    )
+    .unwrap();
+    let (code, partial) = fabric(&[
+        "--from-aws-topology",
+        answer.to_str().unwrap(),
+        "--host-map",
+        map.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{partial}");
+    let w = findings(&partial, "unmapped-instances");
+    assert!(
+        w.len() == 1 && w[0].starts_with("1 instance(s) have no host name"),
+        "{w:?}"
+    );
+    let (code, doc) = fabric(&[
+        "--from-aws-topology",
+        answer.to_str().unwrap(),
+        "--host-map",
+        map.to_str().unwrap(),
+        "--cluster-config",
+        cfg.to_str().unwrap(),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{doc}");
+    assert!(findings(&doc, "unmapped-instances").is_empty());
+    let hosts: Vec<&str> = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        hosts.iter().all(|h| h.starts_with("p3dn-")) && hosts.len() == 16,
+        "{hosts:?}"
+    );
+    let plan = json(
+        &tt(["plan"])
+            .json()
+            .config(&cfg)
+            .args(["--fabric", dir.path().join("fabric.yaml").to_str().unwrap()])
+            .run(),
+    );
+    assert_eq!(plan["node_order"].as_array().map(Vec::len), Some(16), "{plan:#}");
+    // A map that gives one host to two instances is refused with its line.
+    std::fs::write(&map, format!("{} a\n{} a\n", ids[0], ids[1])).unwrap();
+    let (code, doc) = fabric(&[
+        "--from-aws-topology",
+        answer.to_str().unwrap(),
+        "--host-map",
+        map.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(65), "{doc}");
+}

@@ -528,6 +528,11 @@ pub(crate) struct FabricArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) guid_map: Option<PathBuf>,
 
+    /// Host names for an AWS answer's instances: `<instance-id> <hostname>` lines (with
+    /// --cluster-config, nodes labelled `instance_id` are mapped too).
+    #[arg(long, value_name = "FILE", requires = "from_aws_topology")]
+    pub(crate) host_map: Option<PathBuf>,
+
     /// Compare with this cluster.yaml: hosts the wires group otherwise than its racks, typed
     /// hosts the wires do not show.
     #[arg(long, value_name = "FILE")]

@@ -489,7 +489,16 @@ fn beside_this_binary() -> PathBuf {
 
 impl FabricArgs {
     pub(crate) fn resolve(&self) -> Result<FabricSettings, Error> {
-        let source = match (&self.from_ibnetdiscover, &self.from_aws_topology) {
+        // Every flag named: a new one cannot be silently ignored.
+        let FabricArgs {
+            from_ibnetdiscover,
+            from_aws_topology,
+            guid_map,
+            host_map,
+            cluster_config,
+            output_dir,
+        } = self;
+        let source = match (from_ibnetdiscover, from_aws_topology) {
             (Some(f), _) => FabricSource::Ibnetdiscover(f.clone()),
             (None, Some(f)) => FabricSource::AwsTopology(f.clone()),
             (None, None) => {
@@ -500,9 +509,10 @@ impl FabricArgs {
         };
         Ok(FabricSettings {
             source,
-            guid_map: self.guid_map.clone(),
-            cluster: self.cluster_config.as_deref().map(Inventory::load).transpose()?,
-            output_dir: self.output_dir.clone(),
+            guid_map: guid_map.clone(),
+            host_map: host_map.clone(),
+            cluster: cluster_config.as_deref().map(Inventory::load).transpose()?,
+            output_dir: output_dir.clone(),
         })
     }
 }

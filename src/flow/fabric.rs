@@ -79,6 +79,13 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
             (nodes, groups, p)
         }
     };
+    let mut nodes = nodes;
+    let mut unmapped = Vec::new();
+    if let FabricSource::AwsTopology(_) = &s.source {
+        if let Some(map) = instance_names(s)? {
+            unmapped = crate::wires::aws::name_instances(&mut nodes, &map);
+        }
+    }
     let names = match &s.guid_map {
         Some(p) => crate::wires::guid_map(&read(p, "GUID map")?).map_err(parse_err(p))?,
         None => Default::default(),
@@ -86,6 +93,17 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
     let mut discovered = derive::derive(&nodes, &names);
     if matches!(s.source, FabricSource::Ibnetdiscover(_)) {
         discovered.findings.extend(derive::planes(&discovered.switches));
+    }
+    if let Some(first) = unmapped.first() {
+        discovered.findings.push(derive::Finding {
+            severity: derive::Severity::Warn,
+            code: "unmapped-instances",
+            what: format!(
+                "{} instance(s) have no host name (the first: {first}): they stay instance ids, which no cluster.yaml node is",
+                unmapped.len()
+            ),
+            fix: "add `<instance-id> <hostname>` lines to --host-map, or an `instance_id` label to the node in cluster.yaml".into(),
+        });
     }
     if discovered.hosts.is_empty() {
         return Err(FabricError::NoHosts {
@@ -109,6 +127,43 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
         written,
         placement_groups,
     })
+}
+
+/// AWS instance id → host name: `--host-map`'s lines and cluster.yaml's nodes labelled
+/// `instance_id` (the two must agree); `None` when neither gives any.
+fn instance_names(s: &FabricSettings) -> Result<Option<std::collections::HashMap<String, String>>, FabricError> {
+    let mut map = match &s.host_map {
+        Some(p) => crate::wires::host_map(&read(p, "host map")?).map_err(|source| FabricError::Parse {
+            file: p.display().to_string(),
+            source,
+        })?,
+        None => Default::default(),
+    };
+    if let Some(inv) = &s.cluster {
+        for n in &inv.nodes {
+            let Some(id) = n.labels.get("instance_id") else {
+                continue;
+            };
+            match map.get(id) {
+                Some(h) if *h != n.host => {
+                    return Err(FabricError::Parse {
+                        file: inv.path.display().to_string(),
+                        source: crate::wires::ibnet::ParseError {
+                            line: 0,
+                            message: format!(
+                                "{id} is labelled on {} but --host-map gives it to {h}: one instance, one host",
+                                n.host
+                            ),
+                        },
+                    });
+                }
+                _ => {
+                    map.insert(id.clone(), n.host.clone());
+                }
+            }
+        }
+    }
+    Ok((!map.is_empty()).then_some(map))
 }
 
 fn write(dir: &Path, text: &str) -> Result<String, Error> {

@@ -280,6 +280,8 @@ pub(crate) enum FabricSource {
 pub(crate) struct FabricSettings {
     pub(crate) source: FabricSource,
     pub(crate) guid_map: Option<PathBuf>,
+    /// `--host-map`: an AWS answer's instance ids → host names.
+    pub(crate) host_map: Option<PathBuf>,
     /// `--cluster-config`: what the discovered fabric is held against.
     pub(crate) cluster: Option<Inventory>,
     pub(crate) output_dir: Option<PathBuf>,

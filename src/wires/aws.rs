@@ -100,6 +100,22 @@ pub(crate) fn parse(text: &str) -> Result<(Vec<Node>, Groups), ParseError> {
     Ok((nodes, groups))
 }
 
+/// Each instance's port described by its host name where `map` has one (`<host> ena`), so the
+/// fabric's hosts are the cluster's; the instances it does not map are returned.
+pub(crate) fn name_instances(nodes: &mut [Node], map: &std::collections::HashMap<String, String>) -> Vec<String> {
+    let mut unmapped = Vec::new();
+    for l in nodes.iter_mut().flat_map(|n| n.links.iter_mut()) {
+        let Some(id) = l.peer_desc.as_deref().and_then(|d| d.strip_suffix(" ena")) else {
+            continue;
+        };
+        match map.get(id) {
+            Some(host) => l.peer_desc = Some(format!("{host} ena")),
+            None => unmapped.push(id.to_string()),
+        }
+    }
+    unmapped
+}
+
 /// One instance as an answer must hold it: a plain id not seen before, 1 to `MAX_LEVELS`
 /// network nodes, none twice, each a plain id.
 fn check_instance<'a>(

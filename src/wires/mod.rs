@@ -46,3 +46,38 @@ pub(crate) fn guid_map(text: &str) -> Result<std::collections::HashMap<String, S
     }
     Ok(out)
 }
+
+/// A host map's lines (`<instance-id> <hostname>`, `#` comments): AWS instance id → host name.
+/// An id or a host listed twice, or a name that is not one host name, is refused with its line.
+pub(crate) fn host_map(text: &str) -> Result<std::collections::HashMap<String, String>, ibnet::ParseError> {
+    let mut out = std::collections::HashMap::new();
+    let mut hosts = std::collections::HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.split('#').next().unwrap_or_default().trim();
+        if t.is_empty() {
+            continue;
+        }
+        let bad = |m: String| ibnet::ParseError {
+            line: i + 1,
+            message: m,
+        };
+        let words: Vec<&str> = t.split_whitespace().collect();
+        let [id, host] = words.as_slice() else {
+            return Err(bad("an instance id and a host name".into()));
+        };
+        let plain = |s: &str| s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !id.starts_with("i-") || !plain(id) {
+            return Err(bad(format!("{id:?} is not an instance id (i-…)")));
+        }
+        if crate::model::snapshot_check::host_name(host).is_err() {
+            return Err(bad(format!("{host:?} is not a host name")));
+        }
+        if out.insert(id.to_string(), host.to_string()).is_some() {
+            return Err(bad(format!("{id} is mapped twice")));
+        }
+        if !hosts.insert(host.to_string()) {
+            return Err(bad(format!("{host} is given to two instances")));
+        }
+    }
+    Ok(out)
+}
