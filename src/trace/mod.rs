@@ -35,13 +35,28 @@ pub(crate) struct RankTrace {
 const MAX_GROUPS: usize = 4096;
 
 /// Why a set of traces is not one job's: what two files disagree on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{first} and {second} are not one job's traces: {what}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TwoJobs {
     pub(crate) first: String,
     pub(crate) second: String,
     pub(crate) what: String,
 }
+
+impl std::fmt::Display for TwoJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if self.first == self.second {
+            write!(f, "{} is not a trace of this job: {}", self.first, self.what)
+        } else {
+            write!(
+                f,
+                "{} and {} are not one job's traces: {}",
+                self.first, self.second, self.what
+            )
+        }
+    }
+}
+
+impl std::error::Error for TwoJobs {}
 
 /// The ranks are one job's: the same world size, NCCL version and process groups (a group
 /// both list has one size), and every rank inside its world. Ranks that do not say are not
