@@ -1042,6 +1042,21 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any whole µs and 0–6 fraction digits, written as a trace writes them, is read to
+        /// the nanosecond exactly (integer arithmetic on the digits as written).
+        #[test]
+        fn written_times_read_back_exactly(us in 0u64..9_000_000_000_000_000, frac in 0u32..1_000_000, digits in 0usize..=6) {
+            let shown = format!("{frac:06}");
+            let text = if digits == 0 { us.to_string() } else { format!("{us}.{}", &shown[..digits]) };
+            let kept: u64 = shown[..digits.min(3)].parse::<u64>().unwrap_or(0) * 10u64.pow(3 - digits.min(3) as u32);
+            let up = digits > 3 && shown.as_bytes()[3] >= b'5';
+            let want = (u128::from(us) * 1000 + u128::from(kept) + u128::from(up)) as i64;
+            proptest::prop_assert_eq!(nanos(&text), Some(want));
+            proptest::prop_assert_eq!(nanos(&format!("-{text}")), Some(-want));
+        }
+    }
+
     #[test]
     fn a_key_twice_in_one_event_is_refused() {
         let e = trace(r#"{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"ts":900}"#)

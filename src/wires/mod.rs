@@ -81,3 +81,42 @@ pub(crate) fn host_map(text: &str) -> Result<std::collections::HashMap<String, S
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_host_map_is_read_and_its_bad_lines_named() {
+        let m = host_map("# site map\ni-0ad3df7a6c3e2c0cd gpu-01  # rack 1\n\ni-09da5708a8a8e82da gpu-02\n").unwrap();
+        assert_eq!(m["i-0ad3df7a6c3e2c0cd"], "gpu-01");
+        assert_eq!(m.len(), 2);
+        for (text, line, want) in [
+            ("i-1 a\ni-1 b\n", 2, "mapped twice"),
+            ("i-1 a\ni-2 a\n", 2, "two instances"),
+            ("i-1\n", 1, "an instance id and a host name"),
+            ("x-1 a\n", 1, "not an instance id"),
+            ("i-1 gpu[1-3]\n", 1, "not a host name"),
+            ("i-1 a b\n", 1, "an instance id and a host name"),
+        ] {
+            let e = host_map(text).unwrap_err();
+            assert_eq!(e.line, line, "{text}");
+            assert!(e.message.contains(want), "{text}: {}", e.message);
+        }
+    }
+
+    proptest! {
+        /// Whatever the text, a host map is read or refused with a line, never a panic; what is
+        /// read maps only plain ids to plain host names.
+        #[test]
+        fn any_host_map_text_is_read_or_refused(text in "(\\PC|\t|\n){0,300}") {
+            if let Ok(m) = host_map(&text) {
+                for (id, host) in &m {
+                    prop_assert!(id.starts_with("i-"));
+                    prop_assert!(crate::model::snapshot_check::host_name(host).is_ok());
+                }
+            }
+        }
+    }
+}
