@@ -815,6 +815,18 @@ fn cabling_that_cannot_be_is_a_finding() {
     );
 }
 
+/// The p3dn answer's instance ids, in order.
+fn p3dn_ids() -> Vec<String> {
+    let answer = data("aws-p3dn-16-instance-topology.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(answer).unwrap()).unwrap();
+    doc["Instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["InstanceId"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// An AWS answer's hosts are instance ids: `--host-map` and cluster.yaml's `instance_id`
 /// labels turn them into the cluster's host names, so `plan --fabric` places the nodes
 /// (before, fabric.yaml held `i-…` hosts no cluster.yaml node is, and every node was unplaced).
@@ -889,6 +901,33 @@ fn aws_instances_are_mapped_to_host_names_and_plan_uses_the_fabric() {
             .run(),
     );
     assert_eq!(plan["node_order"].as_array().map(Vec::len), Some(16), "{plan:#}");
+}
+
+/// One instance, one host: a label on a range of hosts, or a map giving one host to two
+/// instances, is refused (exit 65).
+#[test]
+fn aws_maps_that_give_one_instance_two_hosts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = data("aws-p3dn-16-instance-topology.json");
+    let ids = p3dn_ids();
+    let map = dir.path().join("hosts.map");
+    // One label on a range of hosts gives one instance to each: refused.
+    let ranged = dir.path().join("ranged.yaml");
+    std::fs::write(
+        &ranged,
+        format!(
+            "nodes:\n  - host: \"p3dn-[01-02]\"\n    labels: {{instance_id: {}}}\n    simulate: aws-p4d\n",
+            ids[0]
+        ),
+    )
+    .unwrap();
+    let (code, doc) = fabric(&[
+        "--from-aws-topology",
+        answer.to_str().unwrap(),
+        "--cluster-config",
+        ranged.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(65), "{doc}");
     // A map that gives one host to two instances is refused with its line.
     std::fs::write(&map, format!("{} a\n{} a\n", ids[0], ids[1])).unwrap();
     let (code, doc) = fabric(&[

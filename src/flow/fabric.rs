@@ -140,27 +140,30 @@ fn instance_names(s: &FabricSettings) -> Result<Option<std::collections::HashMap
         None => Default::default(),
     };
     if let Some(inv) = &s.cluster {
+        // Labels already taken from cluster.yaml: a range's entry would give one instance to
+        // each of its hosts.
+        let mut labelled: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
         for n in &inv.nodes {
             let Some(id) = n.labels.get("instance_id") else {
                 continue;
             };
-            match map.get(id) {
-                Some(h) if *h != n.host => {
-                    return Err(FabricError::Parse {
-                        file: inv.path.display().to_string(),
-                        source: crate::wires::ibnet::ParseError {
-                            line: 0,
-                            message: format!(
-                                "{id} is labelled on {} but --host-map gives it to {h}: one instance, one host",
-                                n.host
-                            ),
-                        },
-                    });
+            let clash = match (map.get(id), labelled.insert(id, &n.host)) {
+                (_, Some(other)) if other != n.host => Some(format!("{id} is labelled on both {other} and {}", n.host)),
+                (Some(h), None) if *h != n.host => {
+                    Some(format!("{id} is labelled on {} but --host-map gives it to {h}", n.host))
                 }
-                _ => {
-                    map.insert(id.clone(), n.host.clone());
-                }
+                _ => None,
+            };
+            if let Some(message) = clash {
+                return Err(FabricError::Parse {
+                    file: inv.path.display().to_string(),
+                    source: crate::wires::ibnet::ParseError {
+                        line: 0,
+                        message: format!("{message}: one instance, one host"),
+                    },
+                });
             }
+            map.insert(id.clone(), n.host.clone());
         }
     }
     Ok((!map.is_empty()).then_some(map))
