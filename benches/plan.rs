@@ -86,6 +86,7 @@ fn cluster(c: &mut Criterion) {
             })
             .collect(),
         rails: Some(8),
+        ..Default::default()
     };
     let mut g = c.benchmark_group("plan 4096 nodes x 8 GPUs");
     g.sample_size(10);

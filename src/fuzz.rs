@@ -43,7 +43,7 @@ fn outcome<E: std::fmt::Display>(r: Result<(), E>) -> String {
 fn consume(snap: &NodeSnapshot) {
     let classes = crate::graph::paths::path_classes(snap);
     let _ = crate::graph::paths::path_matrix(snap);
-    let facts = crate::nccl::rules::Facts::new(snap, &classes, Some(8), None);
+    let facts = crate::nccl::rules::Facts::new(snap, &classes, crate::nccl::rules::NodeRails::stated(Some(8)), None);
     if let Ok(d) = crate::nccl::rules::derive_from(&facts, &Default::default()) {
         let _ = crate::nccl::guard::check(&d.settings, facts.gpu_ports(), &[], true, None);
     }

@@ -938,3 +938,263 @@ fn aws_maps_that_give_one_instance_two_hosts_are_refused() {
     ]);
     assert_eq!(code, Some(65), "{doc}");
 }
+
+/// One plane of a two-plane rail-optimised fabric as ibnetdiscover writes it: two units of three
+/// hosts, eight rail leaves per unit (rails `8p..8p+7`, HCAs `mlx5_{8p+r}`), two spines.
+/// `cable(host, hca)` gives the rail leaf a port lands on (`None`: not cabled).
+fn plane_capture(plane: u32, cable: impl Fn(u32, u32) -> Option<u32>) -> String {
+    let sw = |kind: &str, a: u32, b: u32| format!("S-{plane:02x}{:02x}{a:02x}{b:02x}00000000", kind.len());
+    let leaf = |r: u32, su: u32| (sw("leaf", r, su), format!("P{plane}-LEAF-{r}-{su}"));
+    let spine = |k: u32| (sw("spine", k, 0), format!("P{plane}-SPINE-{k}"));
+    let mut out = String::from("#\n# Topology file: made for a test\n#\n");
+    for k in 0..2 {
+        let (id, name) = spine(k);
+        out += &format!(
+            "\nSwitch\t64 \"{id}\"\t\t# \"MF0;{name}:MQM9700/U1\" enhanced port 0 lid {} lmc 0\n",
+            10 + k
+        );
+        for su in 1..=2 {
+            for r in 0..8 {
+                let (lid, lname) = leaf(r, su);
+                out += &format!(
+                    "[{}]\t\"{lid}\"[{}]\t\t# \"MF0;{lname}:MQM9700/U1\" lid {} 4xNDR\n",
+                    su * 8 + r + 1,
+                    33 + k,
+                    100 + su * 8 + r
+                );
+            }
+        }
+    }
+    for su in 1..=2 {
+        for r in 0..8 {
+            let (id, name) = leaf(r, su);
+            out += &format!(
+                "\nSwitch\t64 \"{id}\"\t\t# \"MF0;{name}:MQM9700/U1\" enhanced port 0 lid {} lmc 0\n",
+                100 + su * 8 + r
+            );
+            for h in (su * 3 - 2)..=(su * 3) {
+                for hca in 0..8 {
+                    if cable(h, hca) != Some(r) {
+                        continue;
+                    }
+                    let g = 8 * plane + hca;
+                    out += &format!(
+                        "[{}]\t\"H-00000000{h:04x}{g:04x}\"[1](00000000{h:04x}{g:04x}) \t\t# \"gpu-{h:02} mlx5_{g}\" lid {} 4xNDR\n",
+                        hca * 3 + (h - 1) % 3 + 1,
+                        1000 + h * 16 + g
+                    );
+                }
+            }
+            for k in 0..2 {
+                let (sid, sname) = spine(k);
+                out += &format!(
+                    "[{}]\t\"{sid}\"[{}]\t\t# \"MF0;{sname}:MQM9700/U1\" lid {} 4xNDR\n",
+                    33 + k,
+                    su * 8 + r + 1,
+                    10 + k
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A ConnectX node (p5en's board: 8 H200, 16 RDMA NICs, two per GPU, named mlx5_0..15 in
+/// PCI order) as `probe` writes it, under `host`.
+fn connectx_probe(dir: &Path, host: &str) {
+    let mut s: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/snapshots/aws-p5en.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    s["hostname"] = host.into();
+    let nics = s["nics"].as_array_mut().unwrap();
+    for (i, nic) in nics.iter_mut().filter(|n| n["kind"] == "rdma").enumerate() {
+        let name = format!("mlx5_{i}");
+        nic["name"] = name.clone().into();
+        nic["driver"] = "mlx5_core".into();
+        nic["pci"]["pci_id"] = "15b3:1021".into();
+        nic["rdma"]["device"] = name.into();
+        for p in nic["rdma"]["ports"].as_array_mut().unwrap() {
+            p["link_layer"] = "InfiniBand".into();
+        }
+    }
+    std::fs::write(dir.join(format!("{host}.json")), s.to_string()).unwrap();
+}
+
+/// Two planes, one capture each (two flags or a directory): one fabric of 16 rails whose HCAs
+/// carry their plane; a host missing a plane's port is said; the same plane twice is refused.
+/// Before: a second `--from-ibnetdiscover` was a usage error, and one file of both planes
+/// only a `disconnected` finding.
+#[test]
+fn two_planes_are_read_as_one_fabric_and_each_hosts_ports_checked_across_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let planes = dir.path().join("planes");
+    std::fs::create_dir(&planes).unwrap();
+    let (a, b) = (planes.join("plane-0.txt"), planes.join("plane-1.txt"));
+    std::fs::write(&a, plane_capture(0, |_, hca| Some(hca))).unwrap();
+    // gpu-03 has no port mlx5_9 in plane 1.
+    std::fs::write(&b, plane_capture(1, |h, hca| (h != 3 || hca != 1).then_some(hca))).unwrap();
+    let (code, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        a.to_str().unwrap(),
+        "--from-ibnetdiscover",
+        b.to_str().unwrap(),
+    ]);
+    crate::common::assert_schema("fabric", &doc);
+    assert_eq!(code, Some(topo_tune::exit::CHECKS_FAILED.code()), "{}", doc["msg"]);
+    assert_eq!(doc["rails"], 16, "{}", doc["msg"]);
+    assert_eq!(doc["planes"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["planes"][1]["host_ports"], 47);
+    assert_eq!(doc["hca_planes"]["mlx5_7"], 0);
+    assert_eq!(doc["hca_planes"]["mlx5_8"], 1);
+    assert_eq!(doc["rail_hcas"]["mlx5_15"], 15);
+    let short = findings(&doc, "plane-ports");
+    assert!(
+        short.len() == 1 && short[0].starts_with("gpu-03 has 7 port(s) in plane 1"),
+        "{short:?}"
+    );
+    assert!(
+        findings(&doc, "disconnected").is_empty(),
+        "planes given apart are not a cut fabric"
+    );
+    // The directory reads the same.
+    let (_, by_dir) = fabric(&["--from-ibnetdiscover", planes.to_str().unwrap()]);
+    assert_eq!(by_dir["rail_hcas"], doc["rail_hcas"]);
+    assert_eq!(by_dir["findings"], doc["findings"]);
+    // The same plane twice is no fabric of two planes.
+    let o = tt(["fabric"])
+        .json()
+        .args([
+            "--from-ibnetdiscover",
+            a.to_str().unwrap(),
+            "--from-ibnetdiscover",
+            a.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.status.code(), Some(65));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the same plane twice")
+            || json(&o).to_string().contains("the same plane twice"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The rails the wires show reach NCCL through the plan: NCCL_CROSS_NIC=0 and each NIC's
+/// rail and plane in NCCL_IB_HCA (NCCL 2.30.7) for hosts whose GPUs' NICs sit on the rails of
+/// their index, each reason naming fabric.yaml; a host with a port on another rail's leaf gets
+/// neither, and the plan says why. Before: `rails` alone set NCCL_CROSS_NIC=0 on every node,
+/// the miscabled one too.
+/// The two planes with gpu-05's mlx5_2 and mlx5_3 cables swapped, read and written to
+/// `dir/found/fabric.yaml`: its rails, and gpu-05 off them.
+fn miscabled_planes(dir: &Path) -> PathBuf {
+    let (a, b) = (dir.join("plane-0.txt"), dir.join("plane-1.txt"));
+    // gpu-05's mlx5_2 and mlx5_3 cables swapped.
+    let swap = |h: u32, hca: u32| match (h, hca) {
+        (5, 2) => Some(3),
+        (5, 3) => Some(2),
+        _ => Some(hca),
+    };
+    std::fs::write(&a, plane_capture(0, swap)).unwrap();
+    std::fs::write(&b, plane_capture(1, |_, hca| Some(hca))).unwrap();
+    let out = dir.join("found");
+    let (_, doc) = fabric(&[
+        "--from-ibnetdiscover",
+        a.to_str().unwrap(),
+        "--from-ibnetdiscover",
+        b.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(findings(&doc, "wrong-rail").len(), 2, "{}", doc["findings"]);
+    let why = doc["off_rail"]["gpu-05"].as_str().unwrap();
+    assert!(why.starts_with("mlx5_2 is cabled to P0-LEAF-3-2"), "{why}");
+    let found = out.join("fabric.yaml");
+    let yaml = std::fs::read_to_string(&found).unwrap();
+    assert!(yaml.contains("  rail_hcas: {\"mlx5_0\": 0, \"mlx5_1\": 1,"), "{yaml}");
+    assert!(
+        yaml.contains("  off_rail:\n    \"gpu-05\": \"mlx5_2 is cabled"),
+        "{yaml}"
+    );
+
+    found
+}
+
+#[test]
+fn the_discovered_rails_reach_nccls_settings_and_a_miscabled_host_is_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = miscabled_planes(dir.path());
+    let probes = dir.path().join("probes");
+    std::fs::create_dir(&probes).unwrap();
+    let mut cfg = String::from("nccl_version: \"2.30.7\"\nnodes:\n");
+    for h in 1..=6 {
+        connectx_probe(&probes, &format!("gpu-{h:02}"));
+        cfg += &format!("  - host: gpu-{h:02}\n");
+    }
+    let cluster = dir.path().join("cluster.yaml");
+    std::fs::write(&cluster, cfg).unwrap();
+    let o = tt([
+        "plan",
+        "--fabric",
+        found.to_str().unwrap(),
+        "--from-probes",
+        probes.to_str().unwrap(),
+    ])
+    .json()
+    .config(&cluster)
+    .run();
+    let plan = json(&o);
+    assert_eq!(o.status.code(), Some(0), "{plan}");
+    let classes = plan["nccl"]["classes"].as_array().unwrap();
+    let class_of = |host: &str| {
+        classes
+            .iter()
+            .find(|c| c["hosts"].as_array().unwrap().iter().any(|h| h == host))
+            .unwrap()
+    };
+    let get = |c: &Value, name: &str| {
+        c["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+    };
+    let on_rails = class_of("gpu-01");
+    assert_eq!(
+        on_rails["hosts"].as_array().unwrap().len(),
+        5,
+        "every host but gpu-05 shares them"
+    );
+    let cross = get(on_rails, "NCCL_CROSS_NIC").unwrap();
+    assert_eq!(cross["value"], "0");
+    let reason = cross["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("{}: the fabric is rail-optimised (16 rails)", found.display())),
+        "{reason}"
+    );
+    let hca = get(on_rails, "NCCL_IB_HCA").unwrap();
+    let value = hca["value"].as_str().unwrap();
+    assert!(
+        value.starts_with("=mlx5_0::0:0,mlx5_1::1:0,") && value.ends_with(",mlx5_15::15:1"),
+        "{value}"
+    );
+    let off = class_of("gpu-05");
+    assert!(get(off, "NCCL_CROSS_NIC").is_none(), "{off}");
+    assert!(!get(off, "NCCL_IB_HCA").unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .contains("::"));
+    let said = off["left_out"].to_string();
+    assert!(
+        said.contains("this host's ports break the rail pattern (mlx5_2 is cabled to P0-LEAF-3-2"),
+        "{said}"
+    );
+    let notes = plan["notes"].to_string();
+    assert!(
+        notes.contains("with 16 rails: 5 of 6 node(s) planned on them"),
+        "{notes}"
+    );
+    assert!(notes.contains("gpu-05: mlx5_2 is cabled to P0-LEAF-3-2"), "{notes}");
+}

@@ -251,9 +251,8 @@ pub(crate) struct IrqPinArgs {
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
     pub(crate) cluster: bool,
 
-    /// With a cluster: only these nodes (the grammar of `init --nodes`).
-    #[arg(long, value_name = "SEL")]
-    pub(crate) nodes: Option<String>,
+    #[command(flatten)]
+    pub(crate) select: NodesArgs,
 
     #[command(flatten)]
     pub(crate) reach: ReachArgs,
@@ -303,9 +302,8 @@ pub(crate) struct DoctorArgs {
     #[arg(long, conflicts_with_all = ["fsroot", "cluster_config"])]
     pub(crate) cluster: bool,
 
-    /// With a cluster: only these nodes (the grammar of `init --nodes`).
-    #[arg(long, value_name = "SEL")]
-    pub(crate) nodes: Option<String>,
+    #[command(flatten)]
+    pub(crate) select: NodesArgs,
 
     /// One row per node and check (identical nodes are folded under a host range by default).
     #[arg(long)]
@@ -481,9 +479,8 @@ pub(crate) struct DiagnoseArgs {
     #[arg(long, value_name = "N", requires = "trace", value_parser = RangedU64ValueParser::<u32>::new().range(1..=4096))]
     pub(crate) ranks_per_node: Option<u32>,
 
-    /// The nodes to sweep (a rack, `KEY=VALUE`, or hosts, as `apply --canary`); default: all.
-    #[arg(long, value_name = "SEL")]
-    pub(crate) nodes: Option<String>,
+    #[command(flatten)]
+    pub(crate) select: NodesArgs,
 
     /// Paper nodes' files under `DIR/<host>/` (as `init --output-dir`): the live config the
     /// sweep runs with.
@@ -514,9 +511,10 @@ no LID, two ports claiming one host); 65 a capture that cannot be read (its line
 docs/fabric.md."
 )]
 pub(crate) struct FabricArgs {
-    /// `ibnetdiscover`'s output (infiniband-diags), saved to a file.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) from_ibnetdiscover: Option<PathBuf>,
+    /// `ibnetdiscover`'s output (infiniband-diags), saved to a file. A fabric of several
+    /// planes: the flag once per plane's capture, or a directory holding one file per plane.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub(crate) from_ibnetdiscover: Vec<PathBuf>,
 
     /// `aws ec2 describe-instance-topology` output (JSON): each instance a host on its
     /// bottom-level network node.
@@ -662,14 +660,16 @@ pub(crate) struct TuningArgs {
     pub(crate) tuner_plugin: Option<PathBuf>,
 }
 
-/// Which of the cluster's nodes a command works on (`init`, `rollback`, `status`, `doctor`,
-/// `irq-pin`).
+/// Which of the cluster's nodes a command works on: declared once, for every command that
+/// takes `--nodes` (`init`, `rollback`, `status`, `doctor`, `irq-pin`, `diagnose`).
 #[derive(Debug, Args)]
 pub(crate) struct NodesArgs {
-    /// Only these nodes: terms joined by commas — a rack name, `KEY=VALUE` on a label, hosts
-    /// (`gpu[001-016]`); `!TERM` leaves a term's nodes out (`rack-1,!gpu007`; only exclusions:
-    /// every other node). The grammar of `apply --canary`. Default: every node.
-    #[arg(long, value_name = "SEL", env = "TOPO_TUNE_NODES")]
+    /// Only these nodes: terms joined by commas — a rack name or range (`rack-[1-2]`),
+    /// `KEY=VALUE` on a label, hosts (`gpu[001-016]`), `all`; `!TERM` leaves a term's nodes out
+    /// (`rack-1,!gpu007`; every other node: `all,!gpu007`). The grammar of `apply --canary`.
+    /// Empty is refused, never "every node". Default: TOPO_TUNE_NODES where the command works on
+    /// a cluster (set but empty: refused too), else every node.
+    #[arg(long, value_name = "SEL")]
     pub(crate) nodes: Option<String>,
 }
 

@@ -3,7 +3,7 @@
 
 use super::{
     ApplyArgs, DiagnoseArgs, DoctorArgs, FabricArgs, GatherArgs, InitArgs, IrqPinArgs, NodeArgs, NodeSourceArgs,
-    PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs, TuningArgs,
+    NodesArgs, PlanArgs, ProbeArgs, ReachArgs, RollbackArgs, StatusArgs, TuneArgs, TuningArgs,
 };
 use crate::config::Inventory;
 use crate::error::Error;
@@ -41,9 +41,9 @@ impl GatherArgs {
         self.nodes.resolve_with(self.inventory()?)
     }
 
-    /// The same, cut to the nodes `sel` selects.
-    fn resolve_cut(&self, sel: Option<&str>) -> Result<GatherSettings, Error> {
-        self.nodes.resolve_with(cut("--nodes", sel, self.inventory()?)?.0)
+    /// The same, cut to the nodes `select` selects.
+    fn resolve_cut(&self, select: &NodesArgs) -> Result<GatherSettings, Error> {
+        self.nodes.resolve_with(select.cut(self.inventory()?)?.0)
     }
 
     fn inventory(&self) -> Result<Inventory, Error> {
@@ -58,6 +58,25 @@ impl GatherArgs {
 /// The inventory cut to a selector (`--nodes`, `--canary`), and its hosts in inventory order.
 fn cut(flag: &str, sel: Option<&str>, inv: Inventory) -> Result<(Inventory, Vec<String>), Error> {
     crate::config::select::cut(flag, sel, inv).map_err(|e| Error::Usage(e.0))
+}
+
+impl NodesArgs {
+    /// The selector and the name messages give it: `--nodes`, else `TOPO_TUNE_NODES` (set but
+    /// empty is an empty selector, refused: an unset `$RACK` in a script selects no node).
+    pub(crate) fn selector(&self) -> Option<(&'static str, String)> {
+        match &self.nodes {
+            Some(s) => Some(("--nodes", s.clone())),
+            None => std::env::var_os("TOPO_TUNE_NODES").map(|v| ("TOPO_TUNE_NODES", v.to_string_lossy().into_owned())),
+        }
+    }
+
+    /// The inventory cut to the selector (all of it without one).
+    pub(crate) fn cut(&self, inv: Inventory) -> Result<(Inventory, Vec<String>), Error> {
+        match self.selector() {
+            Some((flag, sel)) => cut(flag, Some(&sel), inv),
+            None => cut("--nodes", None, inv),
+        }
+    }
 }
 
 impl NodeSourceArgs {
@@ -90,7 +109,7 @@ impl InitArgs {
         }
         Ok(InitSettings {
             mode,
-            gather: self.gather.resolve_cut(self.select.nodes.as_deref())?,
+            gather: self.gather.resolve_cut(&self.select)?,
             plan: self.plan.clone(),
             tuning,
             per_node: self.per_node,
@@ -202,6 +221,11 @@ impl ApplyArgs {
                 },
             },
             None => {
+                // The canary is selected again when the rollout starts; a selector that
+                // selects nothing it may is a usage error here, before anything is planned.
+                if let Some(sel) = &self.canary {
+                    crate::config::select::select("--canary", sel, &gather.inv).map_err(|e| Error::Usage(e.0))?;
+                }
                 // Flags over cluster.yaml's `benchmark:` over the defaults.
                 let b = &gather.inv.benchmark;
                 Start::New(NewRollout {
@@ -238,11 +262,7 @@ fn state_dir(flag: Option<&Path>) -> PathBuf {
 
 impl StatusArgs {
     pub(crate) fn resolve(&self) -> Result<StatusSettings, Error> {
-        let (inv, _) = cut(
-            "--nodes",
-            self.select.nodes.as_deref(),
-            Inventory::load(&self.cluster_config)?,
-        )?;
+        let (inv, _) = self.select.cut(Inventory::load(&self.cluster_config)?)?;
         Ok(StatusSettings {
             per_node: self.per_node,
             reach: self.reach.resolve(&inv),
@@ -255,11 +275,7 @@ impl StatusArgs {
 
 impl RollbackArgs {
     pub(crate) fn resolve(&self) -> Result<RollbackSettings, Error> {
-        let (inv, _) = cut(
-            "--nodes",
-            self.select.nodes.as_deref(),
-            Inventory::load(&self.cluster_config)?,
-        )?;
+        let (inv, _) = self.select.cut(Inventory::load(&self.cluster_config)?)?;
         Ok(RollbackSettings {
             per_node: self.per_node,
             reach: self.reach.resolve(&inv),
@@ -277,14 +293,15 @@ fn scope(
     cluster_config: Option<&Path>,
     cluster: bool,
     fsroot: Option<&Path>,
-    nodes: Option<&str>,
+    select: &NodesArgs,
     reach: &ReachArgs,
     reserve: Option<&CpuList>,
 ) -> Result<(Scope, CpuList), Error> {
     let cfg = super::local_command_scope(cluster_config, cluster, std::env::var_os("TOPO_TUNE_CLUSTER_CONFIG"))
         .map_err(|e| Error::Usage(e.0))?;
+    // TOPO_TUNE_NODES, like TOPO_TUNE_CLUSTER_CONFIG, never turns a local run cluster-wide.
     Ok(match cfg {
-        None if nodes.is_some() => {
+        None if select.nodes.is_some() => {
             return Err(Error::Usage(
                 "--nodes selects nodes of a cluster: give --cluster-config FILE (or --cluster) with it".into(),
             ))
@@ -296,7 +313,7 @@ fn scope(
             reserve.cloned().unwrap_or_default(),
         ),
         Some(cfg) => {
-            let (inv, _) = cut("--nodes", nodes, Inventory::load(&cfg)?)?;
+            let (inv, _) = select.cut(Inventory::load(&cfg)?)?;
             let reserved = reserve.or(inv.reserved_cpus.as_ref()).cloned().unwrap_or_default();
             let reach = reach.resolve(&inv);
             (
@@ -316,7 +333,7 @@ impl DoctorArgs {
             self.cluster_config.as_deref(),
             self.cluster,
             self.fsroot.as_deref(),
-            self.nodes.as_deref(),
+            &self.select,
             &self.reach,
             self.reserve_cpus.as_ref(),
         )?;
@@ -341,7 +358,7 @@ impl IrqPinArgs {
             self.cluster_config.as_deref(),
             self.cluster,
             self.fsroot.as_deref(),
-            self.nodes.as_deref(),
+            &self.select,
             &self.reach,
             self.reserve_cpus.as_ref(),
         )?;
@@ -377,7 +394,7 @@ impl DiagnoseArgs {
                     .into(),
             )
         })?;
-        let (inv, hosts) = cut("--nodes", self.nodes.as_deref(), Inventory::load(config)?)?;
+        let (inv, hosts) = self.select.cut(Inventory::load(config)?)?;
         Ok(DiagnoseSettings {
             gather: self.source.resolve_with(inv)?,
             hosts,
@@ -397,8 +414,9 @@ impl DiagnoseArgs {
             }
             None => None,
         };
-        // `--nodes` with `--trace`: a sweep measured on them, held against the traces.
-        let measure = match &self.nodes {
+        // `--nodes` with `--trace`: a sweep measured on them, held against the traces (the
+        // flag only: TOPO_TUNE_NODES never turns a trace reading into a sweep).
+        let measure = match &self.select.nodes {
             Some(_) => Some(self.resolve_sweep()?),
             None if self.output_dir.is_some() || self.source.from_probes.is_some() => {
                 return Err(Error::Usage(
@@ -498,10 +516,10 @@ impl FabricArgs {
             cluster_config,
             output_dir,
         } = self;
-        let source = match (from_ibnetdiscover, from_aws_topology) {
-            (Some(f), _) => FabricSource::Ibnetdiscover(f.clone()),
-            (None, Some(f)) => FabricSource::AwsTopology(f.clone()),
-            (None, None) => {
+        let source = match (from_ibnetdiscover.as_slice(), from_aws_topology) {
+            ([_, ..], _) => FabricSource::Ibnetdiscover(from_ibnetdiscover.clone()),
+            ([], Some(f)) => FabricSource::AwsTopology(f.clone()),
+            ([], None) => {
                 return Err(Error::Usage(
                     "fabric needs --from-ibnetdiscover FILE or --from-aws-topology FILE".into(),
                 ))

@@ -84,7 +84,19 @@ struct RawFabric {
     /// Rails per node (rail-optimised fabrics: NIC i of every node on switch plane i).
     #[serde(default, deserialize_with = "present")]
     rails: Option<u32>,
+    /// HCA → rail, as `topo-tune fabric` found it.
+    #[serde(default)]
+    rail_hcas: HashMap<Spanned<String>, u32>,
+    /// HCA → plane, for a fabric of several planes.
+    #[serde(default)]
+    hca_planes: HashMap<Spanned<String>, u32>,
+    /// Host → why its ports break the rail pattern.
+    #[serde(default)]
+    off_rail: HashMap<Spanned<String>, Spanned<String>>,
 }
+
+/// HCA name → a rail or a plane.
+type HcaNumbers = BTreeMap<String, u32>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -629,11 +641,83 @@ impl Loader<'_> {
                 ),
             });
         }
+        let (rail_hcas, hca_planes) = self.rail_hcas(f)?;
+        let mut off_rail = BTreeMap::new();
+        for (host, why) in &f.off_rail {
+            names::check_host(&host.value).map_err(|m| self.at(&host.referenced, format!("fabric.off_rail: {m}")))?;
+            if why.value.len() > 1024 || why.value.chars().any(char::is_control) {
+                return Err(self.at(
+                    &why.referenced,
+                    "fabric.off_rail: a reason is one line of at most 1,024 characters",
+                ));
+            }
+            off_rail.insert(host.value.clone(), why.value.clone());
+        }
         Ok(Fabric {
             racks,
             leaves,
             rails: f.rails,
+            rail_hcas,
+            hca_planes,
+            off_rail,
+            stated_in: Some(self.path.display().to_string()),
         })
+    }
+
+    /// `rail_hcas` (every rail named by one HCA name or more: units may name HCAs apart)
+    /// and `hca_planes` (HCAs of `rail_hcas` only). Both reach NCCL_IB_HCA's rail and plane
+    /// fields, so every name is a plain device name and every number in range.
+    fn rail_hcas(&self, f: &RawFabric) -> Result<(HcaNumbers, HcaNumbers), ConfigError> {
+        let mut rails = BTreeMap::new();
+        let mut taken: BTreeMap<u32, &str> = BTreeMap::new();
+        for (hca, rail) in &f.rail_hcas {
+            let plain = !hca.value.is_empty()
+                && hca.value.len() <= 64
+                && hca
+                    .value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if !plain {
+                return Err(self.at(
+                    &hca.referenced,
+                    format!("fabric.rail_hcas: {:?} is not an RDMA device name", hca.value),
+                ));
+            }
+            if f.rails.is_none_or(|n| *rail >= n) {
+                return Err(self.at(
+                    &hca.referenced,
+                    format!(
+                        "fabric.rail_hcas: {} is on rail {rail}, and fabric.rails is {:?}",
+                        hca.value, f.rails
+                    ),
+                ));
+            }
+            taken.insert(*rail, &hca.value);
+            rails.insert(hca.value.clone(), *rail);
+        }
+        if let Some(n) = f.rails.filter(|n| !rails.is_empty() && taken.len() != *n as usize) {
+            return Err(ConfigError::Invalid {
+                at: self.path.display().to_string(),
+                message: format!(
+                    "fabric.rail_hcas names {} rail(s) of fabric.rails {n}: name every rail's HCA, or none",
+                    taken.len()
+                ),
+            });
+        }
+        let mut planes = BTreeMap::new();
+        for (hca, plane) in &f.hca_planes {
+            if !rails.contains_key(&hca.value) || *plane > 63 {
+                return Err(self.at(
+                    &hca.referenced,
+                    format!(
+                        "fabric.hca_planes: {} is not an HCA of fabric.rail_hcas, or its plane is not 0 to 63",
+                        hca.value
+                    ),
+                ));
+            }
+            planes.insert(hca.value.clone(), *plane);
+        }
+        Ok((rails, planes))
     }
 
     /// A switch is on one level: a name used for a rack and a leaf, or a leaf and a spine,
@@ -1219,6 +1303,47 @@ mod tests {
         assert!(m.contains("rack `s1`"), "{m}");
         let (_, m) = refused("nodes:\n  - host: a\n    labels: {rack: x, leaf: x}\n");
         assert!(m.contains("another level"), "{m}");
+    }
+
+    #[test]
+    fn the_wires_rails_are_read_back_and_bad_ones_refused() {
+        let text = "fabric:\n  rails: 2\n  rail_hcas: {mlx5_0: 0, HCA-1: 0, mlx5_1: 1}\n  hca_planes: {mlx5_1: 1}\n  off_rail: {gpu-2: \"mlx5_0 is cabled to l2 port 1, a leaf of mlx5_1's rail\"}\nnodes: [{host: gpu-1}, {host: gpu-2}]\n";
+        let inv = Inventory::parse(Path::new("fabric.yaml"), text).unwrap();
+        let f = inv.fabric.unwrap();
+        assert_eq!(f.rail_hcas.len(), 3);
+        assert_eq!(f.hca_planes["mlx5_1"], 1);
+        assert!(f.off_rail["gpu-2"].starts_with("mlx5_0 is cabled"));
+        assert_eq!(f.stated_in.as_deref(), Some("fabric.yaml"));
+        for (text, want) in [
+            (
+                "fabric: {rails: 2, rail_hcas: {mlx5_0: 0, mlx5_1: 2}}\nnodes: [{host: a}]\n",
+                "on rail 2",
+            ),
+            (
+                "fabric: {rails: 2, rail_hcas: {mlx5_0: 0}}\nnodes: [{host: a}]\n",
+                "names 1 rail(s) of fabric.rails 2",
+            ),
+            (
+                "fabric: {rail_hcas: {mlx5_0: 0}}\nnodes: [{host: a}]\n",
+                "fabric.rails is None",
+            ),
+            (
+                "fabric: {rails: 1, rail_hcas: {\"mlx5_0:1\": 0}}\nnodes: [{host: a}]\n",
+                "not an RDMA device name",
+            ),
+            (
+                "fabric: {rails: 1, rail_hcas: {mlx5_0: 0}, hca_planes: {mlx5_9: 0}}\nnodes: [{host: a}]\n",
+                "not an HCA of fabric.rail_hcas",
+            ),
+            (
+                "fabric: {off_rail: {\"a;b\": x}}\nnodes: [{host: a}]\n",
+                "fabric.off_rail",
+            ),
+            ("fabric: {off_rail: {a: \"x\\ny\"}}\nnodes: [{host: a}]\n", "one line"),
+        ] {
+            let (_, m) = refused(text);
+            assert!(m.contains(want), "{text:?}: {m}");
+        }
     }
 
     #[test]

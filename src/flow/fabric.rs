@@ -28,6 +28,16 @@ pub(crate) enum FabricError {
         source: crate::wires::ibnet::ParseError,
     },
     /// Switches, and no port that names a host: nothing to place, and nothing is written.
+    /// Two captures hold one switch: the same plane twice, not two planes.
+    #[error("{second} holds switch {guid} of {first}: the same plane twice (or one plane captured from two ports), not two planes; give each plane's capture once")]
+    SharedSwitch {
+        first: String,
+        second: String,
+        guid: String,
+    },
+    /// A directory of captures with none in it, or more planes than a fabric is read with.
+    #[error("{dir}: {message}")]
+    Planes { dir: String, message: String },
     #[error("{file}: {switches} switch(es) and no port that names a host ({unnamed} unnamed port(s)): nothing to place; set each HCA's node description to `<hostname> <hca>` (rdma-ndd) or pass --guid-map FILE")]
     NoHosts {
         file: String,
@@ -69,14 +79,30 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
         let file = p.display().to_string();
         move |source| FabricError::Parse { file, source }
     };
+    let mut plane_files = Vec::new();
+    let mut plane_of = None;
     let (nodes, placement_groups, source) = match &s.source {
-        FabricSource::Ibnetdiscover(p) => {
-            let nodes = crate::wires::ibnet::parse(&read(p, "ibnetdiscover capture")?).map_err(parse_err(p))?;
-            (nodes, Default::default(), p)
+        FabricSource::Ibnetdiscover(given) => {
+            let files = captures(given)?;
+            let mut planes = Vec::with_capacity(files.len());
+            for p in &files {
+                planes.push(crate::wires::ibnet::parse(&read(p, "ibnetdiscover capture")?).map_err(parse_err(p))?);
+            }
+            plane_files = files.iter().map(|p| p.display().to_string()).collect();
+            let source = plane_files.join(", ");
+            let joined = crate::wires::planes::join(planes).map_err(|e| FabricError::SharedSwitch {
+                first: plane_files[e.first].clone(),
+                second: plane_files[e.second].clone(),
+                guid: e.guid,
+            })?;
+            if files.len() > 1 {
+                plane_of = Some(joined.plane_of);
+            }
+            (joined.nodes, Default::default(), source)
         }
         FabricSource::AwsTopology(p) => {
             let (nodes, groups) = crate::wires::aws::parse(&read(p, "instance topology")?).map_err(parse_err(p))?;
-            (nodes, groups, p)
+            (nodes, groups, p.display().to_string())
         }
     };
     let mut nodes = nodes;
@@ -91,8 +117,14 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
         None => Default::default(),
     };
     let mut discovered = derive::derive(&nodes, &names);
-    if matches!(s.source, FabricSource::Ibnetdiscover(_)) {
-        discovered.findings.extend(derive::planes(&discovered.switches));
+    // The parsed capture is done with: its memory goes before the output is made.
+    drop(nodes);
+    match &plane_of {
+        Some(plane_of) => crate::wires::planes::mark(&mut discovered, plane_of, &plane_files),
+        None if matches!(s.source, FabricSource::Ibnetdiscover(_)) => {
+            discovered.findings.extend(derive::planes(&discovered.switches));
+        }
+        None => {}
     }
     if let Some(first) = unmapped.first() {
         discovered.findings.push(derive::Finding {
@@ -107,7 +139,7 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
     }
     if discovered.hosts.is_empty() {
         return Err(FabricError::NoHosts {
-            file: source.display().to_string(),
+            file: source.clone(),
             switches: discovered.switches.len(),
             unnamed: discovered.unnamed_ports.len(),
         }
@@ -115,10 +147,7 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
     }
     let diff = s.cluster.as_ref().map(|inv| compare::diff(&discovered, inv));
     let written = match &s.output_dir {
-        Some(dir) => Some(write(
-            dir,
-            &crate::wires::section::cluster_yaml(&discovered, &source.display().to_string()),
-        )?),
+        Some(dir) => Some(write(dir, &crate::wires::section::cluster_yaml(&discovered, &source))?),
         None => None,
     };
     Ok(FabricOutcome {
@@ -127,6 +156,47 @@ pub(crate) fn discover(s: &FabricSettings) -> Result<FabricOutcome, Error> {
         written,
         placement_groups,
     })
+}
+
+/// The captures to read, one per plane: each file given, and each file of a directory given
+/// (in name order; hidden files left out).
+fn captures(given: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, FabricError> {
+    let mut out = Vec::new();
+    for p in given {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(p).map_err(|source| FabricError::Open {
+            file: p.display().to_string(),
+            source,
+        })?;
+        let mut files: Vec<std::path::PathBuf> = entries
+            .filter_map(Result::ok)
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .collect();
+        if files.is_empty() {
+            return Err(FabricError::Planes {
+                dir: p.display().to_string(),
+                message: "no capture in the directory (one ibnetdiscover file per plane)".into(),
+            });
+        }
+        files.sort();
+        out.extend(files);
+    }
+    if out.len() > crate::wires::planes::MAX_PLANES {
+        return Err(FabricError::Planes {
+            dir: given[0].display().to_string(),
+            message: format!(
+                "{} captures: at most {} planes are read as one fabric",
+                out.len(),
+                crate::wires::planes::MAX_PLANES
+            ),
+        });
+    }
+    Ok(out)
 }
 
 /// AWS instance id → host name: `--host-map`'s lines and cluster.yaml's nodes labelled

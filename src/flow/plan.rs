@@ -47,14 +47,18 @@ fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
 /// Each node's digest, where nodes that share one snapshot (paper nodes of one source) and
 /// the same hints are digested once, on every core, and the rest take a copy under their own
 /// name and labels: 65,536 paper nodes of one profile are one digest, not 65,536.
+/// A host the fabric marks off its rails is digested apart from its peers: its NCCL settings
+/// are not theirs.
 fn digest_shared(
     pairs: &[(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)],
+    fabric: Option<&crate::model::fabric::Fabric>,
     digest_of: &(impl Fn(&NodeSpec, &NodeSnapshot) -> Digest + Sync),
 ) -> Vec<(Reached, Option<Digest>)> {
-    type Key = (usize, crate::model::fabric::NodeHints);
+    type Key<'k> = (usize, crate::model::fabric::NodeHints, Option<&'k str>);
     let key = |(n, o): &(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)| -> Option<Key> {
         let s = o.result.as_ref().ok()?;
-        Some((std::sync::Arc::as_ptr(s) as usize, n.hints.clone()))
+        let off_rail = fabric.and_then(|f| f.off_rail.get(&n.host)).map(String::as_str);
+        Some((std::sync::Arc::as_ptr(s) as usize, n.hints.clone(), off_rail))
     };
     let mut leader_of: HashMap<Key, usize> = HashMap::new();
     let mut leaders: Vec<usize> = Vec::new();
@@ -147,7 +151,7 @@ pub(crate) fn gather_and_plan(
             settled = settlements;
             let pairs: Vec<(&NodeSpec, NodeOutcome<std::sync::Arc<NodeSnapshot>>)> =
                 inv.nodes.iter().zip(snapshots).collect();
-            digest_shared(&pairs, &digest_of)
+            digest_shared(&pairs, inv.fabric.as_ref(), &digest_of)
         }
     };
     let mut failed = Vec::new();

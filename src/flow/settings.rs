@@ -271,7 +271,8 @@ pub(crate) struct TuneSettings {
 /// Where `fabric` reads the wires.
 #[derive(Debug, Clone)]
 pub(crate) enum FabricSource {
-    Ibnetdiscover(PathBuf),
+    /// One capture per plane (a directory: each file in it).
+    Ibnetdiscover(Vec<PathBuf>),
     AwsTopology(PathBuf),
 }
 

@@ -421,6 +421,7 @@ mod tests {
                 ("leaf-c".to_string(), leaf("s2", None)),
             ]),
             rails: None,
+            ..Default::default()
         }
     }
 

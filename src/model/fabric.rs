@@ -11,6 +11,21 @@ pub struct Fabric {
     pub leaves: BTreeMap<String, Leaf>,
     /// Rails per node (rail-optimised fabrics: NIC i of every node on switch plane i).
     pub rails: Option<u32>,
+    /// HCA → its rail, as the wires showed it (`topo-tune fabric`): every compute host's port
+    /// of that name lands on that rail's leaf. Empty where only `rails` is stated.
+    #[serde(default)]
+    pub rail_hcas: BTreeMap<String, u32>,
+    /// HCA → its plane, where the fabric is several planes no link joins (one capture each).
+    #[serde(default)]
+    pub hca_planes: BTreeMap<String, u32>,
+    /// Hosts whose ports break the rail pattern (a port on another rail's leaf), with why:
+    /// no rail-dependent setting is made for them.
+    #[serde(default)]
+    pub off_rail: BTreeMap<String, String>,
+    /// The file that states this fabric (cluster.yaml, or the fabric.yaml `plan --fabric`
+    /// read): the reasons of settings made from it name it.
+    #[serde(default)]
+    pub stated_in: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

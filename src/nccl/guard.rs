@@ -42,9 +42,12 @@ impl DeviceList {
         let items = rest
             .split(',')
             .filter(|i| !i.is_empty())
-            .map(|i| match i.split_once(':') {
-                Some((name, port)) => (name.to_string(), port.parse().ok()),
-                None => (i.to_string(), None),
+            // `name[:port[:rail[:plane]]]`; an empty or absent port is any port
+            // (src/misc/utils.cc parseStringList).
+            .map(|i| {
+                let mut fields = i.split(':');
+                let name = fields.next().unwrap_or_default().to_string();
+                (name, fields.next().and_then(|p| p.parse().ok()))
             })
             .collect();
         DeviceList { exclude, exact, items }
@@ -312,6 +315,15 @@ mod tests {
         assert!(l.allows("mlx5_0", Some(1)) && !l.allows("mlx5_2", Some(1)), "excluded");
         let l = DeviceList::parse("^mlx5_1");
         assert!(!l.allows("mlx5_11", Some(1)), "a prefix exclusion reaches mlx5_11");
+        let l = DeviceList::parse("=mlx5_0::3,mlx5_1:2:4:1");
+        assert!(
+            l.allows("mlx5_0", Some(1)) && l.allows("mlx5_0", Some(2)),
+            "an empty port is any port"
+        );
+        assert!(
+            l.allows("mlx5_1", Some(2)) && !l.allows("mlx5_1", Some(1)),
+            "the rail is no port"
+        );
     }
 
     fn port(dev: &str, p: Option<u32>) -> GpuPort {

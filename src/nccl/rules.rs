@@ -23,10 +23,69 @@ pub struct Derived {
     pub left_out: Vec<String>,
 }
 
+/// What the fabric says of one node's rails.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct NodeRails<'a> {
+    /// Rails per node, as cluster.yaml states them or `topo-tune fabric` found them.
+    pub(crate) count: Option<u32>,
+    /// HCA → rail and HCA → plane as the wires showed them (empty where rails are only stated).
+    pub(crate) hcas: Option<&'a BTreeMap<String, u32>>,
+    pub(crate) planes: Option<&'a BTreeMap<String, u32>>,
+    /// Why this node's ports break the rail pattern.
+    pub(crate) off_rail: Option<&'a str>,
+    /// The file that states the fabric.
+    pub(crate) stated_in: Option<&'a str>,
+}
+
+impl<'a> NodeRails<'a> {
+    /// Only a count, stated (the library's `derive`, the fuzz target).
+    pub(crate) fn stated(count: Option<u32>) -> Self {
+        NodeRails {
+            count,
+            ..NodeRails::default()
+        }
+    }
+
+    /// `host`'s rails on `fabric`.
+    pub(crate) fn of(fabric: Option<&'a crate::model::fabric::Fabric>, host: &str) -> Self {
+        let Some(f) = fabric else { return NodeRails::default() };
+        NodeRails {
+            count: f.rails,
+            hcas: (!f.rail_hcas.is_empty()).then_some(&f.rail_hcas),
+            planes: (!f.hca_planes.is_empty()).then_some(&f.hca_planes),
+            off_rail: f.off_rail.get(host).map(String::as_str),
+            stated_in: f.stated_in.as_deref(),
+        }
+    }
+
+    fn file(&self) -> &str {
+        self.stated_in.unwrap_or("cluster.yaml")
+    }
+}
+
+/// A GPU (`GPU0`), its NIC and the NIC's rail.
+type NicOnRail = (String, String, u32);
+
+/// Why a node's GPUs do not line up with the fabric's rails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum OffTheRails {
+    #[error("{nic} (nearest {gpu}) is on no rail of the fabric")]
+    NoRail { nic: String, gpu: String },
+    #[error("{nic}, the NIC of {gpu}, is on rail {rail} where the GPUs' order puts rail {k}")]
+    OutOfOrder {
+        nic: String,
+        gpu: String,
+        rail: u32,
+        k: usize,
+    },
+    #[error("its GPUs use {nics} NIC(s) for the fabric's {rails} rails")]
+    Count { nics: usize, rails: u32 },
+}
+
 /// Everything a rule may look at.
 pub(crate) struct Facts<'a> {
     pub(crate) snap: &'a NodeSnapshot,
-    pub(crate) rails: Option<u32>,
+    pub(crate) rails: NodeRails<'a>,
     pub(crate) version: Option<NcclVersion>,
     /// Every RDMA NIC (the path matrix's NIC columns), with its nearest GPU and class.
     rdma: Vec<RdmaNic<'a>>,
@@ -44,7 +103,7 @@ impl<'a> Facts<'a> {
     pub(crate) fn new(
         snap: &'a NodeSnapshot,
         classes: &[Vec<PathClass>],
-        rails: Option<u32>,
+        rails: NodeRails<'a>,
         version: Option<NcclVersion>,
     ) -> Self {
         let mut gpu_index: Vec<u32> = snap.gpus.iter().map(|g| g.index).collect();
@@ -86,6 +145,45 @@ impl<'a> Facts<'a> {
             .filter(|r| is_efa(r.nic))
             .find(|r| r.nearest.as_ref().is_some_and(|(c, _)| *c <= PathClass::Pxb))
             .map(|r| r.nic.name.as_str())
+    }
+
+    /// Each GPU's NIC and its rail, in GPU order, where the k-th NIC (by its nearest GPU) is on
+    /// rail k and there is one per rail: the fabric's rails line up with the GPUs' indices.
+    /// Otherwise why not. `None` where the fabric names no HCA → rail (rails only stated).
+    fn rails_by_gpu(&self) -> Option<Result<Vec<NicOnRail>, OffTheRails>> {
+        let (hcas, count) = (self.rails.hcas?, self.rails.count?);
+        let mut by_gpu: Vec<(u32, String, String)> = self
+            .verbs()
+            .filter(|r| is_active(r.nic))
+            .filter(|r| {
+                self.ports
+                    .iter()
+                    .any(|p| p.transport == PortTransport::Verbs && p.device == r.nic.name)
+            })
+            .filter_map(|r| {
+                let (_, gpu) = r.nearest.as_ref()?;
+                let index = gpu.trim_start_matches("GPU").parse::<u32>().ok()?;
+                Some((index, gpu.clone(), r.nic.name.clone()))
+            })
+            .collect();
+        by_gpu.sort_by_cached_key(|(i, _, n)| (*i, natural_key(n)));
+        let mut out = Vec::with_capacity(by_gpu.len());
+        for (k, (_, gpu, nic)) in by_gpu.into_iter().enumerate() {
+            let Some(rail) = hcas.get(&nic).copied() else {
+                return Some(Err(OffTheRails::NoRail { nic, gpu }));
+            };
+            if rail != k as u32 {
+                return Some(Err(OffTheRails::OutOfOrder { nic, gpu, rail, k }));
+            }
+            out.push((gpu, nic, rail));
+        }
+        if out.len() != count as usize {
+            return Some(Err(OffTheRails::Count {
+                nics: out.len(),
+                rails: count,
+            }));
+        }
+        Some(Ok(out))
     }
 
     /// Verbs devices known by a bus id only (an NCCL topology file without `<net name>`).
@@ -206,7 +304,49 @@ fn ib_hca(f: &Facts) -> Outcome {
             String::new()
         }
     );
-    Outcome::set("NCCL_IB_HCA", format!("={}", names.join(",")), reason)
+    match rail_fields(f) {
+        Some((fields, said)) => Outcome::set(
+            "NCCL_IB_HCA",
+            format!(
+                "={}",
+                names
+                    .iter()
+                    .map(|n| format!("{n}{}", fields.get(*n).map_or("", String::as_str)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            format!("{reason}; {said}"),
+        ),
+        None => Outcome::set("NCCL_IB_HCA", format!("={}", names.join(",")), reason),
+    }
+}
+
+/// Each NIC's `::rail[:plane]` fields, where NCCL reads them (2.30.7) and the node's GPUs line
+/// up with the fabric's rails, and what they say.
+fn rail_fields(f: &Facts) -> Option<(BTreeMap<String, String>, String)> {
+    if f.version.is_none_or(|v| v < NcclVersion(2, 30, 7)) || f.rails.off_rail.is_some() {
+        return None;
+    }
+    let by_gpu = f.rails_by_gpu()?.ok()?;
+    let fields = by_gpu
+        .iter()
+        .map(|(_, nic, rail)| {
+            let plane = f
+                .rails
+                .planes
+                .and_then(|p| p.get(nic))
+                .map_or(String::new(), |p| format!(":{p}"));
+            (nic.clone(), format!("::{rail}{plane}"))
+        })
+        .collect();
+    Some((
+        fields,
+        format!(
+            "each NIC's rail{} as {} found it (`name::rail`, read from NCCL 2.30.7: with NCCL_CROSS_NIC=0 a ring enters and leaves a node on one rail, src/graph/search.cc ncclTopoSearchCheckNet)",
+            if f.rails.planes.is_some() { " and plane" } else { "" },
+            f.rails.file()
+        ),
+    ))
 }
 
 fn efa(f: &Facts) -> Outcome {
@@ -310,15 +450,43 @@ fn ib_gid_index(f: &Facts) -> Outcome {
     }
 }
 
-/// NCCL_CROSS_NIC=0 on rail-optimised fabrics.
+/// NCCL_CROSS_NIC=0 on rail-optimised fabrics, which NCCL cannot see for itself ("NCCL does
+/// not detect the network topology", NVIDIA/nccl#1933): where the wires showed the rails, only
+/// on a node whose GPUs' NICs sit on the rails of their indices and whose ports keep to them.
 fn cross_nic(f: &Facts) -> Outcome {
-    match f.rails {
-        Some(r) => Outcome::set(
-            "NCCL_CROSS_NIC",
-            "0".into(),
-            format!("the fabric is rail-optimised ({r} rails): keep each ring on one NIC/rail"),
-        ),
-        None => Outcome::default(),
+    let Some(r) = f.rails.count else {
+        return Outcome::default();
+    };
+    let file = f.rails.file();
+    if let Some(why) = f.rails.off_rail {
+        return Outcome::note(format!(
+            "the fabric ({file}) is rail-optimised, but this host's ports break the rail pattern ({why}): NCCL_CROSS_NIC and rail ids are left to NCCL here; move the cable and run `topo-tune fabric` again"
+        ));
+    }
+    match f.rails_by_gpu() {
+        None => {
+            // Named by its file name: the same reason on every node, wherever the file is.
+            let name = std::path::Path::new(file).file_name().map_or(file.into(), |n| n.to_string_lossy());
+            Outcome::set(
+                "NCCL_CROSS_NIC",
+                "0".into(),
+                format!("{name} states a rail-optimised fabric ({r} rails): keep each ring on one NIC/rail (NCCL does not detect the network: NVIDIA/nccl#1933)"),
+            )
+        }
+        Some(Ok(by_gpu)) => {
+            let shown: Vec<String> = by_gpu.iter().map(|(g, n, k)| format!("{n} rail {k} near {g}")).collect();
+            Outcome::set(
+                "NCCL_CROSS_NIC",
+                "0".into(),
+                format!(
+                    "{file}: the fabric is rail-optimised ({r} rails) and each GPU's NIC sits on the rail of its index ({}): rings keep to one rail, which NCCL cannot see for itself (NVIDIA/nccl#1933)",
+                    shown.join(", ")
+                ),
+            )
+        }
+        Some(Err(why)) => Outcome::note(format!(
+            "the fabric ({file}) is rail-optimised ({r} rails), but this node's GPUs do not line up with its rails ({why}): NCCL_CROSS_NIC left at NCCL's default (2: the same NIC preferred, others allowed)"
+        )),
     }
 }
 
@@ -371,7 +539,10 @@ pub fn derive(
     version: Option<NcclVersion>,
     overrides: &BTreeMap<String, String>,
 ) -> Result<Derived, Rejection> {
-    derive_from(&Facts::new(snap, &path_classes(snap), rails, version), overrides)
+    derive_from(
+        &Facts::new(snap, &path_classes(snap), NodeRails::stated(rails), version),
+        overrides,
+    )
 }
 
 /// [`derive`] on facts already gathered.
@@ -492,6 +663,95 @@ mod tests {
             .roce_v2_gid_indexes = vec![2];
         let mixed = derive(&s, None, Some(NcclVersion(2, 20, 5)), &none()).unwrap();
         assert_eq!(value(&mixed, "NCCL_IB_GID_INDEX"), None);
+    }
+
+    /// A ConnectX p5en (16 NICs, two per GPU) on a fabric whose wires gave each NIC a rail:
+    /// `rail_hcas` as `topo-tune fabric` writes it.
+    fn wired(rails: &[(&str, u32)], off_rail: Option<&str>) -> crate::model::fabric::Fabric {
+        crate::model::fabric::Fabric {
+            rails: Some(16),
+            rail_hcas: rails.iter().map(|(h, r)| (h.to_string(), *r)).collect(),
+            off_rail: off_rail
+                .map(|w| BTreeMap::from([("gpu-01".to_string(), w.to_string())]))
+                .unwrap_or_default(),
+            stated_in: Some("/site/fabric.yaml".into()),
+            ..Default::default()
+        }
+    }
+
+    fn on_fabric(f: &crate::model::fabric::Fabric, version: NcclVersion) -> Derived {
+        let s = as_connectx(p5en());
+        let facts = Facts::new(&s, &path_classes(&s), NodeRails::of(Some(f), "gpu-01"), Some(version));
+        derive_from(&facts, &none()).unwrap()
+    }
+
+    #[test]
+    fn the_wires_rails_reach_nccl_where_the_gpus_line_up_with_them() {
+        let names: Vec<String> = (0..16).map(|i| format!("mlx5_{i}")).collect();
+        let in_order: Vec<(&str, u32)> = names.iter().map(String::as_str).zip(0..).collect();
+        let new = NcclVersion(2, 30, 7);
+        let d = on_fabric(&wired(&in_order, None), new);
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), Some("0"));
+        let why = &d.settings.iter().find(|s| s.name == "NCCL_CROSS_NIC").unwrap().reason;
+        assert!(
+            why.starts_with("/site/fabric.yaml: the fabric is rail-optimised (16 rails) and each GPU's NIC sits on the rail of its index (mlx5_0 rail 0 near GPU0, mlx5_1 rail 1 near GPU0, mlx5_2 rail 2 near GPU0, mlx5_3 rail 3 near GPU0, mlx5_4 rail 4 near GPU2"),
+            "{why}"
+        );
+        let hca = value(&d, "NCCL_IB_HCA").unwrap();
+        assert!(
+            hca.starts_with("=mlx5_0::0,mlx5_1::1,mlx5_2::2,") && hca.ends_with("mlx5_15::15"),
+            "{hca}"
+        );
+        // An NCCL that reads no rail fields gets the names alone, and CROSS_NIC still.
+        let old = on_fabric(&wired(&in_order, None), NcclVersion(2, 30, 4));
+        assert!(!value(&old, "NCCL_IB_HCA").unwrap().contains("::"));
+        assert_eq!(value(&old, "NCCL_CROSS_NIC"), Some("0"));
+        // GPU0's NICs on rails 3 and 2: the rails do not follow the GPUs' order.
+        let mut swapped = in_order.clone();
+        swapped[0].1 = 3;
+        swapped[3].1 = 0;
+        let d = on_fabric(&wired(&swapped, None), new);
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), None);
+        assert!(!value(&d, "NCCL_IB_HCA").unwrap().contains("::"));
+        assert!(
+            d.left_out
+                .iter()
+                .any(|l| l.contains("mlx5_0, the NIC of GPU0, is on rail 3 where the GPUs' order puts rail 0")),
+            "{:?}",
+            d.left_out
+        );
+        // A host the wires show off its rails: nothing rail-dependent, and why.
+        let d = on_fabric(
+            &wired(
+                &in_order,
+                Some("mlx5_3 is cabled to L4 port 1, a leaf of mlx5_4's rail"),
+            ),
+            new,
+        );
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), None);
+        assert!(!value(&d, "NCCL_IB_HCA").unwrap().contains("::"));
+        assert!(
+            d.left_out
+                .iter()
+                .any(|l| l.contains("this host's ports break the rail pattern (mlx5_3 is cabled to L4 port 1")),
+            "{:?}",
+            d.left_out
+        );
+        // Eight rails for sixteen NICs: not the rails of these GPUs.
+        let half: Vec<(&str, u32)> = in_order.iter().map(|(n, r)| (*n, r / 2)).collect();
+        let mut f = wired(&half, None);
+        f.rails = Some(8);
+        let d = on_fabric(&f, new);
+        assert_eq!(value(&d, "NCCL_CROSS_NIC"), None);
+        // Planes: the fourth field.
+        let mut f = wired(&in_order, None);
+        f.hca_planes = names
+            .iter()
+            .map(|n| (n.clone(), u32::from(n.ends_with(['1', '3', '5', '7', '9']))))
+            .collect();
+        let d = on_fabric(&f, new);
+        let hca = value(&d, "NCCL_IB_HCA").unwrap();
+        assert!(hca.starts_with("=mlx5_0::0:0,mlx5_1::1:1,"), "{hca}");
     }
 
     #[test]

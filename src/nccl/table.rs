@@ -450,6 +450,39 @@ fn value_as_nccl_reads_it(value: &str, reject: &dyn Fn(String) -> Rejection) -> 
     Ok(())
 }
 
+/// NCCL 2.30.7 reads `<hca>[:<port>[:<rail>[:<plane>]]]` (src/misc/utils.cc
+/// `parseStringList`: each field `atoi`, empty = -1); 2.30.4 and older read `<hca>:<port>` and
+/// take `atoi` of everything after the first colon (utils.cc@v2.30.4-1 line 212), so
+/// `mlx5_0::0` is port 0 there, which matches no port and drops the NIC. Rail and plane fields
+/// are written only for an NCCL known to read them; every field is a number or empty (`atoi`
+/// reads `x` as 0 without a word).
+fn device_fields(
+    name: &str,
+    value: &str,
+    version: Option<NcclVersion>,
+    reject: &dyn Fn(String) -> Rejection,
+) -> Result<(), Rejection> {
+    let body = value.trim_start_matches('^').trim_start_matches('=');
+    for item in body.split(',') {
+        let fields: Vec<&str> = item.split(':').collect();
+        if fields.len() > 4
+            || fields[1..]
+                .iter()
+                .any(|f| !f.bytes().all(|b| b.is_ascii_digit()) || f.len() > 4)
+        {
+            return Err(reject(format!(
+                "`{item}`: a device is `name[:port[:rail[:plane]]]`, each field a number or empty"
+            )));
+        }
+        if fields.len() > 2 && (name != "NCCL_IB_HCA" || version.is_none_or(|v| v < NcclVersion(2, 30, 7))) {
+            return Err(reject(format!(
+                "`{item}`: rail and plane fields are read by NCCL_IB_HCA from NCCL 2.30.7; older NCCL reads the rest as a port number and drops the device"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The value against the variable's syntax (levels by NCCL version).
 fn of_its_syntax(
     var: &Var,
@@ -473,6 +506,7 @@ fn of_its_syntax(
             known
         }
         Syntax::DeviceList => {
+            device_fields(var.name, value, version, reject)?;
             let body = value.trim_start_matches('^').trim_start_matches('=');
             body.len() >= 2
                 && body.split(',').all(|d| {
@@ -589,6 +623,18 @@ mod tests {
             .reason
             .contains("since 2.28"));
         assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 25, 0))).is_err());
+        // Rail fields: only where NCCL reads them.
+        let rails = "=mlx5_0::0,mlx5_3::1:0";
+        assert!(validate("NCCL_IB_HCA", rails, Some(NcclVersion(2, 30, 7))).is_ok());
+        for v in [None, Some(NcclVersion(2, 30, 4))] {
+            assert!(validate("NCCL_IB_HCA", rails, v).unwrap_err().reason.contains("2.30.7"));
+        }
+        assert!(validate("NCCL_IB_HCA", "=mlx5_0:1", None).is_ok());
+        assert!(validate("NCCL_IB_HCA", "=mlx5_0:x", None)
+            .unwrap_err()
+            .reason
+            .contains("a number or empty"));
+        assert!(validate("NCCL_SOCKET_IFNAME", "=eth0::0", Some(NcclVersion(2, 30, 7))).is_err());
         assert!(validate("NCCL_NET_GDR_LEVEL", "C2C", Some(NcclVersion(2, 26, 2))).is_ok());
     }
 }

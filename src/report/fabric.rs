@@ -4,8 +4,9 @@
 use super::envelope::{Envelope, NoDetail};
 use super::table;
 use crate::wires::compare::Diff;
-use crate::wires::derive::{Discovered, Finding, Severity};
+use crate::wires::derive::{Discovered, Finding, Severity, Switch};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 #[derive(Serialize)]
@@ -40,10 +41,38 @@ pub(crate) fn render(e: &Envelope<FabricPayload, NoDetail>) -> String {
     let d = &e.payload.discovered;
     let mut out = level_tables(d);
     out.push_str(&groups_table(d));
+    // One line per reason, its groups as a host list.
+    let mut why_not: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for g in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
         if let Some(why) = &g.not_rail_optimised {
-            let _ = writeln!(out, "{}: {why}", g.name);
+            why_not.entry(why).or_default().push(g.name.clone());
         }
+    }
+    for (why, names) in why_not {
+        let _ = match names.len() {
+            1 => writeln!(out, "{}: {why}", names[0]),
+            n => writeln!(
+                out,
+                "{} ({n} groups): {why}",
+                cut(&crate::emit::slurm::compress(&names))
+            ),
+        };
+    }
+    for (i, p) in d.planes.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "plane {i}: {} ({} switch(es), {} host(s), {} host port(s))",
+            p.file, p.switches, p.hosts, p.host_ports
+        );
+    }
+    if !d.rail_hcas.is_empty() {
+        let rails: Vec<String> = d.rail_hcas.iter().map(|(h, r)| format!("{h}={r}")).collect();
+        let _ = writeln!(
+            out,
+            "rails by HCA: {} ({} host(s) off their rails: plan sets nothing rail-dependent for them)",
+            rails.join(" "),
+            d.off_rail.len()
+        );
     }
     for f in &d.findings {
         out.push_str(&finding(f));
@@ -64,24 +93,26 @@ pub(crate) fn render(e: &Envelope<FabricPayload, NoDetail>) -> String {
 }
 
 /// A table of switches per level: host ports, uplinks, the peers with their parallel links.
+/// Switches alike (the same host ports, uplinks and parallel links per peer) are one row, their
+/// names as a host list: a 700-switch fabric is a few rows, not 700 (the JSON keeps each).
 fn level_tables(d: &Discovered) -> String {
     let mut out = String::new();
     let top = d.switches.iter().filter_map(|s| s.level).max().unwrap_or(0);
     for level in 1..=top {
         let mut t = table(&["Switch", "Host ports", "Uplinks", "Links (peer ×n)"]);
+        let mut alike: BTreeMap<(u32, u32, Vec<u32>), Vec<&Switch>> = BTreeMap::new();
         for s in d.switches.iter().filter(|s| s.level == Some(level)) {
-            let peers: Vec<String> = s.links.iter().map(|(p, n)| format!("{p}×{n}")).collect();
-            let shown = if peers.len() > 4 {
-                format!("{} and {} more", peers[..4].join(", "), peers.len() - 4)
-            } else {
-                peers.join(", ")
-            };
-            t.add_row(vec![
-                s.name.clone(),
-                s.host_ports.to_string(),
-                s.uplinks.to_string(),
-                shown,
-            ]);
+            let mut shape: Vec<u32> = s.links.values().copied().collect();
+            shape.sort_unstable();
+            alike.entry((s.host_ports, s.uplinks, shape)).or_default().push(s);
+        }
+        let mut rows: Vec<(&Switch, Vec<String>)> = alike
+            .into_values()
+            .map(|members| (members[0], switch_row(&members)))
+            .collect();
+        rows.sort_by(|a, b| crate::model::natural_cmp(&a.0.name, &b.0.name));
+        for (_, row) in rows {
+            t.add_row(row);
         }
         let _ = writeln!(
             out,
@@ -92,6 +123,45 @@ fn level_tables(d: &Discovered) -> String {
     out
 }
 
+/// One row for switches alike: their names as a host list (cut at 60 characters, with the
+/// count), and their peers where they share them, else how many each has.
+fn switch_row(members: &[&Switch]) -> Vec<String> {
+    let first = members[0];
+    let list = |peers: &[String]| {
+        if peers.len() > 4 {
+            format!("{} and {} more", peers[..4].join(", "), peers.len() - 4)
+        } else {
+            peers.join(", ")
+        }
+    };
+    let peers: Vec<String> = first.links.iter().map(|(p, n)| format!("{p}×{n}")).collect();
+    if members.len() == 1 {
+        return vec![
+            first.name.clone(),
+            first.host_ports.to_string(),
+            first.uplinks.to_string(),
+            list(&peers),
+        ];
+    }
+    let names: Vec<String> = members.iter().map(|s| s.name.clone()).collect();
+    let shown = cut(&crate::emit::slurm::compress(&names));
+    let same_peers = members.iter().all(|s| s.links == first.links);
+    let links = if same_peers {
+        list(&peers)
+    } else {
+        let per: Vec<String> = first.links.values().map(|n| format!("×{n}")).collect();
+        format!("{} peer(s) each ({})", first.links.len(), list(&per))
+    };
+    vec![
+        format!("{shown} ({} switches)", members.len()),
+        first.host_ports.to_string(),
+        first.uplinks.to_string(),
+        links,
+    ]
+}
+
+/// The leaf groups; groups alike (as many leaves, hosts, rails and spines, the same uplink) are
+/// one row: 100,000 one-instance network nodes of an AWS answer are a line.
 fn groups_table(d: &Discovered) -> String {
     let mut g = table(&[
         "Group",
@@ -101,17 +171,57 @@ fn groups_table(d: &Discovered) -> String {
         "Spines",
         "Uplink Gb/s",
     ]);
+    type Shape = (usize, usize, Option<u32>, usize, u64);
+    let mut alike: BTreeMap<Shape, Vec<&crate::wires::derive::Group>> = BTreeMap::new();
     for gr in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
-        g.add_row(vec![
-            gr.name.clone(),
-            gr.leaves.join(" "),
-            gr.hosts.len().to_string(),
-            gr.rails.map_or("-".into(), |r| r.to_string()),
-            gr.spines.len().to_string(),
-            format!("{}", gr.uplink_gbps),
-        ]);
+        let shape = (
+            gr.leaves.len(),
+            gr.hosts.len(),
+            gr.rails,
+            gr.spines.len(),
+            gr.uplink_gbps.to_bits(),
+        );
+        alike.entry(shape).or_default().push(gr);
+    }
+    let mut rows: Vec<(&str, Vec<String>)> = alike
+        .into_values()
+        .map(|members| {
+            let first = members[0];
+            let (name, leaves) = match members.len() {
+                1 => (first.name.clone(), first.leaves.join(" ")),
+                n => {
+                    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+                    (
+                        format!("{} ({n} groups)", cut(&crate::emit::slurm::compress(&names))),
+                        format!("{} each", first.leaves.len()),
+                    )
+                }
+            };
+            let row = vec![
+                name,
+                leaves,
+                first.hosts.len().to_string(),
+                first.rails.map_or("-".into(), |r| r.to_string()),
+                first.spines.len().to_string(),
+                format!("{}", first.uplink_gbps),
+            ];
+            (first.name.as_str(), row)
+        })
+        .collect();
+    rows.sort_by(|a, b| crate::model::natural_cmp(a.0, b.0));
+    for (_, row) in rows {
+        g.add_row(row);
     }
     format!("{g}\n\n")
+}
+
+/// A long host list cut to 60 characters.
+fn cut(list: &str) -> String {
+    if list.chars().count() > 60 {
+        format!("{}…", list.chars().take(60).collect::<String>())
+    } else {
+        list.to_string()
+    }
 }
 
 /// Where cluster.yaml disagrees with the wires.

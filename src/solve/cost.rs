@@ -248,6 +248,7 @@ mod tests {
                 ),
             ]),
             rails: None,
+            ..Default::default()
         }
     }
 

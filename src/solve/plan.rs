@@ -19,7 +19,7 @@ use crate::model::topo_h::{NcclPath, LAT_NVLINK_US, LAT_PCI_US};
 use crate::model::{NcclVersion, PathClass, Refusal, Setting};
 use crate::nccl::guard;
 use crate::nccl::guard::NvlinkGuard;
-use crate::nccl::rules::{derive_from, Facts};
+use crate::nccl::rules::{derive_from, Facts, NodeRails};
 use std::collections::{BTreeMap, HashMap};
 
 /// One node as the planner sees it.
@@ -216,7 +216,7 @@ fn domain_of(n: &PlanNode) -> (Option<DomainMember>, Option<String>) {
 fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>], nvlink: &NvlinkGuard) -> Result<NcclKey, Refusal> {
     // The node's own NCCL when the probe found one, else cluster.yaml's.
     let version = n.snapshot.nccl_version.or(cx.nccl.cluster_version);
-    let rails = cx.fabric.and_then(|f| f.rails);
+    let rails = NodeRails::of(cx.fabric, &n.host);
     let facts = Facts::new(n.snapshot, classes, rails, version);
     let derived = derive_from(&facts, &cx.nccl.overrides).map_err(|r| Refusal(format!("refused setting: {r}")))?;
     let topology_xml = derived
@@ -227,7 +227,7 @@ fn node_nccl(n: &PlanNode, cx: &Context, classes: &[Vec<PathClass>], nvlink: &Nv
         &derived.settings,
         &gpu_ports,
         &n.hints.non_gpu_nics,
-        rails.is_some(),
+        rails.count.is_some(),
         topology_xml.as_deref(),
     )
     .map_err(|v| Refusal(format!("refused by the never-slower guard: {v}")))?;
@@ -524,6 +524,44 @@ fn node_class(
     class
 }
 
+/// What the wires' rails give the plan: how many nodes keep to them, and each node the fabric
+/// shows off its rails (no rail-dependent NCCL setting is made for it: `nccl::rules`).
+fn rail_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
+    let Some(f) = fabric.filter(|f| !f.rail_hcas.is_empty()) else {
+        return Vec::new();
+    };
+    let file = f.stated_in.as_deref().unwrap_or("cluster.yaml");
+    let off: Vec<(&str, &str)> = usable
+        .iter()
+        .filter_map(|n| Some((n.host.as_str(), f.off_rail.get(&n.host)?.as_str())))
+        .collect();
+    let mut notes = vec![Note::info(
+        "rails",
+        format!(
+            "the fabric ({file}) is rail-optimised with {} rails: {} of {} node(s) planned on them (NCCL_CROSS_NIC, NCCL_IB_HCA rail ids where each GPU's NIC sits on the rail of its index)",
+            f.rails.unwrap_or(0),
+            usable.len() - off.len(),
+            usable.len()
+        ),
+    )];
+    for (host, why) in off.iter().take(16) {
+        notes.push(Note::warn(
+            "off-rail",
+            format!("{host}: {why}; no rail-dependent NCCL setting is made for it until it is recabled and `topo-tune fabric` run again"),
+        ));
+    }
+    if off.len() > 16 {
+        notes.push(Note::warn(
+            "off-rail",
+            format!(
+                "and {} more node(s) off their rails (fabric.off_rail in {file})",
+                off.len() - 16
+            ),
+        ));
+    }
+    notes
+}
+
 fn planning_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
     let mut notes = Vec::new();
     let unplaced: Vec<&str> = usable
@@ -540,6 +578,7 @@ fn planning_notes(usable: &[&Digest], fabric: Option<&Fabric>) -> Vec<Note> {
             format!("{} node(s) have no rack or leaf in the fabric (e.g. {}): they go last in the ring and their network path is unknown", unplaced.len(), unplaced[0]),
         ));
     }
+    notes.extend(rail_notes(usable, fabric));
     notes.extend(net_rate_notes(usable));
     let no_rdma = usable.iter().any(|n| n.no_rdma);
     if no_rdma && usable.len() > 1 {
@@ -693,6 +732,7 @@ mod tests {
             ]),
             leaves: BTreeMap::new(),
             rails: None,
+            ..Default::default()
         }
     }
 

@@ -7,7 +7,7 @@
 //! below its peers, host ports without a LID, two ports claiming one host and HCA. Pure.
 
 use super::ibnet::{lane_gbps, Kind, Node};
-use crate::model::natural_key;
+use crate::model::{natural_cmp, natural_key};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -68,7 +68,29 @@ pub(crate) struct Discovered {
     pub(crate) unnamed_ports: Vec<UnnamedPort>,
     /// SHARP aggregation nodes and other CAs that are no host.
     pub(crate) aggregation_nodes: usize,
+    /// HCA → its rail across the compute groups (each rail leaf's HCA, in the HCAs' natural
+    /// order), when every rail is one HCA name; empty otherwise.
+    pub(crate) rail_hcas: BTreeMap<String, u32>,
+    /// HCA → its plane, when the fabric is several planes (one capture each) and each HCA
+    /// lands in one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) hca_planes: BTreeMap<String, u32>,
+    /// Hosts of the compute groups with a port on another HCA's rail leaf, and why: no
+    /// rail-dependent NCCL setting is made for them.
+    pub(crate) off_rail: BTreeMap<String, String>,
+    /// The planes read, one capture each, when more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) planes: Vec<Plane>,
     pub(crate) findings: Vec<Finding>,
+}
+
+/// One plane of a fabric read from several captures.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Plane {
+    pub(crate) file: String,
+    pub(crate) switches: usize,
+    pub(crate) hosts: usize,
+    pub(crate) host_ports: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -82,6 +104,9 @@ pub(crate) struct Switch {
     pub(crate) uplinks: u32,
     /// Peer switch → parallel links.
     pub(crate) links: BTreeMap<String, u32>,
+    /// Its plane (0-based), when several planes were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) plane: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -101,6 +126,9 @@ pub(crate) struct HostPort {
     /// `4xNDR`.
     pub(crate) speed: Option<String>,
     pub(crate) lid: Option<u32>,
+    /// Its plane (0-based), when several planes were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) plane: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -219,6 +247,7 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
                     host_ports: 0,
                     uplinks: 0,
                     links: BTreeMap::new(),
+                    plane: None,
                 };
                 (name, s)
             })
@@ -242,7 +271,7 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
     findings.extend(impossible.into_iter().map(impossible_cabling));
     findings.extend(not_host_names(&not_names));
     for ports in hosts.values_mut() {
-        ports.sort_by_cached_key(|p| natural_key(&p.port));
+        ports.sort_by(|a, b| natural_cmp(&a.port, &b.port));
     }
     let empty = levels(&mut sw);
     findings.extend(hosts_on_spines(&sw, &hosts));
@@ -267,6 +296,9 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
     }
     let rails = common_rails(&groups);
     findings.extend(short_groups(&groups, rails));
+    let rail_map = rail_map(&groups, &hosts, rails);
+    findings.extend(rail_map.named_apart);
+    fabric_rails(&groups, &mut hosts, &rail_map.hcas);
     Discovered {
         switches: sw.into_values().collect(),
         hosts: hosts.into_iter().map(|(name, ports)| Host { name, ports }).collect(),
@@ -274,6 +306,10 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
         rails,
         unnamed_ports: unnamed,
         aggregation_nodes,
+        rail_hcas: rail_map.hcas,
+        hca_planes: BTreeMap::new(),
+        off_rail: rail_map.off_rail,
+        planes: Vec::new(),
         findings,
     }
 }
@@ -386,6 +422,7 @@ impl<'a> Reading<'a> {
             rail: None,
             speed,
             lid: l.ca_lid,
+            plane: None,
         });
     }
 
@@ -647,37 +684,37 @@ fn components<'a>(sw: &'a BTreeMap<String, Switch>, hosts: &BTreeMap<String, Vec
         .filter(|s| s.host_ports > 0)
         .map(|s| s.name.as_str())
         .collect();
-    let mut parent: HashMap<&str, &str> = leaves.iter().map(|l| (*l, *l)).collect();
+    let index: HashMap<&str, usize> = leaves.iter().enumerate().map(|(i, l)| (*l, i)).collect();
+    let mut parent: Vec<usize> = (0..leaves.len()).collect();
     // Path halving: every walk shortens the chain it walked (linear in the hosts overall).
-    fn root<'a>(p: &mut HashMap<&'a str, &'a str>, mut x: &'a str) -> &'a str {
+    fn root(p: &mut [usize], mut x: usize) -> usize {
         while p[x] != x {
-            let grand = p[p[x]];
-            p.insert(x, grand);
-            x = grand;
+            p[x] = p[p[x]];
+            x = p[x];
         }
         x
     }
-    for ports in hosts.values() {
-        let on: Vec<&str> = ports
+    for ports in hosts.values().filter(|ports| ports.len() > 1) {
+        let on: Vec<usize> = ports
             .iter()
-            .filter_map(|p| parent.get_key_value(p.switch.as_str()).map(|(k, _)| *k))
+            .filter_map(|p| index.get(p.switch.as_str()).copied())
             .collect();
         for w in on.windows(2) {
             let (a, b) = (root(&mut parent, w[0]), root(&mut parent, w[1]));
             if a != b {
-                parent.insert(a.max(b), a.min(b));
+                parent[a.max(b)] = a.min(b);
             }
         }
     }
-    let mut members: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for l in &leaves {
-        members.entry(root(&mut parent, l)).or_default().push(l);
+    let mut members: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for (i, l) in leaves.iter().enumerate() {
+        members.entry(root(&mut parent, i)).or_default().push(l);
     }
     let mut ordered: Vec<Vec<&str>> = members.into_values().collect();
     for m in &mut ordered {
-        m.sort_by_cached_key(|l| natural_key(l));
+        m.sort_by(|a, b| natural_cmp(a, b));
     }
-    ordered.sort_by_cached_key(|m| natural_key(m[0]));
+    ordered.sort_by(|a, b| natural_cmp(a[0], b[0]));
     ordered
 }
 
@@ -701,7 +738,7 @@ fn groups(sw: &BTreeMap<String, Switch>, hosts: &mut BTreeMap<String, Vec<HostPo
             .collect::<BTreeSet<String>>()
             .into_iter()
             .collect();
-        gh.sort_by_cached_key(|h| natural_key(h));
+        gh.sort_by(|a, b| natural_cmp(a, b));
         out.push(group(i, m, gh, sw, hosts));
     }
     out
@@ -714,14 +751,16 @@ fn group(
     sw: &BTreeMap<String, Switch>,
     hosts: &mut BTreeMap<String, Vec<HostPort>>,
 ) -> Group {
-    let spread = gh.iter().any(|h| {
-        hosts[h]
-            .iter()
-            .map(|p| p.switch.as_str())
-            .collect::<BTreeSet<_>>()
-            .len()
-            > 1
-    });
+    // A one-leaf group's hosts land every port on it.
+    let spread = m.len() > 1
+        && gh.iter().any(|h| {
+            hosts[h]
+                .iter()
+                .map(|p| p.switch.as_str())
+                .collect::<BTreeSet<_>>()
+                .len()
+                > 1
+        });
     let (leaves, rails) = if spread {
         rail_order(m, &gh, hosts)
     } else {
@@ -750,7 +789,7 @@ fn group(
         .collect::<BTreeSet<String>>()
         .into_iter()
         .collect();
-    spines.sort_by_cached_key(|s| natural_key(s));
+    spines.sort_by(|a, b| natural_cmp(a, b));
     let single_port_hosts = !gh.is_empty() && gh.iter().all(|h| hosts[h].len() <= 1);
     let not_rail_optimised = (rails.is_none() && !gh.is_empty()).then(|| {
         if single_port_hosts {
@@ -982,6 +1021,100 @@ fn common_rails(groups: &[Group]) -> Option<u32> {
         return None;
     }
     compute.iter().filter_map(|g| g.rails).max()
+}
+
+/// The fabric's rails as NCCL can be told them: HCA → rail, and the hosts that break it.
+struct RailMap {
+    hcas: BTreeMap<String, u32>,
+    off_rail: BTreeMap<String, String>,
+    /// The groups name one rail by several HCAs (or several rails by one): no map.
+    named_apart: Option<Finding>,
+}
+
+/// Each compute group's rail leaves carry one HCA each (its ports' majority), in rail order
+/// (the HCAs' natural order). The groups with every rail give HCA → rail; sites name HCAs
+/// apart across units (`HCA-1` in one, `mlx5_0` in another), so one rail may have several
+/// names, but a name on two rails is no map. A group short of a leaf takes its names' rails
+/// from the whole groups. A host with a port on a leaf of another HCA is off its rails,
+/// whatever else it has.
+fn rail_map(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>, rails: Option<u32>) -> RailMap {
+    let mut out = RailMap {
+        hcas: BTreeMap::new(),
+        off_rail: BTreeMap::new(),
+        named_apart: None,
+    };
+    let Some(rails) = rails else { return out };
+    let mut clash: Vec<String> = Vec::new();
+    for g in groups.iter().filter(|g| g.rails.is_some() && !g.single_port_hosts) {
+        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
+        let majority = majority_hca(&leaves, &g.hosts, hosts);
+        if g.rails == Some(rails) {
+            let mut names: Vec<&String> = majority.values().collect::<BTreeSet<_>>().into_iter().collect();
+            names.sort_by(|a, b| natural_cmp(a, b));
+            if names.len() == rails as usize {
+                for (k, name) in (0..).zip(names) {
+                    if *out.hcas.entry(name.clone()).or_insert(k) != k {
+                        clash.push(format!(
+                            "{name} is rail {} in one group and {k} in {}",
+                            out.hcas[name], g.name
+                        ));
+                    }
+                }
+            }
+        }
+        for h in &g.hosts {
+            for p in &hosts[h] {
+                match majority.get(p.switch.as_str()) {
+                    Some(m) if *m != p.port => {
+                        out.off_rail.entry(h.clone()).or_insert_with(|| {
+                            format!(
+                                "{} is cabled to {} port {}, a leaf of {m}'s rail",
+                                p.port, p.switch, p.switch_port
+                            )
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let named: BTreeSet<u32> = out.hcas.values().copied().collect();
+    if clash.is_empty() && named.len() == rails as usize {
+        return out;
+    }
+    out.hcas.clear();
+    out.named_apart = Some(Finding {
+        severity: Severity::Warn,
+        code: "rails-named-apart",
+        what: match clash.first() {
+            Some(c) => format!("the groups name their rails by HCA in different orders ({c}): no HCA → rail map is made and NCCL is given no rail ids"),
+            None => format!("no group has all {rails} rails with one HCA name per rail leaf: no HCA → rail map is made and NCCL is given no rail ids"),
+        },
+        fix: "name the HCAs alike on every host (udev rules, or the same PCI slots), or cable each rail's leaves to one HCA name".into(),
+    });
+    out
+}
+
+/// Each compute port's rail as the fabric numbers it (its leaf's HCA's rail), not as its group
+/// does: a group short of a leaf would number the rails after the gap one lower.
+fn fabric_rails(groups: &[Group], hosts: &mut BTreeMap<String, Vec<HostPort>>, hcas: &BTreeMap<String, u32>) {
+    if hcas.is_empty() {
+        return;
+    }
+    for g in groups.iter().filter(|g| g.rails.is_some() && !g.single_port_hosts) {
+        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
+        let rail_of: HashMap<String, Option<u32>> = majority_hca(&leaves, &g.hosts, hosts)
+            .into_iter()
+            .map(|(leaf, hca)| (leaf.to_string(), hcas.get(&hca).copied()))
+            .collect();
+        for h in &g.hosts {
+            if let Some(ports) = hosts.get_mut(h) {
+                for p in ports.iter_mut() {
+                    p.rail = rail_of.get(&p.switch).copied().flatten();
+                }
+            }
+        }
+    }
 }
 
 /// Groups with fewer rail leaves than the fabric has rails: a leaf missing (or down), its

@@ -6,6 +6,7 @@ pub(crate) mod aws;
 pub(crate) mod compare;
 pub(crate) mod derive;
 pub(crate) mod ibnet;
+pub(crate) mod planes;
 pub(crate) mod section;
 
 /// A GUID map's lines (`0x<guid> "name"` as opensm's node-name map writes it, or `H-<guid>

@@ -72,6 +72,26 @@ pub(crate) fn cluster_yaml(d: &Discovered, source: &str) -> String {
     if let Some(r) = d.rails {
         let _ = writeln!(out, "  rails: {r}");
     }
+    // What `plan` tells NCCL of the rails (NCCL_IB_HCA's rail and plane fields,
+    // NCCL_CROSS_NIC), and the hosts it tells nothing rail-dependent.
+    let map = |m: &BTreeMap<String, u32>| {
+        m.iter()
+            .map(|(k, v)| format!("{}: {v}", q(k)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !d.rail_hcas.is_empty() {
+        let _ = writeln!(out, "  rail_hcas: {{{}}}", map(&d.rail_hcas));
+    }
+    if !d.hca_planes.is_empty() {
+        let _ = writeln!(out, "  hca_planes: {{{}}}", map(&d.hca_planes));
+    }
+    if !d.off_rail.is_empty() {
+        out.push_str("  off_rail:\n");
+        for (host, why) in &d.off_rail {
+            let _ = writeln!(out, "    {}: {}", q(host), q(why));
+        }
+    }
     out.push_str("# Each host's rack (merge these labels into your node entries):\nnodes:\n");
     for g in d.groups.iter().filter(|g| !g.hosts.is_empty()) {
         let (rack, _) = rack_and_leaf(g);
