@@ -105,7 +105,7 @@ fn every_command_that_touches_nodes_takes_nodes() {
     assert_eq!(code, Some(0), "{doc:#}");
 
     // doctor and irq-pin over ssh, on what the selection leaves.
-    let (_, doc, err) = run(&t.cfg, &["doctor", "--nodes", "!node1"]);
+    let (_, doc, err) = run(&t.cfg, &["doctor", "--nodes", "all,!node1"]);
     assert_eq!(hosts(&doc), ["node2", "node3"], "{err}");
     let (code, doc, err) = run(&t.cfg, &["irq-pin", "--nodes", "rack=rack-2", "--reserve-cpus", "0-3"]);
     assert_eq!((code, hosts(&doc)), (Some(0), vec!["node3"]), "{err}{doc:#}");
@@ -301,4 +301,138 @@ fn doctor_holds_each_node_to_its_class_over_ssh() {
         "{d}"
     );
     crate::common::assert_schema("doctor", &doc);
+}
+
+/// An empty selector (an unset `$RACK`), or one of exclusions only, is a usage error that
+/// touches nothing, on every command and from `TOPO_TUNE_NODES` too. Before: `init --nodes ''`
+/// wrote all 10 example nodes, `apply --canary ''` promoted every node in one wave (exit 0),
+/// `tune --canary ''` measured them all.
+#[test]
+fn an_empty_selector_selects_nothing_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let state = dir.path().join("state");
+    let o_dir = out.to_str().unwrap();
+    for words in [
+        &["init", "--output-dir", o_dir, "--nodes", ""][..],
+        &["init", "--output-dir", o_dir, "--nodes", " , "],
+        &["init", "--output-dir", o_dir, "--nodes", "!rack-1"],
+        &["apply", "--output-dir", o_dir, "--canary", ""],
+        &["apply", "--output-dir", o_dir, "--canary", ","],
+        &["tune", "--node-files", o_dir, "--output-dir", o_dir, "--canary", ""],
+        &["status", "--output-dir", o_dir, "--nodes", ""],
+        &["rollback", "--output-dir", o_dir, "--nodes", ""],
+        &["doctor", "--nodes", ""],
+        &["irq-pin", "--nodes", "", "--dry-run"],
+        &["diagnose", "--nodes", ""],
+    ] {
+        let o = tt(words.iter().copied())
+            .json()
+            .config(example())
+            .env("TOPO_TUNE_STATE_DIR", &state)
+            .run();
+        let doc = json(&o);
+        assert_eq!(o.status.code(), Some(2), "{words:?}: {doc:#}");
+        let msg = doc["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("selects no node") || msg.contains("only exclusions"),
+            "{words:?}: {msg}"
+        );
+    }
+    // The environment's selector, empty: the same.
+    let o = tt(["init", "--output-dir", o_dir])
+        .json()
+        .config(example())
+        .env("TOPO_TUNE_NODES", "")
+        .run();
+    assert_eq!(o.status.code(), Some(2), "{}", json(&o));
+    assert!(json(&o)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("TOPO_TUNE_NODES \"\""));
+    assert!(!out.exists(), "nothing written");
+    assert!(!state.exists(), "no rollout recorded");
+    // `all,!x` says it: every other node.
+    let o = tt(["init", "--output-dir", o_dir, "--nodes", "all,!rack-1"])
+        .json()
+        .config(example())
+        .run();
+    assert_eq!(o.status.code(), Some(0), "{}", json(&o));
+    let o = tt(["init", "--output-dir", o_dir, "--list"])
+        .json()
+        .config(example())
+        .env("TOPO_TUNE_NODES", "rack-2")
+        .run();
+    assert_eq!(o.status.code(), Some(0), "{}", json(&o));
+    let listed: Vec<String> = json(&o)["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["host"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        ["p5en-02", "p5en-04", "p5en-06", "p5en-08", "ndv5-01", "ndv5-02"]
+    );
+    // Where the command works on this machine, the environment's selector is not a cluster.
+    let o = tt([
+        "diagnose",
+        "--trace",
+        &format!(
+            "{}/tests/data/traces/sampled_rank-0.json.gz",
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    ])
+    .json()
+    .env("TOPO_TUNE_NODES", "rack-2")
+    .run();
+    assert_eq!(o.status.code(), Some(0), "{}", json(&o));
+    let o = tt(["doctor"]).json().env("TOPO_TUNE_NODES", "rack-2").run();
+    assert_ne!(o.status.code(), Some(2), "a local doctor: {}", json(&o));
+}
+
+/// One `init` is one run with one id, however many seconds its writes span, and `rollback
+/// --run ID` says where it undid the run and where not (exit 4). Before: 640 paper nodes with
+/// `--forks 2` got an id per wall-clock second, and `rollback --run` of one of them undid a
+/// part of the run and exited 0.
+#[test]
+fn one_init_is_one_run_and_rollback_says_where_it_did_not_undo_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "nodes:\n  - host: \"gpu[001-640]\"\n    labels: {rack: r1}\n    simulate: aws-p5en\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let init = || json(&tt(["init", "--forks", "2"]).json().config(&cfg).out(&out).run());
+    let first = init();
+    let ids: std::collections::BTreeSet<&str> = first["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["run_id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let id = ids.into_iter().next().unwrap().to_string();
+    // gpu007's file edited by hand: the next init puts it back, a newer run there only.
+    let edited = out.join("gpu007/etc/nccl/conf.d/50-topo-tune.conf");
+    let mut text = std::fs::read_to_string(&edited).unwrap();
+    text.push_str("# a hand edit\n");
+    std::fs::write(&edited, text).unwrap();
+    let second = init();
+    assert_eq!(second["summary"]["changed"], 1, "{}", second["msg"]);
+    let o = tt(["rollback", "--run", &id]).json().config(&cfg).out(&out).run();
+    let doc = json(&o);
+    assert_eq!(o.status.code(), Some(4), "{}", doc["msg"]);
+    assert_eq!(doc["run"]["restored"].as_array().unwrap().len(), 639);
+    assert_eq!(doc["run"]["left"], serde_json::json!(["gpu007"]));
+    let msg = doc["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "run {id}: restored on 639 node(s); not undone on 1 that hold it under a newer run (gpu007)"
+        )),
+        "{msg}"
+    );
+    crate::common::assert_schema("rollback", &doc);
 }

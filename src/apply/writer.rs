@@ -924,6 +924,11 @@ fn check_backups(tree: &Tree, run: &Run) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// How a `rollback --run` answer begins when the node did not undo the run: it holds the run
+/// under a newer one (the run is left there), or never ran it.
+pub(crate) const RUN_LEFT: &str = "not undone";
+pub(crate) const RUN_ABSENT: &str = "not here";
+
 /// Undo the last recorded run: restore its backups, remove the files it created. With
 /// `only`, undo it only when it is that run (a rollout undoing its own wave): otherwise
 /// nothing is touched and the report names no run.
@@ -936,10 +941,13 @@ pub(crate) fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteRepor
     let last = manifest.runs.last().map(|r| r.id.clone());
     match (only, &manifest.undone, &last) {
         (Some(id), _, last) if last.as_deref() != Some(id) => {
+            let recorded = manifest.runs.iter().any(|r| r.id == id);
             return Ok(WriteReport {
                 note: Some(match last {
-                    Some(l) => format!("run {id} is not the last recorded run ({l}): runs are undone newest first"),
-                    None => format!("run {id} is not recorded here"),
+                    Some(l) if recorded => format!(
+                        "{RUN_LEFT}: run {id} is recorded here under a newer run ({l}): runs are undone newest first"
+                    ),
+                    _ => format!("{RUN_ABSENT}: run {id} is not recorded here"),
                 }),
                 ..WriteReport::default()
             });

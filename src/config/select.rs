@@ -27,21 +27,25 @@ impl From<SelectError> for String {
 }
 
 /// The hosts `sel` names, in inventory order. `sel` is terms joined by commas (commas inside
-/// `[…]` belong to a range): a rack (`rack: NAME` label), `KEY=VALUE` on any label, or a host
-/// list or range (`gpu[001-016]`); a term after `!` takes its nodes out (Ansible's `--limit`
-/// spelling; pdsh's and clush's `-x`). Only exclusions start from every node. A term that
-/// matches no node, a host not in the inventory, and nothing left are errors; `flag` is the
-/// option the selector came from (`--canary`, `--nodes`), named in the message.
+/// `[…]` belong to a range): a rack (`rack: NAME` label, or a range of rack names
+/// `rack-[1-2]`), `KEY=VALUE` on any label, a host list or range (`gpu[001-016]`), or `all`; a
+/// term after `!` takes its nodes out (Ansible's `--limit` spelling; pdsh's and clush's `-x`).
+/// What selects nothing by accident is refused before any node is touched: an empty selector
+/// (`--canary "$RACK"` with `$RACK` unset), one of only exclusions unless it says `all,!x`,
+/// another tool's spelling (clush `@group`, Ansible `a:!b`, pdsh `^file`), a term that matches
+/// no node, a host not in the inventory, and nothing left. `flag` is the option the selector
+/// came from (`--canary`, `--nodes`, `TOPO_TUNE_NODES`), named in the message.
 pub(crate) fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<String>, SelectError> {
+    let terms = terms(flag, sel)?;
     let sel = sel.trim();
     let mut wanted: Option<BTreeSet<&str>> = None;
     let mut unwanted: BTreeSet<&str> = BTreeSet::new();
-    for term in split_top_level(sel) {
-        let (out, term) = match term.strip_prefix('!') {
-            Some(rest) => (true, rest.trim()),
-            None => (false, term),
+    for (out, term) in terms {
+        let hosts = if term == ALL {
+            inv.nodes.iter().map(|n| n.host.as_str()).collect()
+        } else {
+            term_hosts(flag, sel, term, inv)?
         };
-        let hosts = term_hosts(flag, sel, term, inv)?;
         if out {
             unwanted.extend(hosts);
         } else {
@@ -51,7 +55,7 @@ pub(crate) fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<Strin
     let picked: Vec<String> = inv
         .nodes
         .iter()
-        .filter(|n| wanted.as_ref().is_none_or(|w| w.contains(n.host.as_str())))
+        .filter(|n| wanted.as_ref().is_some_and(|w| w.contains(n.host.as_str())))
         .filter(|n| !unwanted.contains(n.host.as_str()))
         .map(|n| n.host.clone())
         .collect();
@@ -62,6 +66,63 @@ pub(crate) fn select(flag: &str, sel: &str, inv: &Inventory) -> Result<Vec<Strin
         )));
     }
     Ok(picked)
+}
+
+/// The selector's word for every node: `all,!gpu07` is every node but gpu07.
+pub(crate) const ALL: &str = "all";
+
+/// The selector's terms, each with whether it leaves its nodes out; refused when it selects
+/// nothing as written, starts from every node without saying `all`, or is another tool's
+/// spelling.
+fn terms<'s>(flag: &str, sel: &'s str) -> Result<Vec<(bool, &'s str)>, SelectError> {
+    let shown = sel.trim();
+    let terms: Vec<(bool, &str)> = split_top_level(shown)
+        .into_iter()
+        .map(|t| match t.strip_prefix('!') {
+            Some(rest) => (true, rest.trim()),
+            None => (false, t),
+        })
+        .collect();
+    if terms.is_empty() {
+        return Err(SelectError(format!(
+            "{flag} {shown:?}: an empty selector selects no node (an unset variable?); name a rack, KEY=VALUE, hosts, or `all`"
+        )));
+    }
+    for (_, t) in &terms {
+        if t.is_empty() {
+            return Err(SelectError(format!("{flag} {shown}: an empty term")));
+        }
+        if let Some(said) = foreign_spelling(t) {
+            return Err(SelectError(format!("{flag} {shown}: {said}")));
+        }
+    }
+    if terms.iter().all(|(out, _)| *out) {
+        return Err(SelectError(format!(
+            "{flag} {shown}: only exclusions; say `all,{shown}` for every other node"
+        )));
+    }
+    Ok(terms)
+}
+
+/// Another tool's selector spelling, and topo-tune's for it.
+fn foreign_spelling(term: &str) -> Option<String> {
+    if let Some(group) = term.strip_prefix('@') {
+        return Some(format!(
+            "`@{group}` is clush's group spelling; here a group is a rack (`{group}`) or a label (`KEY=VALUE`)"
+        ));
+    }
+    if let Some(file) = term.strip_prefix('^') {
+        return Some(format!(
+            "`^{file}` is pdsh's host-file spelling; give the hosts as a list or range (`gpu[01-16]`), a rack or `KEY=VALUE`"
+        ));
+    }
+    if term.contains(':') && !term.contains('=') && term.contains(['!', '&']) {
+        return Some(format!(
+            "`{term}` is Ansible's pattern spelling; here terms are joined by commas: `{}`",
+            term.replace(":!", ",!").replace(":&", ",").replace(':', ",")
+        ));
+    }
+    None
 }
 
 /// One term's hosts: a `KEY=VALUE` label, a rack, or hosts of the inventory.
@@ -85,14 +146,21 @@ fn term_hosts<'a>(flag: &str, sel: &str, term: &str, inv: &'a Inventory) -> Resu
     {
         labelled("rack", term)
     } else {
-        let hosts = hostlist::expand(term).map_err(|e| SelectError(format!("{flag} {sel}: {e}")))?;
+        // A range may name racks (`rack-[1-2]`) as well as hosts: each name is one or the other.
+        let names = hostlist::expand(term).map_err(|e| SelectError(format!("{flag} {sel}: {e}")))?;
         let known: std::collections::HashMap<&str, &'a str> =
             inv.nodes.iter().map(|n| (n.host.as_str(), n.host.as_str())).collect();
-        let mut out = Vec::with_capacity(hosts.len());
-        for h in &hosts {
-            match known.get(h.as_str()) {
+        let mut out = Vec::with_capacity(names.len());
+        for name in &names {
+            match known.get(name.as_str()) {
                 Some(host) => out.push(*host),
-                None => return Err(not_a_node(flag, sel, h, inv)),
+                None => {
+                    let rack = labelled("rack", name);
+                    if rack.is_empty() {
+                        return Err(not_a_node(flag, sel, name, inv));
+                    }
+                    out.extend(rack);
+                }
             }
         }
         out
@@ -113,8 +181,13 @@ fn not_a_node(flag: &str, sel: &str, missing: &str, inv: &Inventory) -> SelectEr
         .filter_map(|n| n.labels.get("rack"))
         .map(String::as_str)
         .collect();
+    let ansible = if missing.contains(':') && !missing.contains("::") {
+        "; Ansible joins patterns with `:`, here terms are joined by commas"
+    } else {
+        ""
+    };
     SelectError(format!(
-        "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}",
+        "{flag} {sel}: `{missing}` is neither a rack (racks: {}) nor a host of {}{ansible}",
         if racks.is_empty() {
             "none labelled".to_string()
         } else {
@@ -265,17 +338,18 @@ mod tests {
             ["gpu01", "gpu04"]
         );
         assert_eq!(select("--nodes", "pool=a,!rack=rack-2", &inv).unwrap().len(), 4);
-        // Only exclusions: everything else.
+        // Every other node: said with `all`.
         assert_eq!(
-            select("--nodes", "!rack-1,!gpu05", &inv).unwrap(),
+            select("--nodes", "all,!rack-1,!gpu05", &inv).unwrap(),
             ["gpu06", "gpu07", "gpu08"]
         );
+        assert_eq!(select("--nodes", "all", &inv).unwrap().len(), 8);
         // A typo in an exclusion would touch more than meant: refused like any other.
-        assert!(select("--nodes", "!rack-9", &inv)
+        assert!(select("--nodes", "all,!rack-9", &inv)
             .unwrap_err()
             .0
             .contains("`rack-9` is neither"));
-        assert!(select("--nodes", "!pool=b", &inv)
+        assert!(select("--nodes", "all,!pool=b", &inv)
             .unwrap_err()
             .0
             .contains("`pool=b` matches no node"));
@@ -288,6 +362,44 @@ mod tests {
             "empty parts between commas are dropped"
         );
         assert!(select("--nodes", "!", &inv).unwrap_err().0.contains("an empty term"));
+    }
+
+    /// Before: `''`, `','`, `' , '` had no terms and started from every node, and so did
+    /// `!rack-1`: a script's `--canary "$RACK"` with `$RACK` unset selected the whole cluster.
+    #[test]
+    fn a_selector_that_says_nothing_selects_nothing() {
+        let inv = inv();
+        for empty in ["", ",", " , ", "  "] {
+            let e = select("--canary", empty, &inv).unwrap_err().0;
+            assert!(e.contains("an empty selector selects no node"), "{empty:?}: {e}");
+        }
+        let e = select("--nodes", "!rack-1", &inv).unwrap_err().0;
+        assert!(e.contains("only exclusions; say `all,!rack-1`"), "{e}");
+        assert!(select("--nodes", "!rack-1,!gpu05", &inv).is_err());
+    }
+
+    #[test]
+    fn rack_ranges_and_other_tools_spellings() {
+        let inv = inv();
+        // rack-1 and rack-2 (rack-10 is not in the range).
+        assert_eq!(select("--nodes", "rack-[1-2]", &inv).unwrap().len(), 6);
+        assert_eq!(select("--nodes", "rack-[1,10]", &inv).unwrap().len(), 6);
+        assert!(select("--nodes", "rack-[1-3]", &inv)
+            .unwrap_err()
+            .0
+            .contains("`rack-3` is neither"));
+        for (sel, want) in [
+            ("@gpus", "clush's group spelling"),
+            ("^hosts.txt", "pdsh's host-file spelling"),
+            (
+                "rack-1:!gpu02",
+                "Ansible's pattern spelling; here terms are joined by commas: `rack-1,!gpu02`",
+            ),
+            ("rack-1:rack-2", "Ansible joins patterns with `:`"),
+        ] {
+            let e = select("--nodes", sel, &inv).unwrap_err().0;
+            assert!(e.contains(want), "{sel}: {e}");
+        }
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub(crate) fn write_plan(
 ) -> Result<Vec<NodeRow<WriteDetail>>, Error> {
     let inv = &s.gather.inv;
     let by_host = plan.nccl_by_host();
+    // One run, one id, made before the first node is touched: every node records this run
+    // under it, however many seconds the writes span (a node-made id gave one per second).
+    let run_id = crate::apply::writer::run_id();
     let mut rows: Vec<Option<NodeRow<WriteDetail>>> = Vec::new();
     let mut jobs = Vec::new();
     let mut slots = Vec::new();
@@ -93,7 +96,7 @@ pub(crate) fn write_plan(
                 bundle,
                 check: s.check,
                 diff: s.diff,
-                run_id: None,
+                run_id: Some(run_id.clone()),
             },
         });
     }

@@ -144,4 +144,68 @@ pub(crate) struct WritePayload {
 pub(crate) struct RollbackPayload {
     pub(crate) output_dir: Option<String>,
     pub(crate) summary: Summary,
+    /// With `--run ID`: where the run was undone and where it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<RunUndone>,
+}
+
+/// `rollback --run ID` over the nodes: the nodes that undid it, those that hold it under a
+/// newer run, those that could not be asked (each may hold it), and those that never ran it.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct RunUndone {
+    pub(crate) id: String,
+    pub(crate) restored: Vec<String>,
+    pub(crate) left: Vec<String>,
+    pub(crate) not_reached: Vec<String>,
+    pub(crate) not_there: usize,
+}
+
+impl RunUndone {
+    /// Sorted from the rows: a row with the run's id undid it; a note says left or absent;
+    /// a failed or skipped row was not reached.
+    pub(crate) fn of(id: &str, rows: &[NodeRow<WriteDetail>]) -> RunUndone {
+        let mut out = RunUndone {
+            id: id.to_string(),
+            ..RunUndone::default()
+        };
+        for r in rows {
+            let note = r.detail.note.as_deref().unwrap_or_default();
+            if r.detail.run_id.as_deref() == Some(id) {
+                out.restored.push(r.host.clone());
+            } else if r.error.is_some() {
+                out.not_reached.push(r.host.clone());
+            } else if note.starts_with(crate::apply::writer::RUN_LEFT) {
+                out.left.push(r.host.clone());
+            } else {
+                out.not_there += 1;
+            }
+        }
+        out
+    }
+
+    /// Every node that ran it was restored.
+    pub(crate) fn whole(&self) -> bool {
+        self.left.is_empty() && self.not_reached.is_empty()
+    }
+
+    pub(crate) fn sentence(&self) -> String {
+        format!(
+            "run {}: restored on {} node(s); not undone on {} that hold it under a newer run{}; {} not reached (each may hold it){}; {} never ran it",
+            self.id,
+            self.restored.len(),
+            self.left.len(),
+            listed(&self.left),
+            self.not_reached.len(),
+            listed(&self.not_reached),
+            self.not_there
+        )
+    }
+}
+
+fn listed(hosts: &[String]) -> String {
+    if hosts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", crate::emit::slurm::compress(hosts))
+    }
 }
