@@ -610,3 +610,109 @@ fn restore_with_nothing_recorded_changes_nothing() {
     );
     assert_eq!(affinities(dir.path()), irqs);
 }
+
+/// `--restore` writes only to the interrupt it recorded: by its action name and its NIC's
+/// `msi_irqs`, so a number a driver reload gave to an NVMe queue, or a record entry for IRQ 1
+/// (never a NIC's), is left and said. Before: `--restore` wrote the old mlx5 affinity to the
+/// NVMe queue and moved IRQ 1 (exit 0); a world-writable record was obeyed (next test).
+#[test]
+fn restore_puts_back_only_the_interrupt_it_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machines::irq_box(root, Mlx5Naming::Modern);
+    std::fs::create_dir_all(root.join("proc/irq/1")).unwrap();
+    std::fs::write(root.join("proc/irq/1/smp_affinity_list"), "0-63\n").unwrap();
+    let (code, _, err) = json(&["irq-pin", "--reserve-cpus", "0-3"], root);
+    assert_eq!(code, Some(0), "{err}");
+    let record = root.join("etc/topo-tune/irq-pin.before.json");
+    let mut rec: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(rec["irqs"]["202"]["pci"], "0000:17:00.0", "the identity is recorded");
+    // A driver reload: IRQ 202 is an NVMe queue now, off the NIC's msi_irqs.
+    let interrupts = root.join("proc/interrupts");
+    let text = std::fs::read_to_string(&interrupts).unwrap();
+    let old_name = rec["irqs"]["202"]["name"].as_str().unwrap().to_string();
+    let renamed: String = text
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("202:") {
+                l.replace(&old_name, "nvme0q3")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    assert_ne!(renamed, text);
+    std::fs::write(&interrupts, renamed).unwrap();
+    std::fs::remove_file(root.join("sys/devices/pci0000:17/0000:17:00.0/msi_irqs/202")).unwrap();
+    let nvme = std::fs::read(root.join("proc/irq/202/smp_affinity_list")).unwrap();
+    // And an entry made by hand for IRQ 1, named as the NIC's.
+    rec["irqs"]["1"] = serde_json::json!({"nic": "mlx5_0", "name": "i8042", "pci": "0000:17:00.0", "class": "completion", "affinity_list": "0-3\n"});
+    std::fs::write(&record, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+    let (code, back, err) = json(&["irq-pin", "--restore"], root);
+    assert_eq!(code, Some(0), "{err}{back:#}");
+    assert_eq!(
+        std::fs::read(root.join("proc/irq/202/smp_affinity_list")).unwrap(),
+        nvme,
+        "the NVMe queue untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("proc/irq/1/smp_affinity_list")).unwrap(),
+        "0-63\n"
+    );
+    let pins = back["nodes"][0]["plan"]["pins"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{back:#}"));
+    let reason = |irq: u64| {
+        pins.iter().find(|p| p["irq"] == irq).unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(reason(202), "left: now nvme0q3");
+    assert!(reason(1).starts_with("left: now "), "{}", reason(1));
+    assert!(
+        back["msg"].as_str().unwrap().starts_with(
+            "restore: 62 put back, 0 already as recorded, 2 left (another interrupt has the number now), 0 gone"
+        ),
+        "{}",
+        back["msg"]
+    );
+}
+
+/// A record not to obey: writable by others, not root's, an IRQ listed twice (JSON's
+/// last-one-wins would obey whichever came second). Refused, nothing moves.
+#[test]
+fn a_restore_record_only_root_could_have_written_is_obeyed() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machines::irq_box(root, Mlx5Naming::Modern);
+    let (code, _, err) = json(&["irq-pin", "--reserve-cpus", "0-3"], root);
+    assert_eq!(code, Some(0), "{err}");
+    let record = root.join("etc/topo-tune/irq-pin.before.json");
+    let moved = affinities(root);
+    std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, _, err) = json(&["irq-pin", "--restore"], root);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("writable by group or others (mode 0666)"), "{err}");
+    std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&record, Some(1000), None).unwrap();
+    let (code, _, err) = json(&["irq-pin", "--restore"], root);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("owned by uid 1000, not by root"), "{err}");
+    std::os::unix::fs::chown(&record, Some(0), None).unwrap();
+    let text = std::fs::read_to_string(&record).unwrap();
+    let twice = text.replacen(
+        "\"irqs\": {",
+        "\"irqs\": {\n    \"203\": {\"nic\": \"mlx5_0\", \"class\": \"completion\", \"affinity_list\": \"0\\n\"},",
+        1,
+    );
+    assert_ne!(twice, text);
+    std::fs::write(&record, twice).unwrap();
+    let (code, _, err) = json(&["irq-pin", "--restore"], root);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("IRQ 203 is listed twice"), "{err}");
+    assert_eq!(affinities(root), moved, "nothing moved");
+}

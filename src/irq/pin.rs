@@ -67,7 +67,7 @@ pub(crate) fn pin(fs: &FsRoot, snap: &NodeSnapshot, req: &PinRequest, sys: &dyn 
     let ib = irqbalance::status(fs);
     if !req.dry_run {
         // What is about to change is written down first: `--restore` puts it back.
-        super::restore::remember(fs, &plan, about_to_ban(&ib, req))?;
+        super::restore::remember(fs, snap, &plan, about_to_ban(&ib, req))?;
         apply(fs, &mut plan);
         changed |= plan.pins.iter().any(|p| p.action == PinAction::Set);
         remember(fs, &plan, req.include_control)?;

@@ -9,7 +9,7 @@ use super::system::System;
 use super::{IrqError, IrqPin, IrqPlan, PinAction};
 use crate::apply::tree::Tree;
 use crate::model::files::{IRQBALANCE_CONFIGS, IRQ_BEFORE, IRQ_STATE, IRQ_UDEV_RULE, IRQ_UNIT, IRQ_UNIT_NAME};
-use crate::model::{CpuList, IrqClass};
+use crate::model::{CpuList, IrqClass, NodeSnapshot};
 use crate::probe::fsroot::FsRoot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -27,7 +27,9 @@ const MAX_FIELD: usize = 4096;
 #[serde(deny_unknown_fields)]
 pub(crate) struct Before {
     pub(crate) version: u32,
-    /// IRQ → what it was before topo-tune first moved it.
+    /// IRQ → what it was before topo-tune first moved it (an IRQ listed twice is refused:
+    /// JSON's last-one-wins would obey whichever came second).
+    #[serde(deserialize_with = "unique_irqs")]
     pub(crate) irqs: BTreeMap<u32, BeforeIrq>,
     /// irqbalance's config before topo-tune first banned mlx5 in it (absent: never touched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,8 +40,14 @@ pub(crate) struct Before {
 #[serde(deny_unknown_fields)]
 pub(crate) struct BeforeIrq {
     pub(crate) nic: String,
+    /// Its action name in /proc/interrupts (`mlx5_comp3@pci:0000:17:00.0`): with `pci`, the
+    /// interrupt's identity. A driver reload gives its number to another device; a restore
+    /// writes only where both still hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) name: Option<String>,
+    /// The NIC's PCI function, whose `msi_irqs/` lists the interrupt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pci: Option<String>,
     pub(crate) class: IrqClass,
     /// `smp_affinity_list` byte for byte as read (`0-191\n`).
     pub(crate) affinity_list: String,
@@ -61,9 +69,49 @@ fn bad(tree: &Tree, why: impl std::fmt::Display) -> IrqError {
     }
 }
 
+/// `irqs` with every IRQ once.
+fn unique_irqs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<u32, BeforeIrq>, D::Error> {
+    struct Irqs;
+    impl<'de> serde::de::Visitor<'de> for Irqs {
+        type Value = BTreeMap<u32, BeforeIrq>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("IRQ numbers, each once")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((irq, entry)) = m.next_entry::<u32, BeforeIrq>()? {
+                if out.insert(irq, entry).is_some() {
+                    return Err(serde::de::Error::custom(format!("IRQ {irq} is listed twice")));
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Irqs)
+}
+
 /// The record, read bounded and checked (a record that is not topo-tune's is refused, never
-/// obeyed); `None` when there is none.
+/// obeyed); `None` when there is none. Like a rollout record, it is obeyed only when root
+/// (or the user running, for a tree of one's own) owns it and nobody else may write it.
 pub(crate) fn load(tree: &Tree) -> Result<Option<Before>, IrqError> {
+    if let Some((uid, mode)) = tree.owner_mode(IRQ_BEFORE)? {
+        let me = rustix::process::geteuid().as_raw();
+        if uid != 0 && uid != me {
+            return Err(bad(
+                tree,
+                format!("owned by uid {uid}, not by root: a record is obeyed as root wrote it"),
+            ));
+        }
+        if mode & 0o022 != 0 {
+            return Err(bad(
+                tree,
+                format!(
+                    "writable by group or others (mode {:04o}): a record anyone could write is not obeyed (chmod go-w)",
+                    mode & 0o7777
+                ),
+            ));
+        }
+    }
     let Some(text) = tree.read_text(IRQ_BEFORE, RECORD_LIMIT)? else {
         return Ok(None);
     };
@@ -93,6 +141,12 @@ fn check(b: &Before) -> Result<(), BadRecord> {
         if !plain(&i.nic) || !i.name.as_deref().is_none_or(plain) {
             return no(format!("IRQ {irq}: a NIC or vector name that is not plain text"));
         }
+        if i.pci
+            .as_deref()
+            .is_some_and(|p| p.parse::<crate::model::Bdf>().is_err())
+        {
+            return no(format!("IRQ {irq}: {:?} is not a PCI address", i.pci));
+        }
         let list = i.affinity_list.trim();
         if !plain(&i.affinity_list) || CpuList::parse(list).map_or(true, |l| l.is_empty()) {
             return no(format!("IRQ {irq}: {:?} is not a CPU list", i.affinity_list));
@@ -120,7 +174,7 @@ fn check(b: &Before) -> Result<(), BadRecord> {
 /// Before anything moves: each interrupt the plan moves, as it is now, unless the record
 /// already holds it; and irqbalance's config when it is about to be banned (`ban`) and the
 /// record does not hold it yet. Written through the safe writer, only when it grows.
-pub(crate) fn remember(fs: &FsRoot, plan: &IrqPlan, ban: Option<&str>) -> Result<(), IrqError> {
+pub(crate) fn remember(fs: &FsRoot, snap: &NodeSnapshot, plan: &IrqPlan, ban: Option<&str>) -> Result<(), IrqError> {
     let tree = Tree::open(fs.root())?;
     let mut before = load(&tree)?.unwrap_or(Before {
         version: VERSION,
@@ -138,6 +192,12 @@ pub(crate) fn remember(fs: &FsRoot, plan: &IrqPlan, ban: Option<&str>) -> Result
             BeforeIrq {
                 nic: pin.nic.clone(),
                 name: pin.name.clone(),
+                pci: snap
+                    .nics
+                    .iter()
+                    .find(|n| n.name == pin.nic)
+                    .and_then(|n| n.pci.as_ref())
+                    .map(|p| p.bdf.to_string()),
                 class: pin.class,
                 affinity_list: now,
             },
@@ -192,7 +252,17 @@ pub(crate) fn restore(fs: &FsRoot, dry_run: bool, sys: &dyn System) -> Result<Re
             ),
         });
     };
-    let mut pins: Vec<IrqPin> = before.irqs.iter().map(|(irq, b)| planned(fs, *irq, b)).collect();
+    let names = fs
+        .read("/proc/interrupts")
+        .and_then(|t| crate::probe::procfs::Interrupts::parse(&t).ok());
+    let mut pins: Vec<IrqPin> = before
+        .irqs
+        .iter()
+        .map(|(irq, b)| match not_the_same(fs, names.as_ref(), *irq, b) {
+            Some(why) => left(*irq, b, why),
+            None => planned(fs, *irq, b),
+        })
+        .collect();
     if !dry_run && !sys.is_root() && pins.iter().any(|p| p.action == PinAction::Set) {
         return Err(IrqError::NotRoot);
     }
@@ -221,6 +291,47 @@ pub(crate) fn restore(fs: &FsRoot, dry_run: bool, sys: &dyn System) -> Result<Re
         changed,
         msg,
     })
+}
+
+/// Why the interrupt numbered `irq` now is not the one recorded: another action name in
+/// /proc/interrupts (a driver reload gave the number to an NVMe queue), no longer an MSI vector
+/// of the recorded NIC's PCI function, or no identity to hold it to (a record of an older
+/// topo-tune, or one made by hand: IRQ 1 is no NIC's). `None`: the same interrupt.
+fn not_the_same(
+    fs: &FsRoot,
+    names: Option<&crate::probe::procfs::Interrupts>,
+    irq: u32,
+    b: &BeforeIrq,
+) -> Option<String> {
+    let (Some(name), Some(pci)) = (&b.name, &b.pci) else {
+        return Some("the record gives no action name and PCI function to know it by".into());
+    };
+    let Some(names) = names else {
+        return Some("/proc/interrupts cannot be read: which device has the number now is unknown".into());
+    };
+    let now = names.rows.get(&irq).and_then(|r| r.name.as_deref());
+    if now != Some(name.as_str()) {
+        return Some(format!("now {}", now.unwrap_or("nameless")));
+    }
+    if !fs.exists(&format!("/sys/bus/pci/devices/{pci}/msi_irqs/{irq}")) {
+        return Some(format!("no longer an MSI vector of {pci}"));
+    }
+    None
+}
+
+/// An interrupt the restore does not touch, and why.
+fn left(irq: u32, b: &BeforeIrq, why: String) -> IrqPin {
+    IrqPin {
+        nic: b.nic.clone(),
+        irq,
+        name: b.name.clone(),
+        class: b.class,
+        // Whatever the number now carries is not the recorded interrupt's affinity.
+        current: None,
+        target: CpuList::parse(b.affinity_list.trim()).ok(),
+        action: PinAction::Leave,
+        reason: format!("left: {why}"),
+    }
 }
 
 /// One interrupt's row: `Set` when it is not where the record says, `Keep` when it is,
@@ -334,10 +445,16 @@ fn forget(tree: &Tree, sys: &dyn System, notes: &mut Vec<String>) -> Result<bool
 
 fn restore_summary(pins: &[IrqPin], dry_run: bool) -> String {
     let count = |a: PinAction| pins.iter().filter(|p| p.action == a).count();
-    let (set, keep, gone) = (count(PinAction::Set), count(PinAction::Keep), count(PinAction::Leave));
+    let (set, keep) = (count(PinAction::Set), count(PinAction::Keep));
+    let left = pins
+        .iter()
+        .filter(|p| p.action == PinAction::Leave && p.reason.starts_with("left: "))
+        .count();
+    let gone = count(PinAction::Leave) - left;
+    let left = format!("{left} left (another interrupt has the number now)");
     if dry_run {
-        return format!("dry run: restore: {set} to put back, {keep} already as recorded, {gone} gone");
+        return format!("dry run: restore: {set} to put back, {keep} already as recorded, {left}, {gone} gone");
     }
     let failed = count(PinAction::Failed) + count(PinAction::Unsupported);
-    format!("restore: {set} put back, {keep} already as recorded, {gone} gone, {failed} failed")
+    format!("restore: {set} put back, {keep} already as recorded, {left}, {gone} gone, {failed} failed")
 }
