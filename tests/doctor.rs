@@ -900,3 +900,44 @@ fn gpu_health_from_nvml_and_the_kernel_log() {
     );
     assert!(d.contains("Xid 79 ×1 on GPU 0"), "{d}");
 }
+
+/// A saved kernel log larger than the old 16 MiB read: a fatal Xid near its start still fails
+/// (before: the whole log was refused and the row was a skip); an /proc/interrupts that cannot
+/// be read is a row that says so (before: `mlx5-irq-load` vanished from the table); and Xids
+/// on many distinct buses are counted, each bus once (before: a list scanned per Xid).
+#[test]
+fn a_large_kernel_log_keeps_its_fatal_xid_and_an_unread_load_is_a_row() {
+    let mut n = Node::hgx();
+    let bus = &machines::dgx_gpu_bdfs()[0][..10];
+    let mut log = format!("3,1,1,-;NVRM: Xid (PCI:{bus}): 79, pid=7, GPU has fallen off the bus.\n");
+    let filler = "6,2,2,-;usb 1-1: new high-speed USB device number 2 using xhci_hcd, a line of the kernel's chatter\n";
+    while log.len() < (17 << 20) {
+        log.push_str(filler);
+    }
+    for i in 0..20_000u32 {
+        log.push_str(&format!(
+            "4,3,3,-;NVRM: Xid (PCI:0000:{:02x}:{:02x}): 13, x\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    n.write("/dev/kmsg", &log);
+    health(&mut n, 0, |_| {});
+    let (code, doc) = n.doctor(&[]);
+    let (st, d) = row(&doc, "gpu-xid");
+    assert_eq!(
+        (code, st.as_str()),
+        (Some(topo_tune::exit::CHECKS_FAILED.code()), "fail"),
+        "{d}"
+    );
+    assert!(
+        d.contains("Xid 13 ×20000 on ") && d.contains("Xid 79 ×1 on GPU 0"),
+        "{d}"
+    );
+    // The interrupts' load: a row, not a gap.
+    n.remove("/proc/interrupts");
+    let (_, doc) = n.doctor(&[]);
+    let (st, d) = row(&doc, "mlx5-irq-load");
+    assert_eq!(st, "warn", "{d}");
+    assert!(d.starts_with("/proc/interrupts cannot be read"), "{d}");
+}

@@ -18,6 +18,9 @@ pub(crate) const CHECK: &str = "cluster-consistency";
 pub(crate) const MAX_BOARDS: usize = 64;
 pub(crate) const MAX_FIELD: usize = 256;
 
+/// A firmware string that is not short plain text, as a node reports it.
+const NOT_PLAIN: &str = "(not plain text)";
+
 /// What a node runs, as it reports it with its doctor answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +105,13 @@ pub(crate) fn versions(fs: &FsRoot, snap: &NodeSnapshot) -> Versions {
             fs.read_trimmed(&format!("{base}/board_id")),
             fs.read_trimmed(&format!("{base}/fw_ver")),
         ) {
+            // A firmware string that is not short plain text is compared as that, not
+            // dropped: dropping it made the node look as if it had no such card.
+            let fw = if fw.len() <= MAX_FIELD && !fw.chars().any(char::is_control) {
+                fw
+            } else {
+                NOT_PLAIN.to_string()
+            };
             if per_board.len() < MAX_BOARDS || per_board.contains_key(&board) {
                 per_board.entry(board).or_default().insert(fw);
             }
@@ -167,6 +177,28 @@ pub(crate) fn compare<'a>(nodes: &[(&'a str, &'a Versions)]) -> Vec<(&'a str, Fi
 /// One version field of a node's report.
 type Getter = fn(&Versions) -> Option<&String>;
 
+/// The simple fields a node did not report (unreadable, or not plain text): it cannot be
+/// compared on them, and its row says so rather than claim the class's value.
+fn unreported<'a>(members: &[(&'a str, &'a Versions)]) -> BTreeMap<&'a str, Vec<&'static str>> {
+    let simple: [(&str, Getter); 4] = [
+        ("NCCL", |v| v.nccl.as_ref()),
+        ("driver", |v| v.driver.as_ref()),
+        ("CUDA", |v| v.cuda.as_ref()),
+        ("kernel", |v| v.kernel.as_ref()),
+    ];
+    let mut out: BTreeMap<&str, Vec<&'static str>> = BTreeMap::new();
+    for (name, get) in simple {
+        // A field no node reports (no NCCL anywhere) is nobody's gap.
+        if members.iter().all(|(_, v)| get(v).is_none()) {
+            continue;
+        }
+        for (h, _) in members.iter().filter(|(_, v)| get(v).is_none()) {
+            out.entry(*h).or_default().push(name);
+        }
+    }
+    out
+}
+
 fn fields<'a>(members: &[(&'a str, &'a Versions)]) -> Vec<Field<'a>> {
     let simple: [(&str, bool, Getter); 4] = [
         ("NCCL", true, |v| v.nccl.as_ref()),
@@ -215,7 +247,10 @@ fn judge_class<'a>(class: &str, members: &[(&'a str, &'a Versions)]) -> Vec<(&'a
             continue;
         };
         if counts.len() == 1 {
-            same.push(format!("{} {major}", f.name));
+            // Said only when every node reported it: a node that did not is not "the same".
+            if f.values.len() == members.len() || f.name.starts_with("NIC firmware") {
+                same.push(format!("{} {major}", f.name));
+            }
             continue;
         }
         let tie = counts.values().filter(|c| **c == n).count() > 1;
@@ -233,6 +268,15 @@ fn judge_class<'a>(class: &str, members: &[(&'a str, &'a Versions)]) -> Vec<(&'a
                 odd.entry(h).or_default().push((text, f.fails));
             }
         }
+    }
+    for (h, names) in unreported(members) {
+        odd.entry(h).or_default().push((
+            format!(
+                "{} not reported (unreadable here, or not plain text): not compared with its class",
+                names.join(", ")
+            ),
+            false,
+        ));
     }
     let odd_hosts: Vec<String> = odd.keys().map(|h| h.to_string()).collect();
     members
@@ -316,6 +360,41 @@ mod tests {
         assert_eq!(
             got.iter().map(|(h, _)| *h).collect::<Vec<_>>(),
             ["a", "b", "c", "d", "e"]
+        );
+    }
+
+    /// Before: a node whose kernel could not be read was left out of the comparison and its
+    /// pass row said "the same kernel 6.8.0"; a firmware string with a control character was
+    /// dropped, as if the card were not there.
+    #[test]
+    fn a_version_a_node_did_not_report_is_said_not_claimed() {
+        let (a, b) = (v("570.86", "6.8.0", "28.39.1002"), v("570.86", "6.8.0", "28.39.1002"));
+        let mut c = v("570.86", "6.8.0", "28.39.1002");
+        c.kernel = None;
+        let got = compare(&[("a", &a), ("b", &b), ("c", &c)]);
+        let by: BTreeMap<&str, &Finding> = got.iter().map(|(h, f)| (*h, f)).collect();
+        assert_eq!(by["c"].status, Status::Warn);
+        assert_eq!(
+            by["c"].detail,
+            "kernel not reported (unreadable here, or not plain text): not compared with its class"
+        );
+        assert_eq!(by["a"].status, Status::Pass);
+        assert!(
+            !by["a"].detail.contains("kernel"),
+            "a kernel not every node reported is no claim: {}",
+            by["a"].detail
+        );
+        assert!(by["a"].detail.contains("driver 570.86"), "{}", by["a"].detail);
+        // The firmware as read: a control character makes it `(not plain text)`, compared.
+        let d = v("570.86", "6.8.0", NOT_PLAIN);
+        let got = compare(&[("a", &a), ("b", &b), ("d", &d)]);
+        let by: BTreeMap<&str, &Finding> = got.iter().map(|(h, f)| (*h, f)).collect();
+        assert!(
+            by["d"]
+                .detail
+                .contains("NIC firmware (MT_0000000838) (not plain text) where 2 of 3"),
+            "{}",
+            by["d"].detail
         );
     }
 

@@ -9,8 +9,9 @@ use super::finding::Finding;
 use crate::model::snapshot::GpuHealth;
 use crate::probe::fsroot::FsRoot;
 
-/// The most of the kernel log read (the ring buffer is a few MiB at most).
-const LOG_LIMIT: u64 = 16 << 20;
+/// The most of the kernel log scanned (the ring buffer is a few MiB at most; a saved log may
+/// be larger: scanned to here, held never).
+const SCAN_LIMIT: u64 = 256 << 20;
 /// The most records read from `/dev/kmsg`.
 const MAX_RECORDS: usize = 200_000;
 
@@ -31,20 +32,22 @@ pub(super) struct Xid {
 }
 
 /// Every Xid in a kernel log (`dmesg` text or `/dev/kmsg` records), in order.
+#[cfg(test)]
 pub(super) fn xids(log: &str) -> Vec<Xid> {
-    log.lines()
-        .filter_map(|line| {
-            let rest = &line[line.find("NVRM: Xid (")? + "NVRM: Xid (".len()..];
-            let (bus, rest) = rest.split_once("): ")?;
-            let code = rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
-            let bus = bus.strip_prefix("PCI:").unwrap_or(bus);
-            let plain = bus.len() <= 16 && bus.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-            plain.then(|| Xid {
-                bus: four_digit_domain(&bus.to_ascii_lowercase()),
-                code,
-            })
-        })
-        .collect()
+    log.lines().filter_map(xid_of).collect()
+}
+
+/// The Xid of one kernel log line, if it reports one.
+fn xid_of(line: &str) -> Option<Xid> {
+    let rest = &line[line.find("NVRM: Xid (")? + "NVRM: Xid (".len()..];
+    let (bus, rest) = rest.split_once("): ")?;
+    let code = rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    let bus = bus.strip_prefix("PCI:").unwrap_or(bus);
+    let plain = bus.len() <= 16 && bus.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+    plain.then(|| Xid {
+        bus: four_digit_domain(&bus.to_ascii_lowercase()),
+        code,
+    })
 }
 
 /// `00000000:2b:00` (NVML's eight-digit domain) as sysfs writes it: `0000:2b:00`.
@@ -57,35 +60,95 @@ fn four_digit_domain(bus: &str) -> String {
     }
 }
 
-/// The kernel log since boot: `/dev/kmsg` read without blocking on the live machine (each
-/// read one record), the file of that name in a described tree.
-fn kernel_log(fs: &FsRoot) -> std::io::Result<String> {
-    if !fs.is_live() {
-        return fs
-            .read_bytes("/dev/kmsg", LOG_LIMIT)
-            .map(|b| String::from_utf8_lossy(&b).into_owned());
+/// The Xids of a kernel log, counted as it is read: per code, how many and on which buses
+/// (sets: many distinct buses stay linear), the lines read, and whether the log went on past
+/// what was read. Only the counts are held, never the log.
+#[derive(Debug, Default)]
+struct XidTally {
+    by_code: std::collections::BTreeMap<u32, (usize, std::collections::BTreeSet<String>)>,
+    lines: usize,
+    cut: bool,
+}
+
+impl XidTally {
+    fn line(&mut self, line: &str) {
+        self.lines += 1;
+        if let Some(x) = xid_of(line) {
+            let e = self.by_code.entry(x.code).or_default();
+            e.0 += 1;
+            // Bounded: a log naming more buses than a node has GPUs is still counted.
+            if e.1.len() < 4096 {
+                e.1.insert(x.bus);
+            }
+        }
     }
+
+    /// A chunk of text; a line cut at the chunk's end is carried into the next.
+    fn text(&mut self, carry: &mut String, chunk: &str) {
+        carry.push_str(chunk);
+        let Some(end) = carry.rfind('\n') else { return };
+        let rest = carry.split_off(end + 1);
+        for line in carry.lines() {
+            self.line(line);
+        }
+        *carry = rest;
+    }
+}
+
+/// The kernel log since boot, tallied: `/dev/kmsg` read without blocking on the live machine
+/// (each read one record), the file of that name in a described tree, read a chunk at a time
+/// to its end (up to `SCAN_LIMIT`; a larger one is tallied as far as that and said to be cut,
+/// never refused: a fatal Xid early in it is still a failure).
+fn kernel_log(fs: &FsRoot) -> std::io::Result<XidTally> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open("/dev/kmsg")?;
-    let (mut out, mut buf) = (String::new(), vec![0u8; 8192]);
-    for _ in 0..MAX_RECORDS {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
-            // EPIPE: the record was overwritten while we read; the next one follows.
-            Err(e) if e.raw_os_error() == Some(32) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
+    let mut tally = XidTally::default();
+    let mut carry = String::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut read = 0u64;
+    if !fs.is_live() {
+        let mut f = fs.open_regular("/dev/kmsg")?;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            tally.text(&mut carry, &String::from_utf8_lossy(&buf[..n]));
+            read += n as u64;
+            if read >= SCAN_LIMIT {
+                tally.cut = f.read(&mut buf[..1])? > 0;
+                break;
+            }
         }
-        if out.len() as u64 > LOG_LIMIT {
-            break;
+    } else {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open("/dev/kmsg")?;
+        let mut records = 0;
+        loop {
+            if records == MAX_RECORDS || read >= SCAN_LIMIT {
+                tally.cut = true;
+                break;
+            }
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    records += 1;
+                    read += n as u64;
+                    tally.text(&mut carry, &String::from_utf8_lossy(&buf[..n]));
+                }
+                // EPIPE: the record was overwritten while we read; the next one follows.
+                Err(e) if e.raw_os_error() == Some(32) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
         }
     }
-    Ok(out)
+    if !carry.is_empty() {
+        tally.line(&carry);
+    }
+    Ok(tally)
 }
 
 /// `gpu-xid`: Xid errors since boot, per code and GPU.
@@ -93,37 +156,50 @@ pub(super) fn gpu_xid(f: &Facts) -> Option<Finding> {
     if f.snap.gpus.is_empty() {
         return None;
     }
-    let log = match kernel_log(f.fs) {
-        Ok(l) => l,
+    let tally = match kernel_log(f.fs) {
+        Ok(t) => t,
         Err(e) => {
             return Some(Finding::skip(format!(
                 "the kernel log cannot be read ({e}): reading /dev/kmsg needs root or kernel.dmesg_restrict=0"
             )))
         }
     };
-    let found = xids(&log);
-    if found.is_empty() {
-        // How much was read: a pass over an empty read would prove nothing.
-        let lines = log.lines().count();
-        return Some(Finding::pass(format!(
-            "no Xid error in the kernel log since boot ({lines} line(s) read)"
-        )));
+    let cut = if tally.cut {
+        format!("; the log goes on past the {} line(s) read", tally.lines)
+    } else {
+        String::new()
+    };
+    if tally.by_code.is_empty() {
+        // How much was read: a pass over an empty read would prove nothing, and a pass over
+        // a part of the log is no pass.
+        let what = format!(
+            "no Xid error in the kernel log since boot ({} line(s) read{cut})",
+            tally.lines
+        );
+        return Some(if tally.cut {
+            Finding::warn(
+                what,
+                "read the rest of the log (dmesg | grep Xid) before calling the node clean",
+            )
+        } else {
+            Finding::pass(what)
+        });
     }
-    let mut by_code: std::collections::BTreeMap<u32, (usize, Vec<String>)> = std::collections::BTreeMap::new();
-    for x in &found {
-        let e = by_code.entry(x.code).or_default();
-        e.0 += 1;
-        let gpu = gpu_of(f, &x.bus);
-        if !e.1.contains(&gpu) {
-            e.1.push(gpu);
-        }
-    }
-    let parts: Vec<String> = by_code
+    let parts: Vec<String> = tally
+        .by_code
         .iter()
-        .map(|(code, (n, gpus))| format!("Xid {code} ×{n} on {}", super::facts::few(gpus)))
+        .map(|(code, (n, buses))| {
+            let gpus: Vec<String> = buses.iter().map(|b| gpu_of(f, b)).collect();
+            format!("Xid {code} ×{n} on {}", super::facts::few(&gpus))
+        })
         .collect();
-    let hardware: Vec<u32> = by_code.keys().copied().filter(|c| HARDWARE_XIDS.contains(c)).collect();
-    let detail = format!("{} since boot", parts.join("; "));
+    let hardware: Vec<u32> = tally
+        .by_code
+        .keys()
+        .copied()
+        .filter(|c| HARDWARE_XIDS.contains(c))
+        .collect();
+    let detail = format!("{} since boot{cut}", parts.join("; "));
     Some(if hardware.is_empty() {
         Finding::warn(
             detail,

@@ -69,7 +69,23 @@ pub(super) fn irq_load(f: &Facts) -> Option<Finding> {
     if f.completion.is_empty() {
         return None;
     }
-    let ints = f.fs.read("/proc/interrupts").and_then(|t| Interrupts::parse(&t).ok())?;
+    // A row that says why, never a row that vanishes: an unreadable /proc/interrupts is
+    // something to know at 3 a.m.
+    let Some(text) = f.fs.read("/proc/interrupts") else {
+        return Some(Finding::warn(
+            "/proc/interrupts cannot be read: the completion interrupts' load is unknown",
+            "run doctor where /proc is readable (not in a container that masks it)",
+        ));
+    };
+    let ints = match Interrupts::parse(&text) {
+        Ok(ints) => ints,
+        Err(e) => {
+            return Some(Finding::warn(
+                format!("/proc/interrupts:{e}: the completion interrupts' load is unknown"),
+                "run doctor where /proc is readable (not in a container that masks it)",
+            ))
+        }
+    };
     let mut load: BTreeMap<u32, u64> = BTreeMap::new();
     for (_, i) in &f.completion {
         if let Some(row) = ints.rows.get(&i.irq) {

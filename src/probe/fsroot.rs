@@ -93,6 +93,17 @@ impl FsRoot {
 
     /// Read a regular file's bytes (a binary sysfs attribute such as a PCI device's
     /// `config`); more than `limit` bytes is refused with the figure, not cut short.
+    /// A regular file under the root opened for reading (no link out of it followed), for a
+    /// caller that reads it a piece at a time.
+    pub(crate) fn open_regular(&self, kernel_path: &str) -> std::io::Result<std::fs::File> {
+        let fd = self.open(kernel_path, OFlags::RDONLY | OFlags::NONBLOCK, ResolveFlags::IN_ROOT)?;
+        let st = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(Error::new(ErrorKind::InvalidInput, "not a regular file: refused"));
+        }
+        Ok(std::fs::File::from(fd))
+    }
+
     pub(crate) fn read_bytes(&self, kernel_path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
         let fd = self.open(kernel_path, OFlags::RDONLY | OFlags::NONBLOCK, ResolveFlags::IN_ROOT)?;
         let st = rustix::fs::fstat(&fd)?;
