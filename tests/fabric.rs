@@ -1198,3 +1198,32 @@ fn the_discovered_rails_reach_nccls_settings_and_a_miscabled_host_is_left_out() 
     );
     assert!(notes.contains("gpu-05: mlx5_2 is cabled to P0-LEAF-3-2"), "{notes}");
 }
+
+/// A clean fabric's table is a few rows: switches alike (host ports, uplinks, links per peer)
+/// fold into one row per level under their names. Before: a row per switch (a 700-switch
+/// fabric printed 741 lines).
+#[test]
+fn a_clean_fabric_prints_a_row_per_kind_of_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = dir.path().join("plane.txt");
+    std::fs::write(&plane, plane_capture(0, |_, hca| Some(hca))).unwrap();
+    let o = tt(["fabric", "--from-ibnetdiscover", plane.to_str().unwrap()]).run();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let leaves: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("P0-LEAF-"))
+        .collect();
+    assert_eq!(leaves.len(), 1, "one row for the 16 leaves:\n{text}");
+    assert!(
+        leaves[0].contains("(16 switches)  3           2        P0-SPINE-0×1, P0-SPINE-1×1"),
+        "{text}"
+    );
+    let spines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("P0-SPINE-"))
+        .collect();
+    assert_eq!(spines.len(), 1, "{text}");
+    assert!(spines[0].contains("P0-SPINE-[0-1] (2 switches)"), "{text}");
+    assert!(text.contains(" su-[1-2] (2 groups)  8 each"), "{text}");
+    assert!(text.lines().count() < 16, "{text}");
+}

@@ -436,3 +436,47 @@ fn one_init_is_one_run_and_rollback_says_where_it_did_not_undo_it() {
     );
     crate::common::assert_schema("rollback", &doc);
 }
+
+/// `irq-pin` over a cluster folds like `doctor`: an interrupt row the same on every node is one
+/// row under their host range (`--per-node`: one per node), and 640 paper nodes the summary
+/// counts as skipped are one line saying so. Before: one row per node and interrupt, and 640
+/// "FAILED" lines beside a summary of 640 skipped.
+#[test]
+fn irq_pin_over_a_cluster_folds_and_its_rows_agree_with_its_summary() {
+    let t = three();
+    let _ = &t.cluster;
+    let text = |extra: &[&str]| {
+        let o = tt(["irq-pin", "--reserve-cpus", "0-3", "--dry-run"])
+            .args(extra)
+            .config(&t.cfg)
+            .run();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let folded = text(&[]);
+    let per_node = text(&["--per-node"]);
+    let rows = |s: &str, host: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{host} ")))
+            .count()
+    };
+    assert_eq!(t.cluster.names, ["node1", "node2", "node3"]);
+    let each = rows(&per_node, "node1");
+    assert!(each >= 60, "{per_node}");
+    assert_eq!(rows(&per_node, "node3"), each);
+    assert_eq!(
+        rows(&folded, "node[1-3]"),
+        each,
+        "each interrupt once for the three nodes:\n{folded}"
+    );
+    assert_eq!(rows(&folded, "node2"), 0, "{folded}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, "nodes:\n  - host: \"gpu[001-640]\"\n    simulate: aws-p5en\n").unwrap();
+    let o = tt(["irq-pin", "--reserve-cpus", "0-3", "--dry-run"]).config(&cfg).run();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        out,
+        "gpu[001-640]: skipped simulated: a simulated node has no interrupts to pin\nirq-pin: 640 node(s), 0 changed, 0 failed, 640 skipped, 0 interrupt(s) not moved\n"
+    );
+}

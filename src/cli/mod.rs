@@ -261,6 +261,11 @@ pub(crate) struct IrqPinArgs {
     #[arg(long)]
     pub(crate) include_control: bool,
 
+    /// One row per node and interrupt (rows alike on many nodes are folded under a host range
+    /// by default).
+    #[arg(long)]
+    pub(crate) per_node: bool,
+
     /// Print the plan; change nothing; exit 3 when some interrupt would move (with --restore:
     /// would be put back).
     #[arg(long, env = "TOPO_TUNE_DRY_RUN", value_parser = env_bool)]

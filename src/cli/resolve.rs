@@ -363,6 +363,7 @@ impl IrqPinArgs {
             self.reserve_cpus.as_ref(),
         )?;
         Ok(IrqPinSettings {
+            per_node: self.per_node,
             scope,
             request: PinRequest {
                 reserved,

@@ -50,5 +50,6 @@ pub(crate) fn run(args: &IrqPinArgs, printer: &Printer) -> Result<Done, Error> {
             summary,
         },
     };
-    finish(printer, envelope, irq_report::render_pin)
+    let view = crate::report::fold::View::of(s.per_node);
+    finish(printer, envelope, |e| irq_report::render_pin(e, view))
 }

@@ -191,6 +191,7 @@ pub(crate) struct DoctorSettings {
 pub(crate) struct IrqPinSettings {
     pub(crate) scope: Scope,
     pub(crate) request: crate::irq::pin::PinRequest,
+    pub(crate) per_node: bool,
 }
 
 /// `probe`: which machine, and whether the path matrix is shown.
