@@ -86,3 +86,26 @@ fn the_link_scanner_finds_links_and_their_lines() {
         ]
     );
 }
+
+/// A command the docs show must run as written: `apply --resume ID` alone has no cluster
+/// (`--cluster-config` is required), so every `apply … --resume` names one (CHANGELOG aside:
+/// it tells what changed). Before: README and docs/apply.md showed `apply --resume ID`.
+#[test]
+fn every_resume_the_docs_show_names_its_cluster() {
+    for path in markdown_files().into_iter().filter(|p| !p.ends_with("CHANGELOG.md")) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            assert!(
+                !line.contains("apply --resume") || line.contains("--cluster-config"),
+                "{}:{}: `apply --resume` needs --cluster-config FILE: {line}",
+                path.display(),
+                i + 1
+            );
+        }
+    }
+    // And that spelling is what the binary takes.
+    let o = crate::common::tt(["apply", "--resume", "20261130T120000Z-4242"])
+        .env_remove("TOPO_TUNE_CLUSTER_CONFIG")
+        .run();
+    assert_eq!(o.status.code(), Some(2), "it fails without a cluster");
+}
