@@ -1159,7 +1159,8 @@ fn a_second_rollback_does_not_reach_back_into_older_runs() {
     assert!(wrong["nodes"][0]["note"]
         .as_str()
         .unwrap()
-        .contains("not the last recorded run"));
+        .contains("not here: run 20200101T000000Z-1 is not recorded here"));
+    assert_eq!(wrong["run"]["not_there"], 1, "a run the node never ran: {wrong}");
     let named = site.rollback_run(Some(older));
     assert_eq!(json(&named)["changed"], true);
     assert_eq!(
