@@ -27,7 +27,6 @@ pub(crate) enum FabricError {
         file: String,
         source: crate::wires::ibnet::ParseError,
     },
-    /// Switches, and no port that names a host: nothing to place, and nothing is written.
     /// Two captures hold one switch: the same plane twice, not two planes.
     #[error("{second} holds switch {guid} of {first}: the same plane twice (or one plane captured from two ports), not two planes; give each plane's capture once")]
     SharedSwitch {
@@ -38,6 +37,7 @@ pub(crate) enum FabricError {
     /// A directory of captures with none in it, or more planes than a fabric is read with.
     #[error("{dir}: {message}")]
     Planes { dir: String, message: String },
+    /// Switches, and no port that names a host: nothing to place, and nothing is written.
     #[error("{file}: {switches} switch(es) and no port that names a host ({unnamed} unnamed port(s)): nothing to place; set each HCA's node description to `<hostname> <hca>` (rdma-ndd) or pass --guid-map FILE")]
     NoHosts {
         file: String,
