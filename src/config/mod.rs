@@ -669,7 +669,7 @@ impl Loader<'_> {
     /// fields, so every name is a plain device name and every number in range.
     fn rail_hcas(&self, f: &RawFabric) -> Result<(HcaNumbers, HcaNumbers), ConfigError> {
         let mut rails = BTreeMap::new();
-        let mut taken: BTreeMap<u32, &str> = BTreeMap::new();
+        let mut taken: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
         for (hca, rail) in &f.rail_hcas {
             let plain = !hca.value.is_empty()
                 && hca.value.len() <= 64
@@ -687,12 +687,16 @@ impl Loader<'_> {
                 return Err(self.at(
                     &hca.referenced,
                     format!(
-                        "fabric.rail_hcas: {} is on rail {rail}, and fabric.rails is {:?}",
-                        hca.value, f.rails
+                        "fabric.rail_hcas: {} is on rail {rail}, and fabric.rails is {}",
+                        hca.value,
+                        f.rails.map_or("not stated".to_string(), |n| format!(
+                            "{n} (rails 0 to {})",
+                            n.saturating_sub(1)
+                        ))
                     ),
                 ));
             }
-            taken.insert(*rail, &hca.value);
+            taken.insert(*rail);
             rails.insert(hca.value.clone(), *rail);
         }
         if let Some(n) = f.rails.filter(|n| !rails.is_empty() && taken.len() != *n as usize) {
@@ -1325,7 +1329,7 @@ mod tests {
             ),
             (
                 "fabric: {rail_hcas: {mlx5_0: 0}}\nnodes: [{host: a}]\n",
-                "fabric.rails is None",
+                "fabric.rails is not stated",
             ),
             (
                 "fabric: {rails: 1, rail_hcas: {\"mlx5_0:1\": 0}}\nnodes: [{host: a}]\n",
