@@ -716,3 +716,37 @@ fn a_restore_record_only_root_could_have_written_is_obeyed() {
     assert!(err.contains("IRQ 203 is listed twice"), "{err}");
     assert_eq!(affinities(root), moved, "nothing moved");
 }
+
+/// A record an older topo-tune wrote has action names but no PCI function: `--restore` leaves
+/// its interrupts (no identity to hold them to), and the next `irq-pin` completes it where the
+/// same name still has the number, after which `--restore` puts them back.
+#[test]
+fn an_older_record_is_completed_by_the_next_pin_where_the_name_still_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machines::irq_box(root, Mlx5Naming::Modern);
+    let irqs = affinities(root);
+    let pin = ["irq-pin", "--reserve-cpus", "0-3"];
+    assert_eq!(json(&pin, root).0, Some(0));
+    let record = root.join("etc/topo-tune/irq-pin.before.json");
+    let mut rec: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    for (_, irq) in rec["irqs"].as_object_mut().unwrap() {
+        irq.as_object_mut().unwrap().remove("pci");
+    }
+    std::fs::write(&record, serde_json::to_vec_pretty(&rec).unwrap()).unwrap();
+    let (_, dry, _) = json(&["irq-pin", "--restore", "--dry-run"], root);
+    assert!(
+        dry["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("dry run: restore: 0 to put back, 0 already as recorded, 63 left"),
+        "{}",
+        dry["msg"]
+    );
+    assert_eq!(json(&pin, root).0, Some(0), "nothing to move: the record is completed");
+    let completed: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    assert_eq!(completed["irqs"]["202"]["pci"], "0000:17:00.0");
+    let (code, back, err) = json(&["irq-pin", "--restore"], root);
+    assert_eq!(code, Some(0), "{err}{back:#}");
+    assert_eq!(affinities(root), irqs);
+}

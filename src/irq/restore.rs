@@ -180,6 +180,23 @@ pub(crate) fn remember(fs: &FsRoot, snap: &NodeSnapshot, plan: &IrqPlan, ban: Op
         version: VERSION,
         ..Before::default()
     });
+    let pci_of = |nic: &str| {
+        snap.nics
+            .iter()
+            .find(|n| n.name == nic)
+            .and_then(|n| n.pci.as_ref())
+            .map(|p| p.bdf.to_string())
+    };
+    // A record of an older topo-tune has the action name but no PCI function: the same name
+    // on the same number now is the same interrupt, and its NIC is known (the writer writes
+    // only when this changes the record).
+    for pin in &plan.pins {
+        if let Some(old) = before.irqs.get_mut(&pin.irq) {
+            if old.pci.is_none() && old.name.is_some() && old.name == pin.name {
+                old.pci = pci_of(&pin.nic);
+            }
+        }
+    }
     for pin in plan.pins.iter().filter(|p| p.action == PinAction::Set) {
         if before.irqs.contains_key(&pin.irq) {
             continue;
@@ -192,12 +209,7 @@ pub(crate) fn remember(fs: &FsRoot, snap: &NodeSnapshot, plan: &IrqPlan, ban: Op
             BeforeIrq {
                 nic: pin.nic.clone(),
                 name: pin.name.clone(),
-                pci: snap
-                    .nics
-                    .iter()
-                    .find(|n| n.name == pin.nic)
-                    .and_then(|n| n.pci.as_ref())
-                    .map(|p| p.bdf.to_string()),
+                pci: pci_of(&pin.nic),
                 class: pin.class,
                 affinity_list: now,
             },
