@@ -147,6 +147,9 @@ struct Field<'a> {
     /// A mismatch fails (NCCL, driver, CUDA: hangs and wrong results) or warns (kernel, NIC
     /// firmware: slowdowns worth aligning).
     fails: bool,
+    /// Every node has one (NCCL, driver, CUDA, kernel): a node without it did not report it.
+    /// A NIC board only the nodes that carry it report.
+    every_node: bool,
     values: Vec<(&'a str, &'a str)>,
 }
 
@@ -177,28 +180,6 @@ pub(crate) fn compare<'a>(nodes: &[(&'a str, &'a Versions)]) -> Vec<(&'a str, Fi
 /// One version field of a node's report.
 type Getter = fn(&Versions) -> Option<&String>;
 
-/// The simple fields a node did not report (unreadable, or not plain text): it cannot be
-/// compared on them, and its row says so rather than claim the class's value.
-fn unreported<'a>(members: &[(&'a str, &'a Versions)]) -> BTreeMap<&'a str, Vec<&'static str>> {
-    let simple: [(&str, Getter); 4] = [
-        ("NCCL", |v| v.nccl.as_ref()),
-        ("driver", |v| v.driver.as_ref()),
-        ("CUDA", |v| v.cuda.as_ref()),
-        ("kernel", |v| v.kernel.as_ref()),
-    ];
-    let mut out: BTreeMap<&str, Vec<&'static str>> = BTreeMap::new();
-    for (name, get) in simple {
-        // A field no node reports (no NCCL anywhere) is nobody's gap.
-        if members.iter().all(|(_, v)| get(v).is_none()) {
-            continue;
-        }
-        for (h, _) in members.iter().filter(|(_, v)| get(v).is_none()) {
-            out.entry(*h).or_default().push(name);
-        }
-    }
-    out
-}
-
 fn fields<'a>(members: &[(&'a str, &'a Versions)]) -> Vec<Field<'a>> {
     let simple: [(&str, bool, Getter); 4] = [
         ("NCCL", true, |v| v.nccl.as_ref()),
@@ -211,6 +192,7 @@ fn fields<'a>(members: &[(&'a str, &'a Versions)]) -> Vec<Field<'a>> {
         .map(|(name, fails, get)| Field {
             name: name.to_string(),
             fails: *fails,
+            every_node: true,
             values: members
                 .iter()
                 .filter_map(|(h, v)| Some((*h, get(v)?.as_str())))
@@ -225,6 +207,7 @@ fn fields<'a>(members: &[(&'a str, &'a Versions)]) -> Vec<Field<'a>> {
         out.push(Field {
             name: format!("NIC firmware ({b})"),
             fails: false,
+            every_node: false,
             values: members
                 .iter()
                 .filter_map(|(h, v)| Some((*h, v.nic_firmware.get(b)?.as_str())))
@@ -238,7 +221,16 @@ fn fields<'a>(members: &[(&'a str, &'a Versions)]) -> Vec<Field<'a>> {
 fn judge_class<'a>(class: &str, members: &[(&'a str, &'a Versions)]) -> Vec<(&'a str, Finding)> {
     let mut odd: BTreeMap<&str, Vec<(String, bool)>> = BTreeMap::new();
     let mut same: Vec<String> = Vec::new();
+    // Nodes that did not report a field every node has (unreadable, or not plain text): not
+    // compared on it, and their rows say so rather than claim the class's value. A field no
+    // node reports (no NCCL anywhere) is nobody's gap.
+    let mut unreported: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for f in fields(members) {
+        if f.every_node && !f.values.is_empty() && f.values.len() < members.len() {
+            for (h, _) in members.iter().filter(|(h, _)| !f.values.iter().any(|(x, _)| x == h)) {
+                unreported.entry(h).or_default().push(f.name.clone());
+            }
+        }
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, v) in &f.values {
             *counts.entry(v).or_default() += 1;
@@ -248,7 +240,7 @@ fn judge_class<'a>(class: &str, members: &[(&'a str, &'a Versions)]) -> Vec<(&'a
         };
         if counts.len() == 1 {
             // Said only when every node reported it: a node that did not is not "the same".
-            if f.values.len() == members.len() || f.name.starts_with("NIC firmware") {
+            if f.values.len() == members.len() || !f.every_node {
                 same.push(format!("{} {major}", f.name));
             }
             continue;
@@ -269,7 +261,7 @@ fn judge_class<'a>(class: &str, members: &[(&'a str, &'a Versions)]) -> Vec<(&'a
             }
         }
     }
-    for (h, names) in unreported(members) {
+    for (h, names) in unreported {
         odd.entry(h).or_default().push((
             format!(
                 "{} not reported (unreadable here, or not plain text): not compared with its class",
