@@ -91,6 +91,9 @@ pub(crate) struct Facts<'a> {
     rdma: Vec<RdmaNic<'a>>,
     /// The ports NCCL would use for GPU traffic left to itself (the guard's view).
     ports: Vec<GpuPort>,
+    /// Each GPU's NIC on its rail, or why the GPUs do not line up with the rails; `None`
+    /// without a rail map (made once: NCCL_IB_HCA's and NCCL_CROSS_NIC's rules both ask).
+    on_rails: Option<Result<Vec<NicOnRail>, OffTheRails>>,
 }
 
 struct RdmaNic<'a> {
@@ -119,13 +122,16 @@ impl<'a> Facts<'a> {
                     .min_by_key(|(c, _)| *c),
             })
             .collect();
-        Facts {
+        let mut facts = Facts {
             snap,
             rails,
             version,
             rdma,
             ports: gpu_ports_with(snap, classes),
-        }
+            on_rails: None,
+        };
+        facts.on_rails = facts.rails_by_gpu();
+        facts
     }
 
     /// RDMA devices NCCL drives through verbs (not EFA, which goes through aws-ofi-nccl).
@@ -327,7 +333,7 @@ fn rail_fields(f: &Facts) -> Option<(BTreeMap<String, String>, String)> {
     if f.version.is_none_or(|v| v < NcclVersion(2, 30, 7)) || f.rails.off_rail.is_some() {
         return None;
     }
-    let by_gpu = f.rails_by_gpu()?.ok()?;
+    let by_gpu = f.on_rails.as_ref()?.as_ref().ok()?;
     let fields = by_gpu
         .iter()
         .map(|(_, nic, rail)| {
@@ -463,7 +469,7 @@ fn cross_nic(f: &Facts) -> Outcome {
             "the fabric ({file}) is rail-optimised, but this host's ports break the rail pattern ({why}): NCCL_CROSS_NIC and rail ids are left to NCCL here; move the cable and run `topo-tune fabric` again"
         ));
     }
-    match f.rails_by_gpu() {
+    match &f.on_rails {
         None => {
             // Named by its file name: the same reason on every node, wherever the file is.
             let name = std::path::Path::new(file).file_name().map_or(file.into(), |n| n.to_string_lossy());
