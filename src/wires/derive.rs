@@ -282,7 +282,10 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
         fix: format!("check {name}'s host cables and the hosts behind it (iblinkinfo -S on {name}); a spare leaf left in the fabric can stay"),
     }));
     let mut groups = groups(&sw, &mut hosts);
-    findings.extend(miscabled(&groups, &hosts));
+    // Each rail group's leaves → the HCA most of their ports are, once: the wrong-rail check,
+    // the rail map and the ports' rail numbers all read it.
+    let leaf_hcas = leaf_hcas(&groups, &hosts);
+    findings.extend(miscabled(&groups, &hosts, &leaf_hcas));
     findings.extend(uplink_findings(&sw, &groups));
     findings.extend(slow_links(&link_rates));
     findings.extend(unnamed_finding(&unnamed));
@@ -296,9 +299,9 @@ pub(crate) fn derive(nodes: &[Node], names: &HashMap<String, String>) -> Discove
     }
     let rails = common_rails(&groups);
     findings.extend(short_groups(&groups, rails));
-    let rail_map = rail_map(&groups, &hosts, rails);
+    let rail_map = rail_map(&groups, &hosts, rails, &leaf_hcas);
     findings.extend(rail_map.named_apart);
-    fabric_rails(&groups, &mut hosts, &rail_map.hcas);
+    fabric_rails(&groups, &mut hosts, &rail_map.hcas, &leaf_hcas);
     Discovered {
         switches: sw.into_values().collect(),
         hosts: hosts.into_iter().map(|(name, ports)| Host { name, ports }).collect(),
@@ -856,14 +859,33 @@ fn majority_hca<'a>(
         .collect()
 }
 
+/// Leaf → the HCA most of its host ports are, for one group's leaves (empty for a group
+/// without rails).
+type LeafHcas = HashMap<String, String>;
+
+/// Each group's [`LeafHcas`], in the groups' order.
+fn leaf_hcas(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>) -> Vec<LeafHcas> {
+    groups
+        .iter()
+        .map(|g| match g.rails {
+            Some(_) => {
+                let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
+                majority_hca(&leaves, &g.hosts, hosts)
+                    .into_iter()
+                    .map(|(l, h)| (l.to_string(), h))
+                    .collect()
+            }
+            None => LeafHcas::new(),
+        })
+        .collect()
+}
+
 /// A named port on a leaf whose ports are mostly another HCA, where the group has a leaf for
 /// this HCA: cabled to the wrong rail.
-fn miscabled(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>) -> Vec<Finding> {
+fn miscabled(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>, leaf_hcas: &[LeafHcas]) -> Vec<Finding> {
     let mut out = Vec::new();
-    for g in groups.iter().filter(|g| g.rails.is_some()) {
-        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
-        let majority = majority_hca(&leaves, &g.hosts, hosts);
-        let leaf_of: HashMap<&str, &str> = majority.iter().map(|(l, h)| (h.as_str(), *l)).collect();
+    for (g, majority) in groups.iter().zip(leaf_hcas).filter(|(g, _)| g.rails.is_some()) {
+        let leaf_of: HashMap<&str, &str> = majority.iter().map(|(l, h)| (h.as_str(), l.as_str())).collect();
         for h in &g.hosts {
             for p in &hosts[h] {
                 let here = majority.get(p.switch.as_str());
@@ -1037,7 +1059,12 @@ struct RailMap {
 /// names, but a name on two rails is no map. A group short of a leaf takes its names' rails
 /// from the whole groups. A host with a port on a leaf of another HCA is off its rails,
 /// whatever else it has.
-fn rail_map(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>, rails: Option<u32>) -> RailMap {
+fn rail_map(
+    groups: &[Group],
+    hosts: &BTreeMap<String, Vec<HostPort>>,
+    rails: Option<u32>,
+    leaf_hcas: &[LeafHcas],
+) -> RailMap {
     let mut out = RailMap {
         hcas: BTreeMap::new(),
         off_rail: BTreeMap::new(),
@@ -1045,9 +1072,11 @@ fn rail_map(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>, rails: Op
     };
     let Some(rails) = rails else { return out };
     let mut clash: Vec<String> = Vec::new();
-    for g in groups.iter().filter(|g| g.rails.is_some() && !g.single_port_hosts) {
-        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
-        let majority = majority_hca(&leaves, &g.hosts, hosts);
+    for (g, majority) in groups
+        .iter()
+        .zip(leaf_hcas)
+        .filter(|(g, _)| g.rails.is_some() && !g.single_port_hosts)
+    {
         if g.rails == Some(rails) {
             let mut names: Vec<&String> = majority.values().collect::<BTreeSet<_>>().into_iter().collect();
             names.sort_by(|a, b| natural_cmp(a, b));
@@ -1097,20 +1126,24 @@ fn rail_map(groups: &[Group], hosts: &BTreeMap<String, Vec<HostPort>>, rails: Op
 
 /// Each compute port's rail as the fabric numbers it (its leaf's HCA's rail), not as its group
 /// does: a group short of a leaf would number the rails after the gap one lower.
-fn fabric_rails(groups: &[Group], hosts: &mut BTreeMap<String, Vec<HostPort>>, hcas: &BTreeMap<String, u32>) {
+fn fabric_rails(
+    groups: &[Group],
+    hosts: &mut BTreeMap<String, Vec<HostPort>>,
+    hcas: &BTreeMap<String, u32>,
+    leaf_hcas: &[LeafHcas],
+) {
     if hcas.is_empty() {
         return;
     }
-    for g in groups.iter().filter(|g| g.rails.is_some() && !g.single_port_hosts) {
-        let leaves: Vec<&str> = g.leaves.iter().map(String::as_str).collect();
-        let rail_of: HashMap<String, Option<u32>> = majority_hca(&leaves, &g.hosts, hosts)
-            .into_iter()
-            .map(|(leaf, hca)| (leaf.to_string(), hcas.get(&hca).copied()))
-            .collect();
+    for (g, majority) in groups
+        .iter()
+        .zip(leaf_hcas)
+        .filter(|(g, _)| g.rails.is_some() && !g.single_port_hosts)
+    {
         for h in &g.hosts {
             if let Some(ports) = hosts.get_mut(h) {
                 for p in ports.iter_mut() {
-                    p.rail = rail_of.get(&p.switch).copied().flatten();
+                    p.rail = majority.get(&p.switch).and_then(|hca| hcas.get(hca)).copied();
                 }
             }
         }
