@@ -459,8 +459,8 @@ impl<'a> Reading<'a> {
 /// pasted into one file (or a fabric cut in two), which no one fabric model describes. (An
 /// AWS answer lists no level above its top nodes: its parts are never joined, and it is not
 /// asked.)
-pub(crate) fn planes(switches: &[Switch]) -> Option<Finding> {
-    let sw: BTreeMap<&str, &Switch> = switches.iter().map(|s| (s.name.as_str(), s)).collect();
+pub(crate) fn planes<'a>(switches: impl IntoIterator<Item = &'a Switch>) -> Option<Finding> {
+    let sw: BTreeMap<&str, &Switch> = switches.into_iter().map(|s| (s.name.as_str(), s)).collect();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut parts: Vec<(String, usize, u32)> = Vec::new();
     for start in sw.keys().copied() {

@@ -65,13 +65,8 @@ pub(crate) fn mark(d: &mut Discovered, plane_of: &HashMap<String, u32>, files: &
         }
     }
     for (i, file) in files.iter().enumerate() {
-        let mine: Vec<derive::Switch> = d
-            .switches
-            .iter()
-            .filter(|s| s.plane == Some(i as u32))
-            .cloned()
-            .collect();
-        if let Some(mut f) = derive::planes(&mine) {
+        let mine: Vec<&derive::Switch> = d.switches.iter().filter(|s| s.plane == Some(i as u32)).collect();
+        if let Some(mut f) = derive::planes(mine.iter().copied()) {
             f.what = format!("{file}: {}", f.what);
             d.findings.push(f);
         }
