@@ -172,6 +172,10 @@ pub(crate) struct WriteReport {
     /// Why nothing was done, when that is the answer (a rollback with nothing newer to undo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
+    /// `rollback --run ID` that undid nothing here: whether the node holds that run under a
+    /// newer one or never ran it (what the controller counts; the note says it to people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run_not_undone: Option<RunNotUndone>,
     /// The operator's own NCCL files and what they set (kept as they are): the controller
     /// warns of those that would turn NVLink off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -252,6 +256,7 @@ impl WriteReport {
         WriteReport {
             run_id,
             note: None,
+            run_not_undone: None,
             operator: Vec::new(),
             files: changes
                 .iter()
@@ -924,10 +929,15 @@ fn check_backups(tree: &Tree, run: &Run) -> Result<(), WriteError> {
     Ok(())
 }
 
-/// How a `rollback --run` answer begins when the node did not undo the run: it holds the run
-/// under a newer one (the run is left there), or never ran it.
-pub(crate) const RUN_LEFT: &str = "not undone";
-pub(crate) const RUN_ABSENT: &str = "not here";
+/// Why `rollback --run ID` undid nothing on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunNotUndone {
+    /// The node holds the run under a newer one: it is left there.
+    Left,
+    /// The node never ran it.
+    Absent,
+}
 
 /// Undo the last recorded run: restore its backups, remove the files it created. With
 /// `only`, undo it only when it is that run (a rollout undoing its own wave): otherwise
@@ -942,13 +952,16 @@ pub(crate) fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteRepor
     match (only, &manifest.undone, &last) {
         (Some(id), _, last) if last.as_deref() != Some(id) => {
             let recorded = manifest.runs.iter().any(|r| r.id == id);
+            let (why, note) = match last {
+                Some(l) if recorded => (
+                    RunNotUndone::Left,
+                    format!("not undone: run {id} is recorded here under a newer run ({l}): runs are undone newest first"),
+                ),
+                _ => (RunNotUndone::Absent, format!("not here: run {id} is not recorded here")),
+            };
             return Ok(WriteReport {
-                note: Some(match last {
-                    Some(l) if recorded => format!(
-                        "{RUN_LEFT}: run {id} is recorded here under a newer run ({l}): runs are undone newest first"
-                    ),
-                    _ => format!("{RUN_ABSENT}: run {id} is not recorded here"),
-                }),
+                note: Some(note),
+                run_not_undone: Some(why),
                 ..WriteReport::default()
             });
         }

@@ -235,6 +235,7 @@ pub(crate) fn rollback(s: &RollbackSettings, printer: &Printer) -> Result<Vec<No
                             files: rep.files.clone(),
                             run_id: rep.run_id.clone(),
                             note: rep.note.clone(),
+                            run_not_undone: rep.run_not_undone,
                             ..WriteDetail::default()
                         },
                     )

@@ -109,6 +109,9 @@ pub(crate) struct WriteDetail {
     /// Why nothing was done (`rollback` with nothing newer to undo).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) note: Option<String>,
+    /// `rollback --run ID` that undid nothing on the node: left there, or never ran it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) run_not_undone: Option<crate::apply::writer::RunNotUndone>,
     /// What the operator's own NCCL files do that the plan's never would (they are kept),
     /// and why a node is not given the tuning.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -161,7 +164,7 @@ pub(crate) struct RunUndone {
 }
 
 impl RunUndone {
-    /// Sorted from the rows: a row with the run's id undid it; a note says left or absent;
+    /// Sorted from the rows: a row with the run's id undid it; the node says left or absent;
     /// a failed or skipped row was not reached.
     pub(crate) fn of(id: &str, rows: &[NodeRow<WriteDetail>]) -> RunUndone {
         let mut out = RunUndone {
@@ -169,12 +172,12 @@ impl RunUndone {
             ..RunUndone::default()
         };
         for r in rows {
-            let note = r.detail.note.as_deref().unwrap_or_default();
+            use crate::apply::writer::RunNotUndone;
             if r.detail.run_id.as_deref() == Some(id) {
                 out.restored.push(r.host.clone());
             } else if r.error.is_some() {
                 out.not_reached.push(r.host.clone());
-            } else if note.starts_with(crate::apply::writer::RUN_LEFT) {
+            } else if r.detail.run_not_undone == Some(RunNotUndone::Left) {
                 out.left.push(r.host.clone());
             } else {
                 out.not_there += 1;
