@@ -128,7 +128,8 @@ fn kernel_log(fs: &FsRoot) -> std::io::Result<XidTally> {
         let mut records = 0;
         loop {
             if records == MAX_RECORDS || read >= SCAN_LIMIT {
-                tally.cut = true;
+                // Cut only if another record is there to read.
+                tally.cut = f.read(&mut buf).is_ok_and(|n| n > 0);
                 break;
             }
             match f.read(&mut buf) {
