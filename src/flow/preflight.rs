@@ -87,7 +87,12 @@ impl From<MissingPlugin> for crate::error::Error {
 pub(crate) fn tuning_dir_writable(dir: &Path) -> Result<(), crate::apply::tree::TreeError> {
     let tree = crate::apply::tree::Tree::open(dir)?;
     for name in ["tuning.json", "nccl-tuner.csv"] {
-        tree.read(name, 64 << 20)?;
+        // Looked at, not read: a link is refused by `owner_mode` itself.
+        if let Some((_, mode)) = tree.owner_mode(name)? {
+            if mode & 0o170_000 != 0o100_000 {
+                return Err(crate::apply::tree::TreeError::NotRegular { path: tree.show(name) });
+            }
+        }
     }
     let check = ".topo-tune-write-check";
     tree.write(check, b"", 0o600)?;
