@@ -955,7 +955,9 @@ pub(crate) fn rollback(root_dir: &Path, only: Option<&str>) -> Result<WriteRepor
             let (why, note) = match last {
                 Some(l) if recorded => (
                     RunNotUndone::Left,
-                    format!("not undone: run {id} is recorded here under a newer run ({l}): runs are undone newest first"),
+                    format!(
+                        "not undone: run {id} is recorded here under a newer run ({l}): runs are undone newest first"
+                    ),
                 ),
                 _ => (RunNotUndone::Absent, format!("not here: run {id} is not recorded here")),
             };
